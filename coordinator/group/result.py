@@ -1,0 +1,53 @@
+"""What a handler returns: records to append plus responses, never side effects.
+
+A handler reads state and returns a `Result`. The runtime replays `records` into the
+shard (unless `replay` is False: classic membership is soft state the handler already
+changed, and its GroupMetadata record is only a snapshot for loading), appends them as
+one batch, and releases `response` and every `Reply` once the batch is durable. Then it
+runs `after_commit` on the same partition executor and treats its Result the same way.
+
+A parked request (JoinGroup, SyncGroup) gets a `ReplyHandle` from the runtime; the state
+machine keeps it on the member and answers it later with a `Reply`, possibly from
+another member's request or from a timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# Opaque to the state machine: the runtime maps it to a waiting connection.
+ReplyHandle = object
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    key: Any                 # a key dataclass from coordinator.records
+    value: Any | None        # its value dataclass; None is a tombstone
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    handle: ReplyHandle
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_version: int
+    client_id: str = ""
+    client_host: str = "/127.0.0.1"   # Java InetAddress.toString() form, as Kafka stores it
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    records: tuple[CoordinatorRecord, ...] = ()
+    response: Any = None
+    replies: tuple[Reply, ...] = ()
+    after_commit: Callable[[], Result] | None = None
+    replay: bool = True
+
+
+EMPTY_RESULT = Result()

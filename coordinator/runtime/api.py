@@ -1,0 +1,39 @@
+"""What the coordinator service asks of the partition runtimes.
+
+`write` runs `op(shard, handle)` on the partition's serial executor, replays and appends
+its records, and returns the response once the batch is durable; if the op parked the
+request (Result.response is None), it returns what a later `Reply` to `handle` carries.
+`read` runs `op(shard)` after every write before it is durable and returns its value.
+
+Both raise `PartitionLoading` (answer COORDINATOR_LOAD_IN_PROGRESS),
+`PartitionNotActive` (NOT_COORDINATOR: failed, unloaded or not owned), or
+`RuntimeClosed` (COORDINATOR_NOT_AVAILABLE). A parked request whose partition fails or
+unloads gets `PartitionNotActive`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from coordinator.group.result import ReplyHandle, Result
+
+
+class PartitionLoading(Exception):
+    pass
+
+
+class PartitionNotActive(Exception):
+    pass
+
+
+class RuntimeClosed(Exception):
+    pass
+
+
+class CoordinatorRuntime(Protocol):
+    num_partitions: int
+
+    async def write(self, partition: int, op: Callable[[Any, ReplyHandle], Result]) -> Any: ...
+
+    async def read(self, partition: int, op: Callable[[Any], Any]) -> Any: ...

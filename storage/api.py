@@ -1,0 +1,81 @@
+"""The narrow log interface the coordinator writes through.
+
+The store knows keys and values only as bytes (`value is None` is a tombstone); it knows
+nothing about groups. Two implementations pass one contract suite: `MemoryLogStore`
+(tests, dev) and `FileLogStore` (the durable 50-partition log).
+
+Write path: `append(p, records, timestamp_ms)` assigns offsets at once, in call order,
+and returns an `Append` whose `durable` future resolves (in offset order) once the
+batch is durable under the store's fsync policy, or fails with `StorageError`. All of
+one call's records form one batch, kept or lost whole by recovery.
+
+After a failed append the partition is failed: later appends fail too, until the owner
+calls `recover(p)`, which brings the partition back to its last durable state (nothing
+half-written) and returns its end offset; the owner then reloads by `read(p, 0)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    key: bytes
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    base_offset: int
+    last_offset: int
+    records: tuple[StoredRecord, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    last_offset: int
+    durable: asyncio.Future[int]
+
+
+class StorageError(Exception):
+    """A write or fsync failed; the partition must be recovered before it is used again."""
+
+
+class CorruptLogError(StorageError):
+    """A partition's log is damaged in a way recovery must not guess about."""
+
+    def __init__(self, path: str, position: int, reason: str):
+        super().__init__(f"{path} at byte {position}: {reason}")
+        self.path = path
+        self.position = position
+        self.reason = reason
+
+
+class LogStore(Protocol):
+    num_partitions: int
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def read(self, partition: int, from_offset: int = 0) -> Iterator[StoredBatch]: ...
+
+    def end_offset(self, partition: int) -> int: ...
+
+    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append: ...
+
+    async def recover(self, partition: int) -> int: ...
