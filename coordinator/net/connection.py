@@ -1,0 +1,157 @@
+"""One client connection: frames in, responses out in request order.
+
+Requests are pipelined (librdkafka keeps many in flight), but Kafka clients match
+responses to requests by order, so every request that expects a response takes a slot
+in a FIFO; a response is written only when every slot before it is written. A parked
+JoinGroup therefore holds back later responses of its own connection only.
+
+Backpressure: when the slots reach `max_in_flight`, or the transport's write buffer is
+over its high-water mark, reading pauses until the writer catches up (aiohttp's
+`_pause_msg_queue_reading`).
+
+Connection states: ACTIVE → CLOSING → CLOSED. A protocol violation (bad frame, bad
+header, undecodable request, unknown API) logs why and closes: Kafka does the same,
+and a client that sent garbage cannot be answered in a shape it would understand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections import deque
+from typing import Any, Protocol
+
+from protocol.framing import FrameError, FrameReader
+
+log = logging.getLogger(__name__)
+
+
+class ProtocolViolation(Exception):
+    """The client sent something that cannot be answered: close the connection."""
+
+
+class ConnectionState(enum.Enum):
+    ACTIVE = "active"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class Dispatcher(Protocol):
+    def open(self, conn: KafkaConnection) -> Any: ...
+
+    def dispatch(self, session: Any, payload: bytes) -> bytes | asyncio.Future | None: ...
+
+    def close(self, session: Any) -> None: ...
+
+
+class KafkaConnection(asyncio.Protocol):
+    __slots__ = (
+        "_dispatcher", "_reader", "_slots", "_transport", "_session", "_max_in_flight",
+        "_reading_paused", "_writing_paused", "state", "peer_host", "listener_node_id",
+    )
+
+    def __init__(self, dispatcher: Dispatcher, *, max_frame_bytes: int, max_in_flight: int,
+                 listener_node_id: int | None = None):
+        self._dispatcher = dispatcher
+        self._reader = FrameReader(max_frame_bytes)
+        self._slots: deque[bytes | asyncio.Future] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._session: Any = None
+        self._max_in_flight = max_in_flight
+        self._reading_paused = False
+        self._writing_paused = False
+        self.state = ConnectionState.ACTIVE
+        self.peer_host = "unknown"
+        self.listener_node_id = listener_node_id
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer_host = peer[0]
+        self._session = self._dispatcher.open(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.state is not ConnectionState.ACTIVE:
+            return
+        try:
+            payloads = self._reader.feed(data)
+            for payload in payloads:
+                outcome = self._dispatcher.dispatch(self._session, payload)
+                if outcome is None:
+                    continue
+                self._slots.append(outcome)
+                if isinstance(outcome, asyncio.Future):
+                    outcome.add_done_callback(self._on_slot_done)
+        except (FrameError, ProtocolViolation) as exc:
+            log.warning("closing connection from %s: %s", self.peer_host, exc)
+            self.close()
+            return
+        self._flush()
+
+    def _on_slot_done(self, _fut: asyncio.Future) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        slots = self._slots
+        transport = self._transport
+        while slots and self.state is ConnectionState.ACTIVE:
+            head = slots[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    break
+                if head.cancelled():
+                    self.close()
+                    return
+                exc = head.exception()
+                if exc is not None:
+                    log.warning("closing connection from %s: %s", self.peer_host, exc)
+                    self.close()
+                    return
+                frame = head.result()
+            else:
+                frame = head
+            slots.popleft()
+            if frame is not None:
+                transport.write(frame)
+        self._apply_backpressure()
+
+    def _apply_backpressure(self) -> None:
+        if self.state is not ConnectionState.ACTIVE:
+            return
+        should_pause = self._writing_paused or len(self._slots) >= self._max_in_flight
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            self._transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._apply_backpressure()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._apply_backpressure()
+
+    def close(self) -> None:
+        if self.state is ConnectionState.ACTIVE:
+            self.state = ConnectionState.CLOSING
+            if self._transport is not None:
+                self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.state = ConnectionState.CLOSED
+        for slot in self._slots:
+            if isinstance(slot, asyncio.Future):
+                slot.cancel()
+        self._slots.clear()
+        if self._session is not None:
+            self._dispatcher.close(self._session)
+            self._session = None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._slots)

@@ -1,0 +1,105 @@
+"""Routes each request frame: answered here, by the coordinator service, or upstream.
+
+ApiVersions is always answered here (our ranges for what we serve, upstream's for what
+we forward). Metadata is answered here only in standalone mode; with an upstream it is
+forwarded and rewritten by the gateway. Group APIs go to the coordinator service on
+every listener (DESIGN §1: all group state lives in this one process). Anything else
+goes upstream as an opaque frame, or closes the connection when there is no upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+
+from coordinator.group.result import RequestContext
+from coordinator.net.connection import KafkaConnection, ProtocolViolation
+from coordinator.net.local_answers import LocalAnswers
+from protocol.api_keys import LOCAL_VERSIONS
+from protocol.error_responses import api_versions_error_response, error_response
+from protocol.errors import ErrorCode
+from protocol.headers import HeaderError, parse_request_header
+from protocol.messages import MalformedRequest, decode_request, encode_response
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Session:
+    conn: KafkaConnection
+    client_host: str
+    upstream: Any = None
+
+
+class Dispatcher:
+    def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None):
+        self._service = service
+        self._answers = answers
+        self._gateway = gateway
+        self._loop = asyncio.get_running_loop()
+
+    def open(self, conn: KafkaConnection) -> Session:
+        upstream = None
+        if self._gateway is not None:
+            upstream = self._gateway.session(conn.listener_node_id)
+        return Session(conn, "/" + conn.peer_host, upstream)
+
+    def close(self, session: Session) -> None:
+        if session.upstream is not None:
+            self._loop.create_task(session.upstream.close())
+
+    def dispatch(self, session: Session, payload: bytes) -> bytes | asyncio.Future | None:
+        try:
+            header = parse_request_header(payload)
+        except HeaderError as exc:
+            raise ProtocolViolation(f"unreadable request header: {exc}") from exc
+        api_key = header.api_key
+        if api_key == ApiKey.ApiVersions:
+            return self._api_versions(header, payload)
+        if api_key in LOCAL_VERSIONS and not (api_key == ApiKey.Metadata and session.upstream is not None):
+            return self._local(session, header, payload)
+        if session.upstream is not None:
+            forwarded = session.upstream.forward(header, payload)
+            return None if forwarded is None else asyncio.ensure_future(forwarded)
+        raise ProtocolViolation(f"api key {api_key} (version {header.api_version}) is not served "
+                                "and there is no upstream to forward it to")
+
+    def _api_versions(self, header, payload: bytes) -> bytes:
+        low, high = LOCAL_VERSIONS[ApiKey.ApiVersions]
+        if header.api_version > high:
+            # KIP-511: a newer client gets a v0 answer listing our range, then retries lower.
+            return encode_response(header, api_versions_error_response(), 0)
+        request = self._decode(header, payload)
+        return encode_response(header, self._answers.api_versions(request), header.api_version)
+
+    def _local(self, session: Session, header, payload: bytes) -> bytes | asyncio.Future:
+        api_key, version = header.api_key, header.api_version
+        low, high = LOCAL_VERSIONS[api_key]
+        if not low <= version <= high:
+            log.debug("refusing %s v%d from %s: not in %d-%d", ApiKey(api_key).name, version,
+                      session.client_host, low, high)
+            try:
+                return encode_response(header, error_response(api_key, version, None,
+                                                              ErrorCode.UNSUPPORTED_VERSION), version)
+            except (ValueError, KeyError) as exc:
+                raise ProtocolViolation(f"{ApiKey(api_key).name} v{version} is not supported") from exc
+        request = self._decode(header, payload)
+        if api_key == ApiKey.Metadata:
+            return encode_response(header, self._answers.metadata(request), version)
+        ctx = RequestContext(version, header.client_id or "", session.client_host)
+        return self._loop.create_task(self._serve(ctx, header, request))
+
+    @staticmethod
+    def _decode(header, payload: bytes):
+        try:
+            return decode_request(header.api_key, header.api_version, payload[header.header_len:])
+        except MalformedRequest as exc:
+            raise ProtocolViolation(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {exc}") from exc
+
+    async def _serve(self, ctx: RequestContext, header, request) -> bytes:
+        response = await self._service.handle(ctx, header.api_key, request)
+        return encode_response(header, response, header.api_version)

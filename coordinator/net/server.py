@@ -1,0 +1,77 @@
+"""Listeners: the bootstrap/coordinator listener and, with an upstream, one per broker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from coordinator.net.connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+
+class Listener:
+    """A TCP listener whose connections speak for one node (None: the bootstrap listener)."""
+
+    def __init__(self, host: str, port: int, *, listener_node_id: int | None,
+                 max_frame_bytes: int, max_in_flight: int):
+        self._dispatcher = None
+        self._sock: socket.socket | None = None
+        self._host = host
+        self._port = port
+        self._node_id = listener_node_id
+        self._max_frame_bytes = max_frame_bytes
+        self._max_in_flight = max_in_flight
+        self._server: asyncio.Server | None = None
+        self._connections: set[KafkaConnection] = set()
+
+    def _make_connection(self) -> KafkaConnection:
+        conn = _TrackedConnection(self._dispatcher, max_frame_bytes=self._max_frame_bytes,
+                                  max_in_flight=self._max_in_flight, listener_node_id=self._node_id)
+        conn.registry = self._connections
+        return conn
+
+    def bind(self) -> int:
+        """Bind before serving, so the port (maybe ephemeral) is known to what answers for it."""
+        self._sock = socket.create_server((self._host, self._port), reuse_port=False)
+        self._port = self._sock.getsockname()[1]
+        return self._port
+
+    async def serve(self, dispatcher) -> None:
+        if self._sock is None:
+            self.bind()
+        self._dispatcher = dispatcher
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._make_connection, sock=self._sock)
+        log.info("listening on %s:%d (%s)", self._host, self._port,
+                 "bootstrap/coordinator" if self._node_id is None else f"broker {self._node_id}")
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def close_connections(self) -> None:
+        for conn in list(self._connections):
+            conn.close()
+
+
+class _TrackedConnection(KafkaConnection):
+    __slots__ = ("registry",)
+
+    def connection_made(self, transport) -> None:
+        self.registry.add(self)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc) -> None:
+        self.registry.discard(self)
+        super().connection_lost(exc)

@@ -1,0 +1,93 @@
+"""Run kgc for a test: in-process (fast, same loop) or as a `kgc serve` subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+
+from coordinator.app import KgcApp
+from coordinator.config import GroupConfig, ServerConfig
+
+# Fast-moving groups for tests: Kafka's floor of 6 s on session timeouts would make every
+# expiry test slow.
+TEST_GROUP_CONFIG = GroupConfig(min_session_timeout_ms=500, initial_rebalance_delay_ms=0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.asynccontextmanager
+async def running_kgc(config: ServerConfig | None = None, **group_overrides) -> AsyncIterator[KgcApp]:
+    config = config or ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG)
+    if group_overrides:
+        config = replace(config, group=replace(config.group, **group_overrides))
+    app = KgcApp(config)
+    await app.start()
+    await app.runtime.wait_loaded()
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+class KgcProcess:
+    """`kgc serve` in a child process, stopped (or killed) by its PID."""
+
+    def __init__(self, *args: str, port: int | None = None, log_path: str | None = None):
+        self.port = port or free_port()
+        self.args = ["--host", "127.0.0.1", "--port", str(self.port), *args]
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 30.0) -> KgcProcess:
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve", *self.args],
+                                     stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kgc exited with {self.proc.returncode} (log: {self.log_path})")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"kgc did not listen on {self.port} within {timeout_s}s")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout_s: float = 10.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@contextlib.contextmanager
+def kgc_process(*args: str, **kw) -> Iterator[KgcProcess]:
+    proc = KgcProcess(*args, **kw).start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
