@@ -80,18 +80,26 @@ class Dispatcher:
         api_key, version = header.api_key, header.api_version
         low, high = LOCAL_VERSIONS[api_key]
         if not low <= version <= high:
-            log.debug("refusing %s v%d from %s: not in %d-%d", ApiKey(api_key).name, version,
-                      session.client_host, low, high)
-            try:
-                return encode_response(header, error_response(api_key, version, None,
-                                                              ErrorCode.UNSUPPORTED_VERSION), version)
-            except (ValueError, KeyError) as exc:
-                raise ProtocolViolation(f"{ApiKey(api_key).name} v{version} is not supported") from exc
+            return self._unsupported_version(session, header, payload, low, high)
         request = self._decode(header, payload)
         if api_key == ApiKey.Metadata:
             return encode_response(header, self._answers.metadata(request), version)
         ctx = RequestContext(version, header.client_id or "", session.client_host)
         return self._loop.create_task(self._serve(ctx, header, request))
+
+    def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int) -> bytes:
+        """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
+        (e.g. OffsetCommit v0-1, removed in Kafka 4.0); otherwise there is no shape the
+        client could read, so close."""
+        name = ApiKey(header.api_key).name
+        log.debug("refusing %s v%d from %s: we serve %d-%d", name, header.api_version,
+                  session.client_host, low, high)
+        try:
+            request = decode_request(header.api_key, header.api_version, payload[header.header_len:])
+            response = error_response(header.api_key, header.api_version, request, ErrorCode.UNSUPPORTED_VERSION)
+            return encode_response(header, response, header.api_version)
+        except (MalformedRequest, ValueError, KeyError) as exc:
+            raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {low}-{high})") from exc
 
     @staticmethod
     def _decode(header, payload: bytes):

@@ -9,7 +9,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
 from protocol.api_keys import LOCAL_VERSIONS
-from protocol.error_responses import api_versions_response
+from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, api_versions_response
 from protocol.errors import ErrorCode
 
 CLUSTER_ID = "kgc-standalone"
@@ -51,8 +51,8 @@ class LocalAnswers:
             topics.append(MetadataResponse.MetadataResponseTopic(
                 version=version, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 name=topic.name, topic_id=topic.topic_id, is_internal=False, partitions=[],
-                authorized_operations=-2147483648))
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
         return MetadataResponse(
             version=version, throttle_time_ms=0, brokers=[broker], cluster_id=CLUSTER_ID,
-            controller_id=self._node.node_id, topics=topics, authorized_operations=-2147483648,
+            controller_id=self._node.node_id, topics=topics, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             error_code=0)

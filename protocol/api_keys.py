@@ -1,0 +1,124 @@
+"""What kgc serves locally, and which header version each request and response uses.
+
+Version ranges we answer ourselves (DESIGN §2; REFERENCE §2 lists what Kafka 4.x serves):
+
+| API             | key | ours | first flexible | note                                          |
+|-----------------|----:|------|---------------:|-----------------------------------------------|
+| ApiVersions     |  18 | 0-4  | 3              | above 4: KIP-511 v0 error answer              |
+| FindCoordinator |  10 | 0-6  | 3              | v4+ batches keys (KIP-699)                    |
+| JoinGroup       |  11 | 0-9  | 6              |                                               |
+| Heartbeat       |  12 | 0-4  | 4              |                                               |
+| LeaveGroup      |  13 | 0-5  | 4              | v3+ batches members                           |
+| SyncGroup       |  14 | 0-5  | 4              |                                               |
+| OffsetCommit    |   8 | 2-9  | 8              | v0-1 removed in Kafka 4.0 (KIP-896)           |
+| OffsetFetch     |   9 | 1-9  | 6              | v0 removed in Kafka 4.0 (KIP-896)             |
+| DescribeGroups  |  15 | 0-6  | 5              |                                               |
+| ListGroups      |  16 | 0-5  | 3              |                                               |
+| DeleteGroups    |  42 | 0-2  | 2              |                                               |
+| OffsetDelete    |  47 | 0    | never          |                                               |
+| Metadata        |   3 | 0-12 | 9              | local only in standalone mode, else forwarded |
+
+OffsetCommit and OffsetFetch v10 name topics by id (uuid) instead of by name; they wait
+until the gateway keeps a topic-id view of the upstream cluster. Metadata v13 only adds a
+top-level error code; 0-12 is enough for every client we know. kafka-python 3.0.12 encodes
+every version listed here (its schemas go to OffsetCommit/OffsetFetch 10, Metadata 13).
+
+Request header v2 (flexible) = v1 + tagged fields; response header v1 (flexible) = v0 +
+tagged fields. An API's request uses header v2 from its first flexible version on
+(Kafka's `*Request.json` `flexibleVersions`, loaded here from the copies kafka-python
+ships). ApiVersions responses always use header v0 so that a client of any version can
+read the error of KIP-511 (generator `ApiMessageTypeGenerator.java`).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from types import MappingProxyType
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.schemas import load_json
+
+LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
+    ApiKey.ApiVersions: (0, 4),
+    ApiKey.FindCoordinator: (0, 6),
+    ApiKey.JoinGroup: (0, 9),
+    ApiKey.Heartbeat: (0, 4),
+    ApiKey.LeaveGroup: (0, 5),
+    ApiKey.SyncGroup: (0, 5),
+    ApiKey.OffsetCommit: (2, 9),
+    ApiKey.OffsetFetch: (1, 9),
+    ApiKey.DescribeGroups: (0, 6),
+    ApiKey.ListGroups: (0, 5),
+    ApiKey.DeleteGroups: (0, 2),
+    ApiKey.OffsetDelete: (0, 0),
+    ApiKey.Metadata: (0, 12),
+})
+
+_NEVER = 1 << 15  # above any int16 version: "flexibleVersions": "none"
+
+# Client-facing APIs whose schemas kafka-python does not ship (apache/kafka
+# clients/src/main/resources/common/message/*Request.json). Every API added after
+# KIP-482 is flexible from v0.
+_FLEXIBLE_SINCE_NOT_SHIPPED = {
+    ApiKey.CreateDelegationToken: 2,
+    ApiKey.RenewDelegationToken: 2,
+    ApiKey.ExpireDelegationToken: 2,
+    ApiKey.DescribeDelegationToken: 2,
+    ApiKey.ConsumerGroupHeartbeat: 0,
+    ApiKey.ConsumerGroupDescribe: 0,
+    ApiKey.GetTelemetrySubscriptions: 0,
+    ApiKey.PushTelemetry: 0,
+    ApiKey.ShareGroupHeartbeat: 0,
+    ApiKey.ShareGroupDescribe: 0,
+    ApiKey.ShareFetch: 0,
+    ApiKey.ShareAcknowledge: 0,
+    ApiKey.StreamsGroupHeartbeat: 0,
+    ApiKey.StreamsGroupDescribe: 0,
+    ApiKey.DescribeShareGroupOffsets: 0,
+    ApiKey.AlterShareGroupOffsets: 0,
+    ApiKey.DeleteShareGroupOffsets: 0,
+}
+
+
+def _first_flexible(flexible_versions: str) -> int:
+    spec = flexible_versions.strip()
+    if spec == "none":
+        return _NEVER
+    if not spec.endswith("+"):
+        raise ValueError(f"unexpected flexibleVersions {flexible_versions!r}")
+    return int(spec[:-1])
+
+
+def _load_flexible_since() -> dict[int, int]:
+    table = {int(key): since for key, since in _FLEXIBLE_SINCE_NOT_SHIPPED.items()}
+    resources = importlib.resources.files("kafka.protocol.schemas.resources")
+    for entry in resources.iterdir():
+        if entry.name.endswith("Request.json"):
+            schema = load_json(entry.name[: -len(".json")])
+            table[schema["apiKey"]] = _first_flexible(schema["flexibleVersions"])
+    return table
+
+
+_FLEXIBLE_SINCE = _load_flexible_since()
+
+
+def is_flexible(api_key: int, api_version: int) -> bool | None:
+    """Whether this request version uses compact types and tagged fields; None if the API is unknown."""
+    since = _FLEXIBLE_SINCE.get(api_key)
+    if since is None:
+        return None
+    return api_version >= since
+
+
+def request_header_version(api_key: int, api_version: int) -> int | None:
+    """2 for flexible request versions, 1 otherwise, None when the API is unknown to us."""
+    flexible = is_flexible(api_key, api_version)
+    if flexible is None:
+        return None
+    return 2 if flexible else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == ApiKey.ApiVersions:
+        return 0  # KIP-511: always v0, even for the flexible v3+ bodies
+    return 1 if is_flexible(api_key, api_version) else 0

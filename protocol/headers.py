@@ -1,0 +1,89 @@
+"""Request header parsing, hand-written because every request goes through it.
+
+    v1 (non-flexible): api_key int16, api_version int16, correlation_id int32,
+                       client_id nullable string (int16 length, -1 = null)
+    v2 (flexible):     v1, then a tagged-field section (uvarint count, then per field
+                       uvarint tag, uvarint size, bytes)
+
+`client_id` keeps the int16 length even in v2, so any broker can read the header of an
+ApiVersions request of a version it does not know (Kafka `RequestHeader.json`). Header v0
+(no client_id) was removed in Kafka 4.0 and is not accepted.
+
+Which version a request uses follows from its api key and version (`api_keys`). For an
+API we know nothing about only the v1 part can be read; `header_len` then ends after
+`client_id`, which is all an opaque forward needs.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from protocol.api_keys import is_flexible
+
+_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+
+
+class HeaderError(ValueError):
+    """The request header cannot be read: the connection must close."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_len: int  # offset of the request body in the payload
+
+
+def parse_request_header(payload: bytes | bytearray | memoryview) -> RequestHeader:
+    end = len(payload)
+    if end < _FIXED.size:
+        raise HeaderError(f"request header needs at least {_FIXED.size} bytes, got {end}")
+    api_key, api_version, correlation_id, client_id_len = _FIXED.unpack_from(payload, 0)
+    pos = _FIXED.size
+    if client_id_len == -1:
+        client_id = None
+    elif client_id_len < 0:
+        raise HeaderError(f"client_id has invalid length {client_id_len}")
+    else:
+        if pos + client_id_len > end:
+            raise HeaderError(f"client_id of {client_id_len} bytes runs past the {end}-byte payload")
+        try:
+            client_id = str(payload[pos:pos + client_id_len], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise HeaderError(f"client_id is not UTF-8: {exc}") from None
+        pos += client_id_len
+    if is_flexible(api_key, api_version):
+        pos = skip_tagged_fields(payload, pos)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+
+
+def skip_tagged_fields(payload: bytes | bytearray | memoryview, pos: int) -> int:
+    """Return the offset after the tagged-field section starting at `pos`."""
+    count, pos = read_uvarint(payload, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(payload, pos)
+        size, pos = read_uvarint(payload, pos)
+        pos += size
+        if pos > len(payload):
+            raise HeaderError(f"tagged field of {size} bytes runs past the {len(payload)}-byte payload")
+    return pos
+
+
+def read_uvarint(payload: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Unsigned LEB128 varint as Kafka writes it (at most 5 bytes for 32 bits)."""
+    end = len(payload)
+    value = 0
+    for shift in range(0, 35, 7):
+        if pos >= end:
+            raise HeaderError("varint runs past the end of the payload")
+        byte = payload[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            if value > 0xFFFFFFFF:
+                break
+            return value, pos
+    raise HeaderError("varint longer than 32 bits")
