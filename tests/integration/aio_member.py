@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from aiokafka.client import AIOKafkaClient, ConnectionGroup
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 from aiokafka.protocol.commit import OffsetCommitRequest, OffsetFetchRequest
-from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.group import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
+GROUP_COORDINATOR = 0
 MEMBER_ID_REQUIRED = 79
 REBALANCE_IN_PROGRESS = 27
 
@@ -48,11 +48,7 @@ class AioMember:
     async def start(self) -> None:
         self.client = AIOKafkaClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
         await self.client.bootstrap()
-        resp = await self.client.send(self.client.get_random_node(), FindCoordinatorRequest(self.group, 0))
-        assert resp.error_code == 0, resp
-        self.client.cluster.add_coordinator(resp.coordinator_id, resp.host, resp.port, rack=None,
-                                            purpose=(0, self.group))
-        self.coordinator_id = resp.coordinator_id
+        self.coordinator_id = await self.client.coordinator_lookup(GROUP_COORDINATOR, self.group)
         self._task = asyncio.create_task(self._run())
 
     async def send(self, request):
