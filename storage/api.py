@@ -12,6 +12,11 @@ one call's records form one batch, kept or lost whole by recovery.
 After a failed append the partition is failed: later appends fail too, until the owner
 calls `recover(p)`, which brings the partition back to its last durable state (nothing
 half-written) and returns its end offset; the owner then reloads by `read(p, 0)`.
+
+`read` yields the batches that are durable (their `durable` future has resolved); an
+append with no records is a barrier whose `durable` resolves once everything before it
+is. `partition_error(p)` is the error a partition is failed with (a `CorruptLogError`
+found at open, or the `StorageError` of a failed write), None while it is healthy.
 """
 
 from __future__ import annotations
@@ -43,6 +48,21 @@ class StoredBatch:
     base_offset: int
     last_offset: int
     records: tuple[StoredRecord, ...] = field(default_factory=tuple)
+    # The RecordBatch header fields a reader of a real Kafka log needs: the loader skips
+    # control batches, compaction keeps transactional ones, the audit reports producers.
+    max_timestamp_ms: int = -1
+    attributes: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,3 +99,5 @@ class LogStore(Protocol):
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append: ...
 
     async def recover(self, partition: int) -> int: ...
+
+    def partition_error(self, partition: int) -> StorageError | None: ...

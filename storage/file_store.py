@@ -1,0 +1,139 @@
+"""FileLogStore: the durable log, one directory of segments per partition.
+
+    <data_dir>/__consumer_offsets-<p>/<20-digit base offset>.log      p in 0..num_partitions-1
+
+Each partition is a `PartitionLog` (segments, recovery, roll) fed by a
+`GroupCommitWriter` (batching, fsync policy) and compacted by a `SegmentCleaner`.
+Partitions are independent: one that is damaged (`CorruptLogError` at open) or whose
+write failed refuses reads and appends with its error, and the others keep serving.
+`clean` and `recover` of one partition never run at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from storage.api import Append, LogRecord, StorageError, StoredBatch
+from storage.cleaner import CleanReport, SegmentCleaner
+from storage.format import encode_batch
+from storage.fsync_policy import FsyncPolicy
+from storage.group_commit import GroupCommitWriter
+from storage.partition_log import PartitionLog
+from storage.segment import SegmentIO
+
+log = logging.getLogger(__name__)
+
+TOPIC = "__consumer_offsets"
+
+
+def partition_dir(data_dir: Path, partition: int) -> Path:
+    return Path(data_dir) / f"{TOPIC}-{partition}"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class FileLogStore:
+    def __init__(self, data_dir: str | Path, num_partitions: int = 50, fsync: str = "always",
+                 segment_bytes: int = 100 * 2**20, delete_retention_ms: int = 86_400_000,
+                 clock: Callable[[], int] = wall_clock_ms, io: SegmentIO | None = None):
+        if segment_bytes <= 0:
+            raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
+        self.data_dir = Path(data_dir)
+        self.num_partitions = num_partitions
+        self.policy = FsyncPolicy.parse(fsync)
+        self.segment_bytes = segment_bytes
+        self.delete_retention_ms = delete_retention_ms
+        self._clock = clock
+        self._io = io or SegmentIO()
+        self._logs = [PartitionLog(partition_dir(self.data_dir, p), segment_bytes, self._io)
+                      for p in range(num_partitions)]
+        self._writers: list[GroupCommitWriter | None] = [None] * num_partitions
+        self._open_errors: list[StorageError | None] = [None] * num_partitions
+        self._exclusive: list[asyncio.Lock] = []
+
+    async def open(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._exclusive = [asyncio.Lock() for _ in range(self.num_partitions)]
+        for p in range(self.num_partitions):
+            await self._open_partition(p)
+            self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy)
+
+    async def _open_partition(self, partition: int) -> None:
+        try:
+            await asyncio.to_thread(self._logs[partition].open)
+        except StorageError as e:
+            self._open_errors[partition] = e
+            log.error("partition %d refused: %s", partition, e)
+        except OSError as e:
+            self._open_errors[partition] = StorageError(f"partition {partition}: cannot open: {e}")
+            log.error("partition %d refused: cannot open: %s", partition, e)
+        else:
+            self._open_errors[partition] = None
+
+    async def close(self) -> None:
+        for p, writer in enumerate(self._writers):
+            if writer is not None:
+                await writer.close()
+                self._writers[p] = None
+            self._logs[p].close()
+
+    def partition_error(self, partition: int) -> StorageError | None:
+        writer = self._writers[partition]
+        return self._open_errors[partition] or (writer.failure if writer is not None else None)
+
+    def _check(self, partition: int) -> None:
+        error = self.partition_error(partition)
+        if error is not None:
+            raise error
+
+    def read(self, partition: int, from_offset: int = 0) -> Iterator[StoredBatch]:
+        self._check(partition)
+        return self._logs[partition].read(from_offset)
+
+    def end_offset(self, partition: int) -> int:
+        self._check(partition)
+        return self._logs[partition].next_offset
+
+    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
+        if self._open_errors[partition] is not None:
+            raise self._open_errors[partition]
+        writer = self._writers[partition]
+        if writer is None:
+            raise StorageError(f"partition {partition}: the store is not open")
+        partition_log = self._logs[partition]
+        base_offset = partition_log.next_offset
+        last_offset = base_offset + len(records) - 1
+        if writer.failure is not None:
+            # Refused: no offsets are assigned; the future carries the failure.
+            return Append(last_offset, writer.submit(base_offset, b"", last_offset, base_offset))
+        data = encode_batch(base_offset, records, timestamp_ms) if records else b""
+        partition_log.next_offset = last_offset + 1
+        return Append(last_offset, writer.submit(base_offset, data, last_offset, last_offset + 1))
+
+    async def recover(self, partition: int) -> int:
+        async with self._exclusive[partition]:
+            writer = self._writers[partition]
+            if self._open_errors[partition] is not None:
+                await self._open_partition(partition)
+                self._check(partition)
+            elif writer.failure is not None:
+                try:
+                    await asyncio.to_thread(self._logs[partition].truncate_to_durable)
+                except OSError as e:
+                    raise StorageError(f"partition {partition}: recovery failed: {e}") from e
+                writer.reset()
+            log.info("partition %d recovered at offset %d", partition, self._logs[partition].next_offset)
+            return self._logs[partition].next_offset
+
+    async def clean(self, partition: int) -> CleanReport:
+        """Compact the closed segments of a partition once (the caller schedules it)."""
+        async with self._exclusive[partition]:
+            self._check(partition)
+            cleaner = SegmentCleaner(self._logs[partition], self.delete_retention_ms)
+            return await asyncio.to_thread(cleaner.clean, self._clock())

@@ -1,0 +1,137 @@
+"""Group commit: one writer task per partition between `append` and the disk.
+
+`submit` queues an encoded batch and returns its `durable` future. The writer task
+takes every batch queued since its last write, writes them with one `write` call (more
+when a segment rolls) in a worker thread, fsyncs there if the policy says so, and back
+on the event loop resolves every future the write covered, in offset order. While a
+write is in the thread, new batches queue up for the next one: under load one fsync
+releases many batches.
+
+A write or fsync that raises fails the partition: the batches of that write, every
+queued batch and every later submit fail with `StorageError` until the owner recovers
+the partition (which truncates the log back to the durable mark) and calls `reset`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from storage.api import StorageError
+from storage.fsync_policy import FsyncPolicy
+from storage.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Queued:
+    base_offset: int
+    data: bytes                      # empty: a barrier, durable with everything before it
+    last_offset: int
+    next_offset: int
+    durable: asyncio.Future[int]
+
+
+class GroupCommitWriter:
+    def __init__(self, partition: int, partition_log: PartitionLog, policy: FsyncPolicy):
+        self.partition = partition
+        self._log = partition_log
+        self._policy = policy
+        self._queue: list[_Queued] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._unsynced = False           # written since the last fsync
+        self._last_fsync = asyncio.get_running_loop().time()
+        self.failure: StorageError | None = None
+        self._task = asyncio.create_task(self._run(), name=f"group-commit-{partition}")
+
+    def submit(self, base_offset: int, data: bytes, last_offset: int, next_offset: int) -> asyncio.Future[int]:
+        durable = asyncio.get_running_loop().create_future()
+        if self.failure is not None:
+            durable.set_exception(self.failure)
+        else:
+            self._queue.append(_Queued(base_offset, data, last_offset, next_offset, durable))
+            self._wake.set()
+        return durable
+
+    def reset(self) -> None:
+        self.failure = None
+        self._unsynced = False
+
+    async def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        await self._task
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._queue:
+                if self._closing:
+                    break
+                self._wake.clear()
+                await self._idle(loop)
+                continue
+            group, self._queue = self._queue, []
+            fsync = self._policy.fsync_with_write((loop.time() - self._last_fsync) * 1000)
+            try:
+                segment, size = await asyncio.to_thread(
+                    self._log.write_group, [(q.base_offset, q.data) for q in group], fsync)
+            except Exception as e:
+                self._fail(e, "write")
+                for queued in group:
+                    _settle(queued.durable, self.failure)
+                continue
+            if fsync:
+                self._last_fsync = loop.time()
+            self._unsynced = not fsync
+            self._log.mark_durable(segment, size, group[-1].next_offset)
+            for queued in group:
+                _settle(queued.durable, queued.last_offset)
+        await self._final_fsync()
+
+    async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait for work; under `interval`, fsync unsynced data when its time comes."""
+        delay_ms = None
+        if self._unsynced and self.failure is None:
+            delay_ms = self._policy.deferred_fsync_in_ms((loop.time() - self._last_fsync) * 1000)
+        if delay_ms is None:
+            await self._wake.wait()
+            return
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
+        except TimeoutError:
+            try:
+                await asyncio.to_thread(self._log.fsync)
+            except Exception as e:
+                self._fail(e, "deferred fsync")
+                return
+            self._last_fsync = loop.time()
+            self._unsynced = False
+
+    async def _final_fsync(self) -> None:
+        if self._unsynced and self.failure is None:
+            try:
+                await asyncio.to_thread(self._log.fsync)
+            except Exception as e:
+                self._fail(e, "fsync at close")
+
+    def _fail(self, cause: Exception, what: str) -> None:
+        self.failure = StorageError(f"partition {self.partition}: {what} failed: {cause}")
+        self.failure.__cause__ = cause
+        log.error("partition %d failed: %s failed: %s", self.partition, what, cause)
+        for queued in self._queue:
+            _settle(queued.durable, self.failure)
+        self._queue = []
+
+
+def _settle(future: asyncio.Future[int], outcome: int | StorageError) -> None:
+    # A waiter that gave up (cancelled its future) must not stop the others.
+    if future.done():
+        return
+    if isinstance(outcome, StorageError):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

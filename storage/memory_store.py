@@ -1,0 +1,109 @@
+"""MemoryLogStore: the reference `LogStore`, for tests and for running without a data dir.
+
+Batches live in lists; nothing survives the process. By default a batch becomes durable
+on the next event-loop iteration. With `manual_commit=True` nothing is durable until the
+test says so with `commit(p, up_to_offset)`, and `fail(p, exc)` fails the partition as a
+failed write would: Kafka's `InMemoryPartitionWriter(autoCommit=false)`, for testing a
+runtime's deferred responses and FAILED handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from storage.api import Append, LogRecord, StorageError, StoredBatch, StoredRecord
+
+
+@dataclass(slots=True)
+class _Pending:
+    batch: StoredBatch | None        # None: a barrier
+    last_offset: int
+    durable: asyncio.Future[int]
+
+
+@dataclass(slots=True)
+class _Partition:
+    durable: list[StoredBatch] = field(default_factory=list)
+    pending: list[_Pending] = field(default_factory=list)
+    next_offset: int = 0
+    durable_next_offset: int = 0
+    failure: StorageError | None = None
+
+
+class MemoryLogStore:
+    def __init__(self, num_partitions: int = 50, manual_commit: bool = False):
+        self.num_partitions = num_partitions
+        self.manual_commit = manual_commit
+        self._partitions = [_Partition() for _ in range(num_partitions)]
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def partition_error(self, partition: int) -> StorageError | None:
+        return self._partitions[partition].failure
+
+    def _check(self, partition: int) -> _Partition:
+        state = self._partitions[partition]
+        if state.failure is not None:
+            raise state.failure
+        return state
+
+    def read(self, partition: int, from_offset: int = 0) -> Iterator[StoredBatch]:
+        batches = list(self._check(partition).durable)
+        return (b for b in batches if b.last_offset >= from_offset)
+
+    def end_offset(self, partition: int) -> int:
+        return self._check(partition).next_offset
+
+    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
+        state = self._partitions[partition]
+        durable = asyncio.get_running_loop().create_future()
+        base_offset = state.next_offset
+        last_offset = base_offset + len(records) - 1
+        if state.failure is not None:
+            durable.set_exception(state.failure)
+            return Append(last_offset, durable)
+        batch = None
+        if records:
+            batch = StoredBatch(
+                base_offset, last_offset,
+                tuple(StoredRecord(base_offset + i, timestamp_ms, r.key, r.value, r.headers)
+                      for i, r in enumerate(records)),
+                max_timestamp_ms=timestamp_ms)
+        state.next_offset = last_offset + 1
+        state.pending.append(_Pending(batch, last_offset, durable))
+        if not self.manual_commit:
+            asyncio.get_running_loop().call_soon(self.commit, partition, last_offset)
+        return Append(last_offset, durable)
+
+    def commit(self, partition: int, up_to_offset: int) -> None:
+        """Make every pending batch ending at or before `up_to_offset` durable, in order."""
+        state = self._partitions[partition]
+        while state.pending and state.pending[0].last_offset <= up_to_offset:
+            pending = state.pending.pop(0)
+            if pending.batch is not None:
+                state.durable.append(pending.batch)
+            state.durable_next_offset = pending.last_offset + 1
+            if not pending.durable.done():
+                pending.durable.set_result(pending.last_offset)
+
+    def fail(self, partition: int, exc: BaseException) -> None:
+        """Fail the partition as a failed write does: pending and later appends fail."""
+        state = self._partitions[partition]
+        state.failure = StorageError(f"partition {partition}: write failed: {exc}")
+        state.failure.__cause__ = exc
+        for pending in state.pending:
+            if not pending.durable.done():
+                pending.durable.set_exception(state.failure)
+        state.pending.clear()
+
+    async def recover(self, partition: int) -> int:
+        state = self._partitions[partition]
+        state.failure = None
+        state.next_offset = state.durable_next_offset
+        return state.next_offset

@@ -1,0 +1,303 @@
+"""One partition's directory of segments: open and recover, write, roll, read, truncate.
+
+Threads. The group-commit writer runs `write_group` and `fsync` in a worker thread, one
+call at a time; the cleaner rewrites closed segments in another; reads snapshot on the
+event loop. `lock` guards the segment list and each segment's file identity (a rename
+over it together with its new size), so a reader opens exactly the bytes it counted.
+
+Recovery (`open`), after ZODB's `read_index`/`_truncate`:
+- every closed segment must be whole: closed segments were fsynced when they rolled,
+  so any damage there is damage, never a torn write;
+- the active segment is scanned to the first batch that is short, has a bad length,
+  magic or CRC, or goes back in offsets. If it is short, zeroed or fails its CRC and no
+  sound batch follows, it is a torn tail: the cut bytes are saved as
+  `<segment>.torn-<N>` (fsynced), then the segment is truncated and fsynced. Anything
+  else refuses the partition with a `CorruptLogError` naming the file and byte
+  position: never guess.
+
+Durability marks. `durable_segment`/`durable_size`/`durable_next_offset` say how far
+the log is known good: what the last completed group commit covered. Reads stop there,
+the cleaner stays behind it, and `truncate_to_durable` (after a failed write) cuts the
+log back to it, dropping segments a failed roll created.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from storage.api import CorruptLogError, StoredBatch
+from storage.format import BatchReader, ScanStop, StopReason, find_sound_batch
+from storage.segment import (
+    CLEANED_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TORN_SUFFIX,
+    Segment,
+    SegmentIO,
+    parse_segment_name,
+    read_segment,
+    segment_name,
+)
+
+log = logging.getLogger(__name__)
+
+# What an interrupted append leaves: a prefix of a batch (short), zeros where the file
+# grew but the data never landed (length 0), or a batch whose pages did not all reach
+# the disk (CRC). A whole batch with a bad magic or offsets going back is no tear.
+TORN_WRITE_REASONS = frozenset({StopReason.SHORT, StopReason.BAD_LENGTH, StopReason.BAD_CRC})
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, segment_bytes: int, io: SegmentIO):
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.io = io
+        self.lock = threading.Lock()
+        self.segments: list[Segment] = []
+        self.next_offset = 0                 # the next offset append assigns (event loop)
+        self.durable_segment: Segment | None = None
+        self.durable_size = 0
+        self.durable_next_offset = 0
+        self._fd: int | None = None          # the active segment, opened for append
+
+    # -- open and recover ---------------------------------------------------------------
+
+    def open(self) -> None:
+        self.close()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._remove_leftovers()
+        bases = sorted(b for b in map(parse_segment_name, os.listdir(self.directory)) if b is not None)
+        if not bases:
+            self._create_segment(0)
+            bases = [0]
+        segments = [Segment(self.directory / segment_name(b), b, 0) for b in bases]
+        next_offset = 0
+        for segment in segments[:-1]:
+            next_offset = self._scan_closed(segment, next_offset)
+        active = segments[-1]
+        next_offset = max(self._scan_active(active, next_offset), active.base_offset)
+        with self.lock:
+            self.segments = segments
+        self._fd = self.io.open_append(active.path)
+        self.next_offset = next_offset
+        self.mark_durable(active, active.size, next_offset)
+
+    def _remove_leftovers(self) -> None:
+        for name in sorted(os.listdir(self.directory)):
+            path = self.directory / name
+            if name.endswith(LOG_SUFFIX + CLEANED_SUFFIX):
+                # A compaction that did not reach its rename: the original is intact.
+                log.info("removing unfinished compaction output %s", path)
+                self.io.unlink(path)
+            elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                self._finish_swap(path)
+        self.io.fsync_dir(self.directory)
+
+    def _finish_swap(self, swap: Path) -> None:
+        """A `.swap` is a complete, fsynced replacement for the segments its offsets
+        cover (Kafka's cleaner writes them): drop those segments and put it in place."""
+        target = swap.with_name(swap.name.removesuffix(SWAP_SUFFIX))
+        base = parse_segment_name(target.name)
+        if base is None:
+            return
+        with open(swap, "rb") as f:
+            data = f.read()
+        reader = BatchReader(data).scan()
+        if reader.stop is not None:
+            raise CorruptLogError(str(swap), reader.stop.position, f"unfinished swap: {reader.stop}")
+        last_offset = reader.next_offset - 1
+        for name in os.listdir(self.directory):
+            other = parse_segment_name(name)
+            if other is not None and base < other <= last_offset:
+                log.info("removing segment %s replaced by %s", name, swap.name)
+                self.io.unlink(self.directory / name)
+        self.io.replace(swap, target)
+
+    def _scan_closed(self, segment: Segment, min_offset: int) -> int:
+        with _mapped(segment.path) as buf:
+            reader = BatchReader(buf, 0, max(min_offset, segment.base_offset)).scan()
+            if reader.stop is not None:
+                stop = reader.stop
+                raise CorruptLogError(str(segment.path), stop.position,
+                                      f"closed segment: {stop.reason.value} ({stop.detail})")
+            segment.size = reader.end
+            return reader.next_offset
+
+    def _scan_active(self, segment: Segment, min_offset: int) -> int:
+        with _mapped(segment.path) as buf:
+            reader = BatchReader(buf, 0, max(min_offset, segment.base_offset)).scan()
+            stop = reader.stop
+            segment.size = reader.end
+            if stop is None:
+                return reader.next_offset
+            sound = find_sound_batch(buf, stop.position, reader.next_offset)
+            if sound is not None or stop.reason not in TORN_WRITE_REASONS:
+                after = f" followed by a sound batch at byte {sound}" if sound is not None else ""
+                raise CorruptLogError(str(segment.path), stop.position,
+                                      f"{stop.reason.value} ({stop.detail}){after}")
+            tail = bytes(buf[stop.position:])
+        self._save_torn_tail(segment, tail, stop)
+        return reader.next_offset
+
+    def _save_torn_tail(self, segment: Segment, tail: bytes, stop: ScanStop) -> None:
+        taken = [name.removeprefix(segment.path.name + TORN_SUFFIX) for name in os.listdir(self.directory)
+                 if name.startswith(segment.path.name + TORN_SUFFIX)]
+        number = 1 + max((int(n) for n in taken if n.isdigit()), default=0)
+        evidence = segment.path.with_name(f"{segment.path.name}{TORN_SUFFIX}{number}")
+        self.io.write_file(evidence, tail)
+        self.io.fsync_dir(self.directory)
+        fd = os.open(segment.path, os.O_WRONLY)
+        try:
+            self.io.truncate(fd, segment.size)
+            self.io.fsync(fd)
+        finally:
+            os.close(fd)
+        log.warning("torn tail in %s: %s; saved %d bytes to %s and truncated to %d bytes",
+                    segment.path, stop, len(tail), evidence.name, segment.size)
+
+    # -- write path (writer thread) -----------------------------------------------------
+
+    def write_group(self, batches: list[tuple[int, bytes]], fsync: bool) -> tuple[Segment, int]:
+        """Write `(base_offset, data)` batches in order, rolling as needed, then fsync if
+        asked; return the active segment and its size after the write."""
+        run: list[bytes] = []
+        run_bytes = 0
+        for base_offset, data in batches:
+            if not data:
+                continue
+            filled = self.segments[-1].size + run_bytes
+            if filled > 0 and filled + len(data) > self.segment_bytes:
+                self._write_run(run)
+                run, run_bytes = [], 0
+                self._roll(base_offset)
+            run.append(data)
+            run_bytes += len(data)
+        self._write_run(run)
+        if fsync:
+            self.io.fsync(self._fd)
+        active = self.segments[-1]
+        return active, active.size
+
+    def _write_run(self, run: list[bytes]) -> None:
+        if run:
+            data = b"".join(run)
+            self.io.write(self._fd, data)
+            self.segments[-1].size += len(data)
+
+    def _roll(self, base_offset: int) -> None:
+        # The closed segment is fsynced whatever the policy: only the active segment may
+        # ever be torn, which is what lets recovery treat damage elsewhere as corruption.
+        self.io.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = None
+        segment = self._create_segment(base_offset)
+        self._fd = self.io.open_append(segment.path)
+        with self.lock:
+            self.segments.append(segment)
+        log.info("rolled %s to segment %s", self.directory.name, segment.path.name)
+
+    def _create_segment(self, base_offset: int) -> Segment:
+        path = self.directory / segment_name(base_offset)
+        os.close(self.io.open_append(path))
+        self.io.fsync_dir(self.directory)
+        return Segment(path, base_offset, 0)
+
+    def fsync(self) -> None:
+        self.io.fsync(self._fd)
+
+    def mark_durable(self, segment: Segment, size: int, next_offset: int) -> None:
+        with self.lock:
+            self.durable_segment = segment
+            self.durable_size = size
+            self.durable_next_offset = next_offset
+
+    # -- failure ------------------------------------------------------------------------
+
+    def truncate_to_durable(self) -> int:
+        """Cut the log back to the last durable mark (after a failed write); return the
+        end offset. Bytes past the mark are our own failed write, known and unacknowledged,
+        so they are dropped rather than saved: on a full disk, saving them could not work."""
+        self.close()
+        durable = self.durable_segment
+        with self.lock:
+            self.segments = self.segments[:self.segments.index(durable) + 1]
+        # Listed from the directory, not from `segments`: a roll may have failed between
+        # creating its file and recording it.
+        for name in sorted(os.listdir(self.directory)):
+            base = parse_segment_name(name)
+            if base is not None and base > durable.base_offset:
+                log.warning("dropping segment %s created by a failed write", name)
+                self.io.unlink(self.directory / name)
+        fd = os.open(durable.path, os.O_WRONLY)
+        try:
+            if os.fstat(fd).st_size != self.durable_size:
+                log.warning("truncating %s from %d to %d bytes after a failed write",
+                            durable.path, os.fstat(fd).st_size, self.durable_size)
+                self.io.truncate(fd, self.durable_size)
+            self.io.fsync(fd)
+        finally:
+            os.close(fd)
+        self.io.fsync_dir(self.directory)
+        durable.size = self.durable_size
+        self._fd = self.io.open_append(durable.path)
+        self.next_offset = self.durable_next_offset
+        return self.next_offset
+
+    # -- read path ----------------------------------------------------------------------
+
+    def read(self, from_offset: int = 0) -> Iterator[StoredBatch]:
+        """The durable batches with offsets at or past `from_offset`. The files are opened
+        now, so a later compaction or roll does not change what this iterator sees."""
+        with self.lock:
+            segments = self.segments[:self.segments.index(self.durable_segment) + 1]
+            chosen = []
+            for i, segment in enumerate(segments):
+                following = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                if following is not None and following <= from_offset:
+                    continue
+                size = self.durable_size if segment is self.durable_segment else segment.size
+                chosen.append((segment.path, os.open(segment.path, os.O_RDONLY), size))
+        return self._read_files(chosen, from_offset)
+
+    @staticmethod
+    def _read_files(files: list[tuple[Path, int, int]], from_offset: int) -> Iterator[StoredBatch]:
+        try:
+            for path, fd, size in files:
+                yield from read_segment(path, fd, size, from_offset)
+        finally:
+            for _path, fd, _size in files:
+                os.close(fd)
+
+    def closed_durable_segments(self) -> list[Segment]:
+        """Segments the cleaner may rewrite: closed, and wholly behind the durable mark."""
+        with self.lock:
+            return self.segments[:self.segments.index(self.durable_segment)]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class _mapped:
+    """A read-only map of a whole file (empty files give b"")."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._map: mmap.mmap | None = None
+
+    def __enter__(self):
+        with open(self._path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._map
+
+    def __exit__(self, *exc) -> None:
+        if self._map is not None:
+            self._map.close()

@@ -1,0 +1,120 @@
+"""Segment files and the one object that touches the disk for writes.
+
+A segment is `<20-digit base offset>.log` in a partition directory, holding whole
+batches (see `storage.format`); its base offset is at most the first batch's base
+offset and above every offset of the segment before it. Beside it may lie:
+
+- `<segment>.torn-<N>`: bytes recovery cut off a torn tail, kept as evidence (N counts
+  from 1 and never reuses a number);
+- `<segment>.cleaned`: a compacted copy being written; never loaded, removed on open;
+- `<segment>.swap`: a complete replacement (Kafka's cleaner leaves these in a copied
+  Kafka log dir); open finishes the swap.
+
+`SegmentIO` performs every write, fsync, truncate, rename and unlink of the store, so a
+test can count fsyncs or make one fail (ZODB's swappable `_finish_finish`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from storage.api import CorruptLogError, StoredBatch
+from storage.format import BatchReader, RecordDecodeError, StopReason
+
+LOG_SUFFIX = ".log"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+TORN_SUFFIX = ".torn-"
+READ_CHUNK_BYTES = 4 * 2**20
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{LOG_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    stem, dot, suffix = name.partition(".")
+    if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class SegmentIO:
+    """Writes, fsyncs and renames for the store; subclass it in tests to count or fail."""
+
+    def open_append(self, path: Path) -> int:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+    def write(self, fd: int, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            # os.write may write less than asked (a full disk, a signal); never leave a
+            # batch half-written while thinking it whole.
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def fsync_dir(self, path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def replace(self, source: Path, target: Path) -> None:
+        os.replace(source, target)
+
+    def unlink(self, path: Path) -> None:
+        os.unlink(path)
+
+    def write_file(self, path: Path, data: bytes | memoryview) -> None:
+        """A new file holding `data`, fsynced; fails if `path` exists (evidence is never
+        overwritten)."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            self.write(fd, data)
+            self.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass(slots=True, eq=False)     # identity: the same file is the same segment
+class Segment:
+    path: Path
+    base_offset: int
+    size: int                    # bytes of whole, known-good batches
+
+
+def read_segment(path: Path, fd: int, size: int, from_offset: int = 0) -> Iterator[StoredBatch]:
+    """The batches of a segment's first `size` bytes with offsets at or past
+    `from_offset`, read in chunks through `fd` (which may outlive a rename of `path`)."""
+    position = 0
+    min_offset = 0
+    buf = b""
+    while position < size:
+        want = max(READ_CHUNK_BYTES, len(buf) * 2)
+        chunk = os.pread(fd, min(want, size - position - len(buf)), position + len(buf))
+        if not chunk:
+            raise CorruptLogError(str(path), position + len(buf), "segment shorter than when it was opened")
+        buf += chunk
+        reader = BatchReader(buf, 0, min_offset)
+        try:
+            for _position, batch in reader:
+                if batch.last_offset >= from_offset:
+                    yield batch
+        except RecordDecodeError as e:
+            raise CorruptLogError(str(path), position + e.position, e.detail) from None
+        stop = reader.stop
+        if stop is not None and not (stop.reason is StopReason.SHORT and position + len(buf) < size):
+            raise CorruptLogError(str(path), position + stop.position, str(stop))
+        position += reader.end
+        min_offset = reader.next_offset
+        buf = buf[reader.end:]
