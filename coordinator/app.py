@@ -57,7 +57,7 @@ class KgcApp:
                              max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight)
         self.listeners.append(bootstrap)
         node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.bind())
-        self.service = GroupCoordinatorService(self.runtime, cfg.group, node)
+        self.service = GroupCoordinatorService(self.runtime, node)
         await bootstrap.serve(Dispatcher(self.service, LocalAnswers(node)))
 
     @property

@@ -1,0 +1,409 @@
+"""One `__consumer_offsets` partition: a serial executor around its shard.
+
+States (Kafka's `CoordinatorRuntime.CoordinatorState`):
+
+    INITIAL --> LOADING --> ACTIVE
+                  ^   \\       |
+                  |    v      v
+                  +--- FAILED          (any state) --> CLOSED
+
+Requests are refused at once unless ACTIVE: LOADING raises `PartitionLoading`, INITIAL
+and FAILED raise `PartitionNotActive`, a closing runtime raises `RuntimeClosed`.
+
+Write path, in order (STYLE B4); one consumer task runs the events, and an op never
+awaits, so nothing else touches the shard while it runs:
+1. `write(op)` makes a `FutureReplyHandle` and enqueues the event.
+2. The consumer runs `result = op(shard, handle)`.
+3. Its records are replayed into the shard at the offsets they will get (unless
+   `result.replay` is False), then appended as one batch.
+4. `result.response` (to this request's handle), every `Reply` and `after_commit` are
+   parked under the batch's last offset. A Result without records is parked under the
+   last pending write, if any, so no client sees state that is not yet durable (Kafka's
+   empty-records branch of `append()`).
+5. When the store reports the batch durable, everything parked at or below that offset
+   is released in offset order, and each `after_commit` runs right there, between
+   events, its Result taking the same path from step 3.
+6. If an append raises or its durability fails, the partition is FAILED: every waiting
+   handle (parked or in the queue) gets `PartitionNotActive`, timers are cancelled, the
+   shard is dropped, and the consumer recovers the store and reloads from the durable
+   log. Nothing that was replayed but not made durable survives.
+
+Reads (`read(op)`) run on the same queue and return once every earlier write is durable.
+A handle whose future is already done or cancelled (the client went away) is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.group.result import Result
+from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
+from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
+from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
+from storage.api import LogStore, StorageError
+
+log = logging.getLogger(__name__)
+
+ShardFactory = Callable[[int, LoopTimer], Any]
+
+
+class PartitionState(enum.Enum):
+    INITIAL = "initial"
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+VALID_PREVIOUS: dict[PartitionState, frozenset[PartitionState]] = {
+    PartitionState.INITIAL: frozenset(),
+    PartitionState.LOADING: frozenset({PartitionState.INITIAL, PartitionState.FAILED}),
+    PartitionState.ACTIVE: frozenset({PartitionState.LOADING}),
+    PartitionState.FAILED: frozenset({PartitionState.LOADING, PartitionState.ACTIVE}),
+    PartitionState.CLOSED: frozenset({PartitionState.INITIAL, PartitionState.LOADING,
+                                      PartitionState.ACTIVE, PartitionState.FAILED}),
+}
+
+
+class IllegalTransition(Exception):
+    pass
+
+
+class FutureReplyHandle:
+    """The `ReplyHandle` the state machine keeps for a parked request."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future):
+        self.future = future
+
+
+@dataclass(slots=True)
+class PartitionStats:
+    writes: int = 0
+    reads: int = 0
+    timer_ops: int = 0
+    batches_appended: int = 0
+    records_appended: int = 0
+    failures: int = 0
+    loads: int = 0
+    records_loaded: int = 0
+    last_load_ms: float = 0.0
+
+
+@dataclass(slots=True)
+class _Parked:
+    offset: int
+    completions: list[tuple[asyncio.Future, Any]]
+    after_commit: Callable[[], Result] | None
+
+
+@dataclass(slots=True)
+class _Event:
+    run: Callable[[], None]
+    future: asyncio.Future | None = field(default=None)
+
+
+_RELOAD = object()
+
+
+class PartitionRuntime:
+    def __init__(self, partition: int, store: LogStore, shard_factory: ShardFactory,
+                 serde: RecordSerde, clock: Callable[[], int]):
+        self.partition = partition
+        self.state = PartitionState.INITIAL
+        self.stats = PartitionStats()
+        self._store = store
+        self._shard_factory = shard_factory
+        self._serde = serde
+        self._clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._task: asyncio.Task | None = None
+        self._shard: Any = None
+        self._timer: LoopTimer | None = None
+        self._closing = False
+        self._loaded = asyncio.Event()
+        # Futures of requests still waiting for an answer, failed together on failure/close.
+        self._waiters: set[asyncio.Future] = set()
+        self._parked: deque[_Parked] = deque()
+        self._next_offset = 0
+        self._last_written = -1
+        self._last_durable = -1
+        # Bumped on every failure, so durability callbacks of a dead epoch do nothing.
+        self._epoch = 0
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._transition(PartitionState.LOADING)
+        self._task = self._loop.create_task(self._consume(), name=f"partition-{self.partition}")
+
+    async def wait_loaded(self) -> None:
+        """Returns once the first load attempt has ended (ACTIVE or FAILED)."""
+        await self._loaded.wait()
+
+    async def close(self, drain_timeout_s: float = 5.0) -> None:
+        """Stop accepting, let queued events run and their writes become durable, then stop."""
+        if self.state is PartitionState.CLOSED:
+            return
+        self._closing = True
+        if self.state is PartitionState.ACTIVE:
+            barrier = self._enqueue(self._read_event(lambda shard: None))
+            try:
+                await asyncio.wait_for(barrier, drain_timeout_s)
+            except Exception as exc:
+                log.warning("partition %d: closing without a full drain: %r", self.partition, exc)
+        self._stop_serving(RuntimeClosed("coordinator is shutting down"))
+        self._transition(PartitionState.CLOSED)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self._loaded.set()
+
+    # ---- requests --------------------------------------------------------------------
+
+    async def write(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+        self._check_serving()
+        handle = FutureReplyHandle(self._new_waiter())
+        self.stats.writes += 1
+        self._enqueue(_Event(lambda: self._run_write(op, handle), handle.future))
+        return await handle.future
+
+    async def read(self, op: Callable[[Any], Any]) -> Any:
+        self._check_serving()
+        self.stats.reads += 1
+        return await self._enqueue(self._read_event(op))
+
+    def _check_serving(self) -> None:
+        if self._closing:
+            raise RuntimeClosed("coordinator is shutting down")
+        if self.state is PartitionState.ACTIVE:
+            return
+        if self.state is PartitionState.LOADING:
+            raise PartitionLoading(f"partition {self.partition} is loading")
+        raise PartitionNotActive(f"partition {self.partition} is {self.state.value}")
+
+    def _new_waiter(self) -> asyncio.Future:
+        fut = self._loop.create_future()
+        self._waiters.add(fut)
+        fut.add_done_callback(self._waiters.discard)
+        return fut
+
+    def _enqueue(self, event: _Event) -> asyncio.Future | None:
+        self._queue.put_nowait(event)
+        return event.future
+
+    def _read_event(self, op: Callable[[Any], Any]) -> _Event:
+        fut = self._new_waiter()
+        return _Event(lambda: self._run_read(op, fut), fut)
+
+    def _on_timer_expired(self, timer: LoopTimer, entry: TimerEntry) -> None:
+        if timer is not self._timer or self.state is not PartitionState.ACTIVE or self._closing:
+            return
+        self._enqueue(_Event(lambda: self._run_timer(timer, entry)))
+
+    # ---- the consumer task -----------------------------------------------------------
+
+    async def _consume(self) -> None:
+        await self._load()
+        self._loaded.set()
+        while True:
+            event = await self._queue.get()
+            if event is _RELOAD:
+                await self._recover_and_reload()
+                continue
+            self._guarded(event.run)
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        # An op's own errors go to its waiter; an error escaping a step is a runtime bug
+        # that may have left the shard half-updated, so the partition reloads.
+        try:
+            step()
+        except Exception as exc:
+            log.exception("partition %d: runtime step failed", self.partition)
+            self._fail(exc)
+
+    def _run_write(self, op: Callable[[Any, FutureReplyHandle], Result], handle: FutureReplyHandle) -> None:
+        try:
+            result = op(self._shard, handle)
+        except Exception as exc:
+            if not handle.future.done():
+                handle.future.set_exception(exc)
+            return
+        self._apply(result, handle)
+
+    def _run_read(self, op: Callable[[Any], Any], fut: asyncio.Future) -> None:
+        if fut.done():
+            return      # the client went away before its turn
+        try:
+            value = op(self._shard)
+        except Exception as exc:
+            fut.set_exception(exc)
+            return
+        self._park_or_release(_Parked(self._last_written, [(fut, value)], None))
+
+    def _run_timer(self, timer: LoopTimer, entry: TimerEntry) -> None:
+        if timer is not self._timer or not timer.claim(entry):
+            return      # rescheduled or cancelled after it expired
+        self.stats.timer_ops += 1
+        try:
+            result = entry.op()
+        except Exception:
+            log.exception("partition %d: timer %s failed", self.partition, entry.key)
+            return
+        self._apply(result, None)
+
+    def _apply(self, result: Result, handle: FutureReplyHandle | None) -> None:
+        completions: list[tuple[asyncio.Future, Any]] = []
+        if handle is not None and result.response is not None:
+            completions.append((handle.future, result.response))
+        completions.extend((reply.handle.future, reply.response) for reply in result.replies)
+        if result.records and not self._append(result):
+            return
+        self._park_or_release(_Parked(self._last_written, completions, result.after_commit))
+
+    def _append(self, result: Result) -> bool:
+        error = self._store.partition_error(self.partition)
+        if error is not None:
+            self._fail(error)
+            return False
+        base = self._next_offset
+        try:
+            # The op already changed soft state for these records: if they cannot be
+            # serialized or replayed, only a reload gives back a consistent shard.
+            log_records = [self._serde.serialize(record) for record in result.records]
+            if result.replay:
+                for i, record in enumerate(result.records):
+                    self._shard.replay(base + i, record)
+            append = self._store.append(self.partition, log_records, self._clock())
+        except Exception as exc:
+            self._fail(exc)
+            return False
+        epoch = self._epoch
+        append.durable.add_done_callback(lambda fut: self._on_durable(epoch, append.last_offset, fut))
+        expected = base + len(log_records) - 1
+        if append.last_offset != expected:
+            # Replay used offsets the log did not give: state and log disagree.
+            self._fail(RuntimeError(f"store assigned offsets up to {append.last_offset}, expected {expected}"))
+            return False
+        self._next_offset = append.last_offset + 1
+        self._last_written = append.last_offset
+        self.stats.batches_appended += 1
+        self.stats.records_appended += len(log_records)
+        return True
+
+    def _park_or_release(self, parked: _Parked) -> None:
+        if parked.offset > self._last_durable:
+            self._parked.append(parked)
+        else:
+            self._release(parked)
+
+    def _on_durable(self, epoch: int, offset: int, fut: asyncio.Future) -> None:
+        exc = asyncio.CancelledError() if fut.cancelled() else fut.exception()
+        if epoch != self._epoch:
+            return
+        if exc is not None:
+            self._fail(exc)
+            return
+        self._last_durable = max(self._last_durable, offset)
+        while self._parked and self._parked[0].offset <= self._last_durable:
+            self._guarded(lambda: self._release(self._parked.popleft()))
+
+    def _release(self, parked: _Parked) -> None:
+        for fut, value in parked.completions:
+            if not fut.done():
+                fut.set_result(value)
+        if parked.after_commit is None:
+            return
+        try:
+            result = parked.after_commit()
+        except Exception:
+            log.exception("partition %d: after-commit step failed", self.partition)
+            return
+        self._apply(result, None)
+
+    # ---- loading, failure, recovery --------------------------------------------------
+
+    async def _load(self) -> None:
+        timer = LoopTimer(self._loop, self._on_timer_expired)
+        shard = self._shard_factory(self.partition, timer)
+        started = time.monotonic()
+        try:
+            summary = await load_partition(self._store, self.partition, shard, self._serde)
+            shard.on_loaded()
+        except Exception as exc:
+            timer.cancel_all()
+            if isinstance(exc, LoadError | StorageError):
+                log.error("partition %d: load failed: %s", self.partition, exc)
+            else:
+                log.exception("partition %d: load failed", self.partition)
+            self._transition(PartitionState.FAILED)
+            return
+        self._shard, self._timer = shard, timer
+        self._next_offset = summary.end_offset
+        self._last_written = self._last_durable = summary.end_offset - 1
+        elapsed_ms = (time.monotonic() - started) * 1000
+        self.stats.loads += 1
+        self.stats.records_loaded += summary.records
+        self.stats.last_load_ms = elapsed_ms
+        self._transition(PartitionState.ACTIVE)
+        log.info("partition %d loaded %d records (%d skipped) in %.1f ms, end offset %d",
+                 self.partition, summary.records, summary.skipped, elapsed_ms, summary.end_offset)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.state is not PartitionState.ACTIVE:
+            return
+        log.error("partition %d failed, reloading from the durable log: %r", self.partition, exc)
+        self.stats.failures += 1
+        self._stop_serving(PartitionNotActive(f"partition {self.partition} failed: {exc!r}"))
+        self._transition(PartitionState.FAILED)
+        self._queue.put_nowait(_RELOAD)
+
+    def _stop_serving(self, exc: Exception) -> None:
+        """Answer every waiter with `exc`, drop queued events, timers and the shard."""
+        self._epoch += 1
+        if self._timer is not None:
+            self._timer.cancel_all()
+        while not self._queue.empty():
+            event = self._queue.get_nowait()
+            if event is not _RELOAD and event.future is not None and not event.future.done():
+                event.future.set_exception(exc)
+        self._parked.clear()
+        for fut in list(self._waiters):
+            if not fut.done():
+                fut.set_exception(exc)
+        shard, self._shard, self._timer = self._shard, None, None
+        if shard is not None:
+            try:
+                shard.on_unloaded()
+            except Exception:
+                log.exception("partition %d: on_unloaded failed", self.partition)
+
+    async def _recover_and_reload(self) -> None:
+        self._transition(PartitionState.LOADING)
+        try:
+            end_offset = await self._store.recover(self.partition)
+        except Exception:
+            log.exception("partition %d: recovery failed; it stays failed", self.partition)
+            self._transition(PartitionState.FAILED)
+            return
+        log.info("partition %d recovered to end offset %d, reloading", self.partition, end_offset)
+        await self._load()
+
+    def _transition(self, target: PartitionState) -> None:
+        if self.state not in VALID_PREVIOUS[target]:
+            raise IllegalTransition(f"partition {self.partition}: {self.state.name} -> {target.name}")
+        log.info("partition %d: %s -> %s", self.partition, self.state.name, target.name)
+        self.state = target

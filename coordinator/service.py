@@ -1,0 +1,308 @@
+"""The group coordinator service: one entry point for the group APIs.
+
+`handle(ctx, api_key, request)` checks what needs no state (a null group id cannot be
+routed: INVALID_GROUP_ID), routes each group to its `__consumer_offsets` partition
+(`partition_for`, Kafka's placement), runs the shard's handler there through the
+runtime, and shapes the answer at the request's version. Requests naming several groups
+(OffsetFetch v8+, DescribeGroups, DeleteGroups) are split by partition, the partitions
+run concurrently, and the answers come back in request order. FindCoordinator needs no
+partition at all: kgc is the coordinator of every group, even while loading.
+
+This module holds the only mapping from internal exceptions to error codes (Kafka's
+`CoordinatorOperationExceptionHelper`); `protocol.error_responses` puts the code where
+each API and version carries it:
+
+| raised                | code                            |
+|-----------------------|---------------------------------|
+| `PartitionLoading`    | COORDINATOR_LOAD_IN_PROGRESS 14 (Heartbeat: NONE, Kafka answers it blindly) |
+| `PartitionNotActive`  | NOT_COORDINATOR 16              |
+| `RuntimeClosed`       | COORDINATOR_NOT_AVAILABLE 15    |
+| `ApiError`            | its own code                    |
+| anything else         | UNKNOWN_SERVER_ERROR -1, logged with its stack trace |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import OffsetFetchResponse
+from kafka.protocol.metadata.find_coordinator import CoordinatorType, FindCoordinatorResponse
+
+from coordinator.group.result import RequestContext
+from coordinator.group.views import GroupDescription, OffsetFetchGroup
+from coordinator.partitioning import partition_for
+from coordinator.runtime.api import CoordinatorRuntime, PartitionLoading, PartitionNotActive, RuntimeClosed
+from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
+from protocol.errors import ApiError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class CoordinatorNode(Protocol):
+    node_id: int
+    host: str
+    port: int
+
+
+def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
+    match exc:
+        case PartitionLoading():
+            return ErrorCode.NONE if api_key == ApiKey.Heartbeat else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        case PartitionNotActive():
+            return ErrorCode.NOT_COORDINATOR
+        case RuntimeClosed():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        case ApiError():
+            return exc.code
+    log.error("%s failed unexpectedly", ApiKey(api_key).name, exc_info=exc)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class GroupCoordinatorService:
+    def __init__(self, runtime: CoordinatorRuntime, node: CoordinatorNode):
+        self._runtime = runtime
+        self._node = node
+        self._handlers: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
+            ApiKey.FindCoordinator: self._find_coordinator,
+            ApiKey.JoinGroup: self._join_group,
+            ApiKey.SyncGroup: self._sync_group,
+            ApiKey.Heartbeat: self._heartbeat,
+            ApiKey.LeaveGroup: self._leave_group,
+            ApiKey.OffsetCommit: self._offset_commit,
+            ApiKey.OffsetFetch: self._offset_fetch,
+            ApiKey.DescribeGroups: self._describe_groups,
+            ApiKey.ListGroups: self._list_groups,
+            ApiKey.DeleteGroups: self._delete_groups,
+            ApiKey.OffsetDelete: self._offset_delete,
+        }
+
+    @property
+    def api_keys(self) -> frozenset[int]:
+        return frozenset(self._handlers)
+
+    async def handle(self, ctx: RequestContext, api_key: int, request: Any) -> Any:
+        handler = self._handlers[api_key]
+        try:
+            return await handler(ctx, request)
+        except Exception as exc:
+            code = error_code_for(api_key, exc)
+            log.debug("%s v%d from %s answered %s: %r", ApiKey(api_key).name, ctx.api_version,
+                      ctx.client_id, code.name, exc)
+            message = exc.message if isinstance(exc, ApiError) else None
+            return error_response(api_key, ctx.api_version, request, code, message)
+
+    # ---- routing ---------------------------------------------------------------------
+
+    def _partition(self, group_id: str | None) -> int:
+        if group_id is None:
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "null group id")
+        return partition_for(group_id, self._runtime.num_partitions)
+
+    async def _write(self, group_id: str | None, op: Callable[[Any, Any], Any]) -> Any:
+        return await self._runtime.write(self._partition(group_id), op)
+
+    async def _per_partition(self, api_key: int, items: Sequence[Any], group_of: Callable[[Any], str | None],
+                             run: Callable[[int, list[Any]], Awaitable[list[Any]]]) -> list[Any]:
+        """`run(partition, items)` once per partition, concurrently; one outcome per item, in
+        request order: the item's answer, or the `ErrorCode` its partition failed with."""
+        outcomes: list[Any] = [None] * len(items)
+        by_partition: dict[int, list[int]] = {}
+        for index, item in enumerate(items):
+            try:
+                by_partition.setdefault(self._partition(group_of(item)), []).append(index)
+            except ApiError as exc:
+                outcomes[index] = exc.code
+
+        async def one(partition: int, indexes: list[int]) -> None:
+            try:
+                answers = await run(partition, [items[i] for i in indexes])
+            except Exception as exc:
+                answers = [error_code_for(api_key, exc)] * len(indexes)
+            for index, answer in zip(indexes, answers, strict=True):
+                outcomes[index] = answer
+
+        await asyncio.gather(*(one(p, indexes) for p, indexes in by_partition.items()))
+        return outcomes
+
+    # ---- FindCoordinator -------------------------------------------------------------
+
+    async def _find_coordinator(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        key_type = request.key_type if version >= 1 else CoordinatorType.GROUP
+        match key_type:
+            case CoordinatorType.GROUP:
+                code, message = ErrorCode.NONE, None
+            case CoordinatorType.TRANSACTION:
+                # Transaction coordinators live upstream; the gateway will forward these.
+                code, message = ErrorCode.COORDINATOR_NOT_AVAILABLE, "kgc does not coordinate transactions"
+            case _:
+                code, message = ErrorCode.INVALID_REQUEST, f"kgc does not serve coordinator key type {key_type}"
+        if code is not ErrorCode.NONE:
+            raise ApiError(code, message)
+        node = self._node
+        if version < 4:
+            return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                           error_message=None, node_id=node.node_id, host=node.host,
+                                           port=node.port)
+        # v4+ (KIP-699) batches keys; every group has the same coordinator here.
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[
+            FindCoordinatorResponse.Coordinator(version=version, key=key, node_id=node.node_id, host=node.host,
+                                                port=node.port, error_code=ErrorCode.NONE, error_message=None)
+            for key in request.coordinator_keys])
+
+    # ---- single-group writes ---------------------------------------------------------
+
+    async def _join_group(self, ctx: RequestContext, request: Any) -> Any:
+        return await self._write(request.group_id, lambda shard, handle: shard.join_group(ctx, request, handle))
+
+    async def _sync_group(self, ctx: RequestContext, request: Any) -> Any:
+        return await self._write(request.group_id, lambda shard, handle: shard.sync_group(ctx, request, handle))
+
+    async def _heartbeat(self, ctx: RequestContext, request: Any) -> Any:
+        return await self._write(request.group_id, lambda shard, handle: shard.heartbeat(ctx, request))
+
+    async def _leave_group(self, ctx: RequestContext, request: Any) -> Any:
+        return await self._write(request.group_id, lambda shard, handle: shard.leave_group(ctx, request))
+
+    async def _offset_commit(self, ctx: RequestContext, request: Any) -> Any:
+        return await self._write(request.group_id, lambda shard, handle: shard.commit_offsets(ctx, request))
+
+    async def _offset_delete(self, ctx: RequestContext, request: Any) -> Any:
+        return await self._write(request.group_id, lambda shard, handle: shard.delete_offsets(ctx, request))
+
+    # ---- OffsetFetch -----------------------------------------------------------------
+
+    async def _offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        require_stable = request.require_stable if version >= 7 else False
+        if version < 8:
+            topics = _requested_topics(request.topics)
+            group = await self._runtime.read(
+                self._partition(request.group_id),
+                lambda shard: shard.fetch_offsets(ctx, request.group_id, topics, require_stable))
+            if group.error is not ErrorCode.NONE:
+                # v0-1 copy a group error into every partition, v2-7 carry it on top.
+                raise ApiError(group.error)
+            return OffsetFetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                       topics=_fetched_topics_v0(version, group))
+
+        def fetch(partition: int, groups: list[Any]) -> Awaitable[list[Any]]:
+            return self._runtime.read(partition, lambda shard: [
+                _answer_or_code(lambda g=g: shard.fetch_offsets(ctx, g.group_id, _requested_topics(g.topics),
+                                                                require_stable))
+                for g in groups])
+
+        outcomes = await self._per_partition(ApiKey.OffsetFetch, request.groups, lambda g: g.group_id, fetch)
+        return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=[
+            _fetched_group_v8(version, g.group_id, outcome) for g, outcome in zip(request.groups, outcomes, strict=True)])
+
+    # ---- DescribeGroups / ListGroups / DeleteGroups ----------------------------------
+
+    async def _describe_groups(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+
+        def describe(partition: int, group_ids: list[str]) -> Awaitable[list[Any]]:
+            return self._runtime.read(partition, lambda shard: [
+                _answer_or_code(lambda g=g: shard.describe_group(ctx, g)) for g in group_ids])
+
+        outcomes = await self._per_partition(ApiKey.DescribeGroups, request.groups, lambda g: g, describe)
+        return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=[
+            _described_group(version, group_id, outcome) for group_id, outcome in zip(request.groups, outcomes, strict=True)])
+
+    async def _list_groups(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+        # v4 (KIP-518) filters by state, v5 (KIP-848) by type; empty means all.
+        states = set(request.states_filter or ()) if version >= 4 else set()
+        types = set(request.types_filter or ()) if version >= 5 else set()
+
+        async def listing(partition: int) -> list[Any]:
+            try:
+                return await self._runtime.read(partition, lambda shard: shard.list_groups(states, types))
+            except PartitionNotActive:
+                # Kafka skips partitions it does not coordinate; a failed one is not ours now.
+                log.debug("ListGroups skips partition %d: not active", partition)
+                return []
+
+        listings = await asyncio.gather(*(listing(p) for p in range(self._runtime.num_partitions)),
+                                        return_exceptions=True)
+        # One partition still loading (or failing otherwise) answers for the whole request.
+        error = next((x for x in listings if isinstance(x, BaseException)), None)
+        if error is not None:
+            raise error
+        return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
+            ListGroupsResponse.ListedGroup(version=version, group_id=g.group_id, protocol_type=g.protocol_type,
+                                           group_state=g.group_state, group_type=g.group_type)
+            for partition_listing in listings for g in partition_listing])
+
+    async def _delete_groups(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+
+        async def delete(partition: int, group_ids: list[str]) -> list[Any]:
+            unique = list(dict.fromkeys(group_ids))
+            codes = dict(await self._runtime.write(partition,
+                                                   lambda shard, handle: shard.delete_groups(ctx, unique)))
+            return [codes[g] for g in group_ids]
+
+        outcomes = await self._per_partition(ApiKey.DeleteGroups, request.groups_names, lambda g: g, delete)
+        return DeleteGroupsResponse(version=version, throttle_time_ms=0, results=[
+            DeleteGroupsResponse.DeletableGroupResult(version=version, group_id=group_id, error_code=code)
+            for group_id, code in zip(request.groups_names, outcomes, strict=True)])
+
+
+def _answer_or_code(call: Callable[[], Any]) -> Any:
+    """One group's answer inside a multi-group op: an `ApiError` for it is its code only."""
+    try:
+        return call()
+    except ApiError as exc:
+        return exc.code
+
+
+def _requested_topics(topics: Sequence[Any] | None) -> list[tuple[str, list[int]]] | None:
+    if topics is None:
+        return None
+    return [(t.name, list(t.partition_indexes)) for t in topics]
+
+
+def _fetched_topics_v0(version: int, group: OffsetFetchGroup) -> list[Any]:
+    topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
+    partition_cls = topic_cls.OffsetFetchResponsePartition
+    return [topic_cls(version=version, name=t.name, partitions=[
+        partition_cls(version=version, partition_index=p.partition, committed_offset=p.offset,
+                      committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
+        for p in t.partitions]) for t in group.topics]
+
+
+def _fetched_group_v8(version: int, group_id: str, outcome: OffsetFetchGroup | ErrorCode) -> Any:
+    group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
+    if isinstance(outcome, ErrorCode):
+        return group_cls(version=version, group_id=group_id, topics=[], error_code=outcome)
+    if outcome.error is not ErrorCode.NONE:
+        return group_cls(version=version, group_id=group_id, topics=[], error_code=outcome.error)
+    topic_cls = group_cls.OffsetFetchResponseTopics
+    partition_cls = topic_cls.OffsetFetchResponsePartitions
+    return group_cls(version=version, group_id=group_id, error_code=ErrorCode.NONE, topics=[
+        topic_cls(version=version, name=t.name, partitions=[
+            partition_cls(version=version, partition_index=p.partition, committed_offset=p.offset,
+                          committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
+            for p in t.partitions]) for t in outcome.topics])
+
+
+def _described_group(version: int, group_id: str, outcome: GroupDescription | ErrorCode) -> Any:
+    group_cls = DescribeGroupsResponse.DescribedGroup
+    if isinstance(outcome, ErrorCode):
+        return group_cls(version=version, error_code=outcome, error_message=None, group_id=group_id,
+                         group_state="", protocol_type="", protocol_data="", members=[],
+                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+    member_cls = group_cls.DescribedGroupMember
+    return group_cls(
+        version=version, error_code=outcome.error, error_message=outcome.error_message, group_id=group_id,
+        group_state=outcome.state, protocol_type=outcome.protocol_type, protocol_data=outcome.protocol_data,
+        members=[member_cls(version=version, member_id=m.member_id, group_instance_id=m.group_instance_id,
+                            client_id=m.client_id, client_host=m.client_host, member_metadata=m.member_metadata,
+                            member_assignment=m.member_assignment) for m in outcome.members],
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

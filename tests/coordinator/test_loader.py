@@ -1,0 +1,146 @@
+"""Loading a partition through the real `__consumer_offsets` serde, from the memory store
+and from segment files on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+import pytest
+
+from coordinator.group.errors import CorruptStateError
+from coordinator.records import (
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitValue,
+    new_group_metadata_record,
+    new_offset_commit_record,
+    new_offset_commit_tombstone,
+)
+from coordinator.runtime.loader import KafkaRecordSerde, LoadError, load_partition
+from storage.api import LogRecord, StorageError, StoredBatch, StoredRecord
+from storage.file_store import FileLogStore, partition_dir
+from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, encode_stored_batch
+from storage.memory_store import MemoryLogStore
+
+SERDE = KafkaRecordSerde()
+
+COMMIT = new_offset_commit_record("g", "orders", 0, OffsetCommitValue(42, -1, "meta", 1_000),
+                                  member_id="m-1", generation=3, client_id="c", client_host="/10.0.0.5")
+GROUP = new_group_metadata_record("g", GroupMetadataValue(
+    "consumer", 3, "range", "m-1", 1_000,
+    (MemberMetadata("m-1", None, "c", "/10.0.0.5", 30_000, 10_000, b"sub", b"assign"),)))
+TOMBSTONE = new_offset_commit_tombstone("g", "orders", 1)
+
+
+def unknown_type_record(key_type: int) -> LogRecord:
+    # A KIP-848 ConsumerGroupMetadata record (key type 3): known to Kafka, not to us.
+    return LogRecord(struct.pack(">hh", key_type, 1) + b"g", struct.pack(">hi", 0, 7))
+
+
+class RecordingShard:
+    def __init__(self, partition: int = 0, journal: list | None = None, reject_at: int | None = None):
+        self.partition = partition
+        self.replayed = []
+        self.journal = journal if journal is not None else []
+        self.reject_at = reject_at
+
+    def replay(self, offset, record):
+        if offset == self.reject_at:
+            raise CorruptStateError(f"tombstone for a group with members at {offset}")
+        self.replayed.append((offset, record))
+        self.journal.append((self.partition, offset))
+
+
+async def durable(store: MemoryLogStore, partition: int, records: list[LogRecord]) -> None:
+    await store.append(partition, records, 1_000).durable
+
+
+@pytest.fixture
+def store():
+    return MemoryLogStore(num_partitions=2)
+
+
+async def test_load_replays_every_record_as_it_was_written(store):
+    await durable(store, 0, [SERDE.serialize(COMMIT), SERDE.serialize(GROUP)])
+    await durable(store, 0, [SERDE.serialize(TOMBSTONE)])
+    shard = RecordingShard()
+    summary = await load_partition(store, 0, shard, SERDE)
+    # keys, values, tombstones and audit headers come back as they went in
+    assert shard.replayed == [(0, COMMIT), (1, GROUP), (2, TOMBSTONE)]
+    assert (summary.records, summary.skipped, summary.end_offset) == (3, 0, 3)
+
+
+async def test_unknown_record_types_are_skipped_with_one_warning(store, caplog):
+    await durable(store, 0, [unknown_type_record(3), SERDE.serialize(COMMIT), unknown_type_record(3)])
+    shard = RecordingShard()
+    with caplog.at_level(logging.WARNING, logger="coordinator.runtime.loader"):
+        summary = await load_partition(store, 0, shard, SERDE)
+    assert shard.replayed == [(1, COMMIT)]
+    assert (summary.records, summary.skipped) == (1, 2)
+    warnings = [r for r in caplog.records if "unknown key type 0003" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+async def test_an_undecodable_record_stops_the_load_at_its_offset(store):
+    truncated = SERDE.serialize(COMMIT).key[:-3]
+    await durable(store, 0, [SERDE.serialize(COMMIT), LogRecord(truncated, b"\x00\x03"), SERDE.serialize(GROUP)])
+    shard = RecordingShard()
+    with pytest.raises(LoadError) as err:
+        await load_partition(store, 0, shard, SERDE)
+    assert err.value.offset == 1
+    assert shard.replayed == [(0, COMMIT)]
+
+
+async def test_a_record_that_replay_rejects_stops_the_load(store):
+    await durable(store, 0, [SERDE.serialize(COMMIT), SERDE.serialize(GROUP)])
+    with pytest.raises(LoadError) as err:
+        await load_partition(store, 0, RecordingShard(reject_at=1), SERDE)
+    assert err.value.offset == 1
+    assert isinstance(err.value.__cause__, CorruptStateError)
+
+
+async def test_a_failed_partition_is_not_loaded(store):
+    store.fail(0, OSError("disk full"))
+    with pytest.raises(StorageError):
+        await load_partition(store, 0, RecordingShard(), SERDE)
+
+
+async def test_partitions_load_side_by_side(store):
+    for partition in (0, 1):
+        for _ in range(3):
+            await durable(store, partition, [SERDE.serialize(COMMIT)])
+    journal: list[tuple[int, int]] = []
+    await asyncio.gather(*(load_partition(store, p, RecordingShard(p, journal), SERDE, chunk_records=1)
+                           for p in (0, 1)))
+    # each load yields after every chunk, so neither holds the loop until it is done
+    assert journal == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+
+
+async def test_control_batches_in_a_segment_file_are_skipped(tmp_path):
+    # given a segment as a real cluster writes it: a transactional commit and its marker
+    stored = [StoredRecord(0, 1_000, r.key, r.value, r.headers) for r in [SERDE.serialize(COMMIT)]]
+    marker = StoredRecord(1, 1_000, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 5))
+    after = SERDE.serialize(GROUP)
+    segment = b"".join([
+        encode_stored_batch(StoredBatch(0, 0, tuple(stored), attributes=TRANSACTIONAL_FLAG,
+                                        producer_id=9, producer_epoch=0, base_sequence=0)),
+        encode_stored_batch(StoredBatch(1, 1, (marker,), attributes=TRANSACTIONAL_FLAG | CONTROL_FLAG,
+                                        producer_id=9, producer_epoch=0)),
+        encode_stored_batch(StoredBatch(2, 2, (StoredRecord(2, 1_000, after.key, after.value, after.headers),))),
+    ])
+    directory = partition_dir(tmp_path, 0)
+    directory.mkdir(parents=True)
+    (directory / f"{0:020d}.log").write_bytes(segment)
+    store = FileLogStore(tmp_path, num_partitions=1, fsync="never")
+    await store.open()
+    try:
+        shard = RecordingShard()
+        summary = await load_partition(store, 0, shard, SERDE)
+    finally:
+        await store.close()
+    # then the marker is not decoded as a coordinator record
+    assert [offset for offset, _ in shard.replayed] == [0, 2]
+    assert shard.replayed[1][1] == GROUP
+    assert summary.end_offset == 3
