@@ -1,0 +1,107 @@
+"""Heartbeat (API 12) and LeaveGroup (API 13) for classic groups."""
+
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.consumer.group import HeartbeatRequest, LeaveGroupRequest
+
+from coordinator.group.rebalance import COMPLETING, DEAD, PREPARING, STABLE, Membership
+from coordinator.group.responses import heartbeat_response, leave_response
+from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
+from coordinator.group.state import GroupState
+from coordinator.group.timer import heartbeat_key
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+def heartbeat(m: Membership, ctx: RequestContext, request: HeartbeatRequest) -> Result:
+    version = ctx.api_version
+    group_id, member_id = request.group_id, request.member_id
+
+    def answer(error: ErrorCode, reason: str = "") -> Result:
+        if reason:
+            log.debug("[group=%s] Heartbeat from %r answered %s: %s", group_id, member_id, error.name, reason)
+        return Result(response=heartbeat_response(version, error))
+
+    if group_id == "":
+        return answer(ErrorCode.INVALID_GROUP_ID, "empty group id")
+    group = m.groups.get(group_id)
+    if group is None:
+        return answer(ErrorCode.UNKNOWN_MEMBER_ID, "no such group")
+    if group.is_in(DEAD):
+        return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, "group is dead")
+    error = group.validate_member(member_id, request.group_instance_id if version >= 3 else None)
+    if error is not ErrorCode.NONE:
+        return answer(error, "member validation failed")
+    if request.generation_id != group.generation:
+        return answer(ErrorCode.ILLEGAL_GENERATION, f"generation {request.generation_id} != {group.generation}")
+    match group.state:
+        case GroupState.EMPTY:
+            return answer(ErrorCode.UNKNOWN_MEMBER_ID, "group is empty")
+        case GroupState.PREPARING_REBALANCE:
+            # The session stays alive; the member must rejoin.
+            m.reschedule_heartbeat(group, group.member(member_id))
+            return answer(ErrorCode.REBALANCE_IN_PROGRESS, "group is rebalancing")
+        case _:
+            # Heartbeats may start right after the JoinGroup answer, in CompletingRebalance.
+            m.reschedule_heartbeat(group, group.member(member_id))
+            return answer(ErrorCode.NONE)
+
+
+def leave_group(m: Membership, ctx: RequestContext, request: LeaveGroupRequest) -> Result:
+    version = ctx.api_version
+    group_id = request.group_id
+    if version <= 2:
+        leaving = [(request.member_id, None, None)]
+    else:
+        leaving = [(x.member_id, x.group_instance_id, x.reason if version >= 5 else None)
+                   for x in request.members]
+
+    def refuse_all(error: ErrorCode, reason: str) -> Result:
+        log.debug("[group=%s] LeaveGroup refused with %s: %s", group_id, error.name, reason)
+        return Result(response=leave_response(version, error, []))
+
+    if group_id == "":
+        return refuse_all(ErrorCode.INVALID_GROUP_ID, "empty group id")
+    group = m.groups.get(group_id)
+    if group is None:
+        log.debug("[group=%s] LeaveGroup for an unknown group", group_id)
+        return Result(response=leave_response(version, ErrorCode.NONE, [
+            (mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid, _ in leaving]))
+    if group.is_in(DEAD):
+        return refuse_all(ErrorCode.COORDINATOR_NOT_AVAILABLE, "group is dead")
+
+    outcomes: list[tuple[str, str | None, ErrorCode]] = []
+    for member_id, instance_id, reason in leaving:
+        reason = reason or "not provided"
+        if member_id == "":
+            # Admin removal by instance id (KIP-345): no member id.
+            if instance_id is not None and group.has_static_member(instance_id):
+                m.remove_current_member(group, group.static_members[instance_id], reason)
+                outcomes.append((member_id, instance_id, ErrorCode.NONE))
+            else:
+                log.debug("[group=%s] LeaveGroup: unknown instance id %r", group_id, instance_id)
+                outcomes.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
+        elif group.is_pending_member(member_id):
+            group.remove(member_id)
+            m.timer.cancel(heartbeat_key(group_id, member_id))
+            log.info("[group=%s] pending member %s left (reason: %s)", group_id, member_id, reason)
+            outcomes.append((member_id, instance_id, ErrorCode.NONE))
+        else:
+            error = group.validate_member(member_id, instance_id)
+            if error is ErrorCode.NONE:
+                m.remove_current_member(group, member_id, reason)
+            else:
+                log.debug("[group=%s] LeaveGroup of %r refused with %s", group_id, member_id, error.name)
+            outcomes.append((member_id, instance_id, error))
+
+    result = EMPTY_RESULT
+    left = [mid for mid, _, e in outcomes if e is ErrorCode.NONE]
+    if left:
+        if group.is_in(STABLE, COMPLETING):
+            result = m.maybe_prepare_rebalance_or_complete_join(group, f"members {left} left")
+        elif group.is_in(PREPARING):
+            result = m.maybe_complete_join_phase(group)
+    return m.finish(result, response=leave_response(version, ErrorCode.NONE, outcomes))

@@ -1,0 +1,302 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, expiry, and their replay.
+
+Offsets are hard state: handlers only validate and return OffsetCommit records (values,
+or tombstones); the store changes when `replay` applies them, on the write path and
+on load alike. Replaying an offset for a group that does not exist creates a *simple*
+group (Empty, no protocol type), as Kafka does for consumers that commit without
+joining.
+
+Commit validation (Kafka's `ClassicGroup.validateOffsetCommit`):
+- group Dead → COORDINATOR_NOT_AVAILABLE;
+- generation < 0 and group Empty (or absent) → accepted;
+- generation ≥ 0, a member id or an instance id → the member must exist
+  (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) and the generation match (ILLEGAL_GENERATION);
+- generation < 0 without a member id while the group has members → UNKNOWN_MEMBER_ID;
+- CompletingRebalance → REBALANCE_IN_PROGRESS;
+- absent group with generation ≥ 0 → ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9.
+
+Retention (KIP-211, Kafka's `offsetExpirationCondition`): an offset with an explicit
+expire timestamp (OffsetCommit v2-4 with a retention) expires at that time. Otherwise
+`now - base >= offsets_retention_ms`, where base is:
+- a group with a protocol type in Empty: the time it became Empty;
+- a "consumer" group in Stable that knows its subscriptions: the commit time, and only
+  for topics no member subscribes to;
+- a simple group (no protocol type): the commit time;
+- any other group (rebalancing, or non-"consumer" with members): nothing expires.
+A group whose offsets are all gone and that is Empty is deleted with a tombstone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kafka.protocol.consumer.group import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+)
+
+from coordinator.config import GroupConfig
+from coordinator.group.classic import ClassicGroup
+from coordinator.group.rebalance import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Membership
+from coordinator.group.result import CoordinatorRecord, RequestContext, Result
+from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
+from coordinator.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    new_offset_commit_record,
+    new_offset_commit_tombstone,
+)
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+# group → topic → partition → committed value
+OffsetMap = dict[str, dict[str, dict[int, OffsetCommitValue]]]
+
+
+def utf16_length(s: str) -> int:
+    """Java's `String.length()`: characters outside the BMP count twice."""
+    return len(s) + sum(1 for c in s if ord(c) > 0xFFFF)
+
+
+class Offsets:
+    def __init__(self, groups: dict[str, ClassicGroup], membership: Membership, config: GroupConfig,
+                 clock: Callable[[], int]):
+        self.groups = groups
+        self.membership = membership
+        self.config = config
+        self.clock = clock
+        self.offsets: OffsetMap = {}
+
+    # ------------------------------------------------------------ replay
+
+    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        by_topic = self.offsets.get(key.group)
+        if value is None:
+            if by_topic is None:
+                return
+            by_partition = by_topic.get(key.topic)
+            if by_partition is None:
+                return
+            by_partition.pop(key.partition, None)
+            if not by_partition:
+                del by_topic[key.topic]
+            if not by_topic:
+                del self.offsets[key.group]
+            return
+        if key.group not in self.groups:
+            self.groups[key.group] = ClassicGroup(key.group, EMPTY, self.clock())
+        if by_topic is None:
+            by_topic = self.offsets[key.group] = {}
+        by_topic.setdefault(key.topic, {})[key.partition] = value
+
+    def drop_all(self) -> None:
+        self.offsets.clear()
+
+    # ------------------------------------------------------------ commit
+
+    def commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result:
+        version = ctx.api_version
+        group_id = request.group_id
+        generation = request.generation_id_or_member_epoch
+        member_id = request.member_id
+        instance_id = request.group_instance_id if version >= 7 else None
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                error = ErrorCode.NONE
+            else:
+                # v9+ (KIP-848) says GROUP_ID_NOT_FOUND; older clients expect ILLEGAL_GENERATION.
+                error = ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+        else:
+            error = self._validate_commit(group, member_id, instance_id, generation)
+        if error is not ErrorCode.NONE:
+            log.debug("[group=%s] OffsetCommit from %r (generation %d) refused with %s",
+                      group_id, member_id, generation, error.name)
+            return Result(response=_commit_response(version, request, lambda topic, p: error))
+
+        if group is not None and group.is_in(STABLE, PREPARING):
+            # Classic protocol: a commit keeps the member's session alive.
+            self.membership.reschedule_heartbeat(group, group.member(member_id))
+
+        now = self.clock()
+        retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
+        expire_ms = -1 if retention_ms == -1 else now + retention_ms
+        max_bytes = self.config.offset_metadata_max_bytes
+        records: list[CoordinatorRecord] = []
+        errors: dict[tuple[int, int], ErrorCode] = {}
+        for t_index, topic in enumerate(request.topics):
+            name = _topic_name(version, topic)
+            for p in topic.partitions:
+                if name is None:
+                    errors[t_index, p.partition_index] = ErrorCode.UNKNOWN_TOPIC_ID
+                    continue
+                metadata = p.committed_metadata
+                if metadata is not None and len(metadata) * 2 > max_bytes and utf16_length(metadata) > max_bytes:
+                    log.debug("[group=%s] metadata of %s-%d too large", group_id, name, p.partition_index)
+                    errors[t_index, p.partition_index] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    continue
+                leader_epoch = p.committed_leader_epoch if version >= 6 else -1
+                value = OffsetCommitValue(p.committed_offset, leader_epoch, metadata or "", now, expire_ms)
+                records.append(new_offset_commit_record(
+                    group_id, name, p.partition_index, value, member_id=member_id, generation=generation,
+                    client_id=ctx.client_id, client_host=ctx.client_host))
+        response = _commit_response(version, request,
+                                    lambda t_index, p: errors.get((t_index, p.partition_index), ErrorCode.NONE))
+        return Result(records=tuple(records), response=response)
+
+    @staticmethod
+    def _validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
+                         generation: int) -> ErrorCode:
+        if group.is_in(DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.is_in(EMPTY):
+            # Admin tools and assign() consumers commit outside any generation.
+            return ErrorCode.NONE
+        if generation >= 0 or member_id != "" or instance_id is not None:
+            error = group.validate_member(member_id, instance_id)
+            if error is not ErrorCode.NONE:
+                return error
+            if generation != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_in(EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_in(COMPLETING):
+            # The member holds this generation's JoinGroup answer but not yet its assignment.
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------ fetch
+
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> OffsetFetchGroup:
+        """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka)."""
+        group = self.groups.get(group_id)
+        stored = {} if group is None or group.is_in(DEAD) else self.offsets.get(group_id, {})
+        if topics is None:
+            return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(
+                OffsetFetchTopic(topic, tuple(_fetched(p, v) for p, v in sorted(parts.items())))
+                for topic, parts in sorted(stored.items())))
+        out = []
+        for topic, partitions in topics:
+            parts = stored.get(topic, {})
+            out.append(OffsetFetchTopic(topic, tuple(
+                _fetched(p, parts[p]) if p in parts else OffsetFetchPartition(p, -1, -1, "")
+                for p in partitions)))
+        return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(out))
+
+    # ------------------------------------------------------------ delete
+
+    def delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result:
+        group_id = request.group_id
+
+        def refuse(error: ErrorCode, reason: str) -> Result:
+            log.debug("[group=%s] OffsetDelete refused with %s: %s", group_id, error.name, reason)
+            return Result(response=OffsetDeleteResponse(version=ctx.api_version, error_code=int(error)))
+
+        if group_id == "":
+            return refuse(ErrorCode.INVALID_GROUP_ID, "empty group id")
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(DEAD):
+            return refuse(ErrorCode.GROUP_ID_NOT_FOUND, "no such group")
+        if group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol():
+            return refuse(ErrorCode.NON_EMPTY_GROUP, "group has members and no consumer subscriptions")
+
+        stored = self.offsets.get(group_id, {})
+        records = []
+        topic_cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
+        part_cls = topic_cls.OffsetDeleteResponsePartition
+        topics = []
+        for topic in request.topics:
+            if group.is_subscribed_to_topic(topic.name):
+                parts = [part_cls(partition_index=p.partition_index,
+                                  error_code=int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)) for p in topic.partitions]
+            else:
+                parts = []
+                for p in topic.partitions:
+                    parts.append(part_cls(partition_index=p.partition_index, error_code=0))
+                    if p.partition_index in stored.get(topic.name, {}):
+                        records.append(new_offset_commit_tombstone(
+                            group_id, topic.name, p.partition_index, client_id=ctx.client_id,
+                            client_host=ctx.client_host))
+            topics.append(topic_cls(name=topic.name, partitions=parts))
+        return Result(records=tuple(records),
+                      response=OffsetDeleteResponse(version=ctx.api_version, error_code=0, topics=topics))
+
+    def tombstones_for_group(self, group_id: str, ctx: RequestContext) -> list[CoordinatorRecord]:
+        return [new_offset_commit_tombstone(group_id, topic, partition, client_id=ctx.client_id,
+                                            client_host=ctx.client_host)
+                for topic, parts in self.offsets.get(group_id, {}).items() for partition in parts]
+
+    # ------------------------------------------------------------ expiry
+
+    def expire(self, group_id: str, records: list[CoordinatorRecord]) -> bool:
+        """Append tombstones for expired offsets; True when the group has none left."""
+        by_topic = self.offsets.get(group_id)
+        if by_topic is None:
+            return True
+        group = self.groups[group_id]
+        base = _expiration_base(group)
+        if base is None:
+            return False
+        now = self.clock()
+        retention_ms = self.config.offsets_retention_ms
+        all_expired = True
+        for topic, parts in by_topic.items():
+            if group.is_subscribed_to_topic(topic):
+                all_expired = False
+                continue
+            for partition, value in parts.items():
+                if value.expire_timestamp_ms != -1:
+                    expired = now >= value.expire_timestamp_ms
+                else:
+                    expired = now - base(value) >= retention_ms
+                if expired:
+                    log.debug("[group=%s] offset of %s-%d expired", group_id, topic, partition)
+                    records.append(new_offset_commit_tombstone(group_id, topic, partition))
+                else:
+                    all_expired = False
+        return all_expired
+
+
+def _expiration_base(group: ClassicGroup) -> Callable[[OffsetCommitValue], int] | None:
+    if group.protocol_type is None:
+        return _commit_time
+    if group.is_in(EMPTY):
+        became_empty_ms = group.current_state_timestamp_ms
+        # Groups loaded from GroupMetadata v0/v1 do not know when they became Empty.
+        return _commit_time if became_empty_ms < 0 else (lambda value: became_empty_ms)
+    if group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_in(STABLE):
+        return _commit_time
+    return None
+
+
+def _commit_time(value: OffsetCommitValue) -> int:
+    return value.commit_timestamp_ms
+
+
+def _fetched(partition: int, value: OffsetCommitValue) -> OffsetFetchPartition:
+    return OffsetFetchPartition(partition, value.offset, value.leader_epoch, value.metadata)
+
+
+def _topic_name(version: int, topic) -> str | None:
+    if version < 10:
+        return topic.name
+    # v10 names topics by id; the service sets `name` from the id it resolved, and a topic
+    # left without one is an unknown id.
+    return getattr(topic, "name", None) or None
+
+
+def _commit_response(version: int, request: OffsetCommitRequest,
+                     error_of: Callable[[int, object], ErrorCode]) -> OffsetCommitResponse:
+    topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
+    part_cls = topic_cls.OffsetCommitResponsePartition
+    topics = []
+    for t_index, topic in enumerate(request.topics):
+        kw = {"topic_id": topic.topic_id} if version >= 10 else {"name": topic.name}
+        topics.append(topic_cls(**kw, partitions=[
+            part_cls(partition_index=p.partition_index, error_code=int(error_of(t_index, p)))
+            for p in topic.partitions]))
+    return OffsetCommitResponse(version=version, topics=topics)

@@ -1,0 +1,323 @@
+"""The rebalance machinery shared by JoinGroup, SyncGroup, LeaveGroup and the timers.
+
+Classic membership is soft state: these methods change the live `ClassicGroup` directly
+and return only GroupMetadata *snapshot* records (`Result(replay=False)`), as Kafka does.
+Answers to parked JoinGroup/SyncGroup requests are collected in an outbox while a
+handler or timer runs and handed out as `Reply`s by `finish`.
+
+Timers (keys from `coordinator.group.timer`):
+- `heartbeat-<g>-<m>`: the member's session (or the new-member join timeout, or the
+  pending-member timeout after MEMBER_ID_REQUIRED); on expiry the member is removed
+  unless it is parked in a join or sync (a *new* member is removed even then).
+- `join-<g>`: the initial delay (extended while members keep arriving, up to the group's
+  rebalance timeout) or the join phase deadline (the group's rebalance timeout).
+- `sync-<g>`: after the join phase, members that have not sent SyncGroup within the
+  rebalance timeout are removed and a new rebalance starts.
+
+Every timer op looks its group up again by id: the group may have been deleted,
+reloaded or unloaded since the timer was armed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from coordinator.config import GroupConfig
+from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.responses import JoinAnswer, SyncAnswer, join_response, sync_response
+from coordinator.group.result import EMPTY_RESULT, Reply, RequestContext, Result
+from coordinator.group.state import GroupState
+from coordinator.group.timer import Timer, heartbeat_key, join_key, sync_key
+from coordinator.records import (
+    GroupMetadataValue,
+    MemberMetadata,
+    new_group_metadata_record,
+)
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
+    GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE,
+    GroupState.STABLE, GroupState.DEAD)
+
+
+def group_metadata_value(group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataValue:
+    members = []
+    for m in group.members.values():
+        if group.protocol_name is None:
+            raise ValueError(f"group {group.group_id} has members but no protocol")
+        members.append(MemberMetadata(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+            m.session_timeout_ms, m.metadata(group.protocol_name), assignment[m.member_id]))
+    return GroupMetadataValue(group.protocol_type or "", group.generation, group.protocol_name,
+                              group.leader_id, group.current_state_timestamp_ms, tuple(members))
+
+
+class Membership:
+    def __init__(self, groups: dict[str, ClassicGroup], config: GroupConfig, timer: Timer,
+                 clock: Callable[[], int], new_member_id: Callable[[str], str]):
+        self.groups = groups
+        self.config = config
+        self.timer = timer
+        self.clock = clock
+        self.new_member_id = new_member_id
+        self._outbox: list[Reply] = []
+
+    # ------------------------------------------------------------ results and replies
+
+    def finish(self, result: Result = EMPTY_RESULT, response: object = None) -> Result:
+        """Attach the replies collected so far; membership records are snapshots, never replayed."""
+        replies = tuple(self._outbox)
+        self._outbox.clear()
+        if not replies and response is None and result is EMPTY_RESULT:
+            return EMPTY_RESULT
+        return dataclasses.replace(
+            result, response=response if response is not None else result.response,
+            replies=result.replies + replies, replay=False)
+
+    def answer_join(self, group: ClassicGroup, member: ClassicGroupMember, answer: JoinAnswer) -> bool:
+        parked = group.take_join(member)
+        if parked is None:
+            return False
+        self._outbox.append(Reply(parked.handle, join_response(parked.api_version, answer)))
+        return True
+
+    def answer_sync(self, group: ClassicGroup, member: ClassicGroupMember, answer: SyncAnswer) -> bool:
+        parked = group.take_sync(member)
+        if parked is None:
+            return False
+        self._outbox.append(Reply(parked.handle, sync_response(parked.api_version, answer)))
+        return True
+
+    def answer_superseded(self, handle: object, response: object) -> None:
+        """Answer a parked request that a newer one from the same member replaced.
+
+        Kafka drops the old future (its connection is gone in practice); we answer it so
+        no waiter is left behind in the runtime.
+        """
+        self._outbox.append(Reply(handle, response))
+
+    def snapshot_record(self, group: ClassicGroup, assignment: dict[str, bytes],
+                        ctx: RequestContext | None = None, member_id: str = "") -> Result:
+        value = group_metadata_value(group, assignment)
+        return Result(records=(new_group_metadata_record(
+            group.group_id, value, member_id=member_id, client_id=ctx.client_id if ctx else "",
+            client_host=ctx.client_host if ctx else ""),), replay=False)
+
+    # ------------------------------------------------------------ timers
+
+    def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicGroupMember,
+                             timeout_ms: int | None = None) -> None:
+        group_id, member_id = group.group_id, member.member_id
+        self.timer.schedule(heartbeat_key(group_id, member_id),
+                            member.session_timeout_ms if timeout_ms is None else timeout_ms,
+                            lambda: self.finish(self.expire_heartbeat(group_id, member_id)))
+
+    def schedule_pending_member_expiry(self, group: ClassicGroup, member_id: str, session_timeout_ms: int) -> None:
+        group_id = group.group_id
+        self.timer.schedule(heartbeat_key(group_id, member_id), session_timeout_ms,
+                            lambda: self.finish(self.expire_heartbeat(group_id, member_id)))
+
+    def expire_heartbeat(self, group_id: str, member_id: str) -> Result:
+        group = self.groups.get(group_id)
+        if group is None or group.is_in(DEAD):
+            log.debug("[group=%s] heartbeat expiry of %s after the group is gone", group_id, member_id)
+            return EMPTY_RESULT
+        if group.is_pending_member(member_id):
+            log.info("[group=%s] pending member %s removed after its session timeout", group_id, member_id)
+            group.remove(member_id)
+            if group.is_in(PREPARING) and group.has_all_members_joined():
+                return self.complete_join(group)
+            return EMPTY_RESULT
+        member = group.members.get(member_id)
+        if member is None:
+            log.debug("[group=%s] member %s already removed", group_id, member_id)
+            return EMPTY_RESULT
+        if member.has_satisfied_heartbeat():
+            return EMPTY_RESULT
+        log.info("[group=%s] member %s failed its session, removing it", group_id, member_id)
+        return self.remove_member_and_update_group(group, member, "session expired")
+
+    def schedule_pending_sync(self, group: ClassicGroup) -> None:
+        group_id, generation = group.group_id, group.generation
+        self.timer.schedule(sync_key(group_id), group.rebalance_timeout_ms(),
+                            lambda: self.finish(self.expire_pending_sync(group_id, generation)))
+
+    def expire_pending_sync(self, group_id: str, generation: int) -> Result:
+        group = self.groups.get(group_id)
+        if group is None or group.generation != generation:
+            log.debug("[group=%s] stale pending-sync expiry for generation %s", group_id, generation)
+            return EMPTY_RESULT
+        if not group.is_in(COMPLETING, STABLE) or group.has_received_sync_from_all_members():
+            return EMPTY_RESULT
+        missing = sorted(group.pending_sync_members)
+        for member_id in missing:
+            group.remove(member_id)
+            self.timer.cancel(heartbeat_key(group_id, member_id))
+        log.info("[group=%s] removed members that did not sync in time: %s", group_id, missing)
+        return self.prepare_rebalance(group, f"pending sync expired for {missing}")
+
+    def remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if group.is_in(DEAD, EMPTY, PREPARING) or group.has_received_sync_from_all_members():
+            self.timer.cancel(sync_key(group.group_id))
+
+    # ------------------------------------------------------------ join phase
+
+    def maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> Result:
+        if group.can_rebalance():
+            return self.prepare_rebalance(group, reason)
+        return self.maybe_complete_join_phase(group)
+
+    def maybe_complete_join_phase(self, group: ClassicGroup) -> Result:
+        # The initial rebalance completes only by its delay timer.
+        if (group.is_in(PREPARING) and group.previous_state is not EMPTY
+                and group.has_all_members_joined()):
+            return self.complete_join(group)
+        return EMPTY_RESULT
+
+    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> Result:
+        if group.is_in(COMPLETING):
+            self.reset_and_propagate_assignment_with_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        group.pending_sync_members.clear()
+        self.timer.cancel(sync_key(group.group_id))
+        initial = group.is_in(EMPTY)
+        if initial:
+            delay_ms = self.config.initial_rebalance_delay_ms
+            remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
+            self._schedule_initial_delay(group.group_id, delay_ms, remaining_ms)
+        old_state = group.state
+        group.transition_to(PREPARING, self.clock())
+        log.info("[group=%s] preparing to rebalance from %s, generation %d (reason: %s)",
+                 group.group_id, old_state.value, group.generation, reason)
+        if initial:
+            return EMPTY_RESULT
+        if group.has_all_members_joined():
+            return self.complete_join(group)
+        self._schedule_join_deadline(group)
+        return EMPTY_RESULT
+
+    def _schedule_join_deadline(self, group: ClassicGroup) -> None:
+        group_id = group.group_id
+        self.timer.schedule(join_key(group_id), group.rebalance_timeout_ms(),
+                            lambda: self.finish(self._complete_join_by_id(group_id)))
+
+    def _schedule_initial_delay(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
+        self.timer.schedule(join_key(group_id), delay_ms,
+                            lambda: self.finish(self._initial_delay_expired(group_id, delay_ms, remaining_ms)))
+
+    def _initial_delay_expired(self, group_id: str, delay_ms: int, remaining_ms: int) -> Result:
+        group = self.groups.get(group_id)
+        if group is None:
+            return EMPTY_RESULT
+        if group.new_member_added and remaining_ms != 0:
+            # Members are still arriving: wait once more, never past the rebalance timeout.
+            group.new_member_added = False
+            new_delay_ms = min(self.config.initial_rebalance_delay_ms, remaining_ms)
+            self._schedule_initial_delay(group_id, new_delay_ms, max(remaining_ms - delay_ms, 0))
+            return EMPTY_RESULT
+        return self.complete_join(group)
+
+    def _complete_join_by_id(self, group_id: str) -> Result:
+        group = self.groups.get(group_id)
+        return EMPTY_RESULT if group is None else self.complete_join(group)
+
+    def complete_join(self, group: ClassicGroup) -> Result:
+        group_id = group.group_id
+        self.timer.cancel(join_key(group_id))
+        # Dynamic members that did not rejoin are dropped; static ones keep their place.
+        gone = [m.member_id for m in group.not_yet_rejoined() if not m.is_static]
+        for member_id in gone:
+            group.remove(member_id)
+            self.timer.cancel(heartbeat_key(group_id, member_id))
+        if gone:
+            log.info("[group=%s] removed dynamic members that did not rejoin: %s", group_id, gone)
+        if group.is_in(DEAD):
+            return EMPTY_RESULT
+        if group.members and not self._elect_joined_leader(group):
+            # Nobody rejoined: wait another rebalance timeout; sessions will expire the rest.
+            log.warning("[group=%s] no member rejoined; waiting another rebalance timeout", group_id)
+            self._schedule_join_deadline(group)
+            return EMPTY_RESULT
+        self._init_next_generation(group)
+        if group.is_in(EMPTY):
+            log.info("[group=%s] generation %d is empty", group_id, group.generation)
+            return self.snapshot_record(group, {})
+        log.info("[group=%s] generation %d formed with %d members, protocol %s",
+                 group_id, group.generation, len(group.members), group.protocol_name)
+        leader_members = tuple((m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
+                               for m in group.members.values())
+        for member in list(group.members.values()):
+            self.answer_join(group, member, JoinAnswer(
+                ErrorCode.NONE, member.member_id, group.generation, group.protocol_type,
+                group.protocol_name, group.leader_id,
+                members=leader_members if group.is_leader(member.member_id) else ()))
+            self.reschedule_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self.schedule_pending_sync(group)
+        return EMPTY_RESULT
+
+    @staticmethod
+    def _elect_joined_leader(group: ClassicGroup) -> bool:
+        if group.leader_id is None:
+            return False
+        if group.member(group.leader_id).is_awaiting_join:
+            return True
+        for member in group.members.values():
+            if member.is_awaiting_join:
+                log.info("[group=%s] leader %s did not rejoin; %s leads now",
+                         group.group_id, group.leader_id, member.member_id)
+                group.leader_id = member.member_id
+                return True
+        return False
+
+    def _init_next_generation(self, group: ClassicGroup) -> None:
+        group.generation += 1
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.subscribed_topics = group.compute_subscribed_topics()
+            group.transition_to(COMPLETING, self.clock())
+        else:
+            group.protocol_name = None
+            group.subscribed_topics = group.compute_subscribed_topics()
+            group.transition_to(EMPTY, self.clock())
+        group.pending_sync_members.clear()
+
+    # ------------------------------------------------------------ member removal and assignment
+
+    def remove_member_and_update_group(self, group: ClassicGroup, member: ClassicGroupMember,
+                                       reason: str) -> Result:
+        # A parked join of a removed (new) member is answered so the client retries.
+        self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        if group.is_in(STABLE, COMPLETING):
+            return self.maybe_prepare_rebalance_or_complete_join(group, reason)
+        if group.is_in(PREPARING) and group.has_all_members_joined():
+            return self.complete_join(group)
+        return EMPTY_RESULT
+
+    def remove_current_member(self, group: ClassicGroup, member_id: str, reason: str) -> None:
+        member = group.member(member_id)
+        self.timer.cancel(heartbeat_key(group.group_id, member_id))
+        log.info("[group=%s] member %s left (reason: %s)", group.group_id, member_id, reason)
+        self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member_id)
+
+    def reset_and_propagate_assignment_with_error(self, group: ClassicGroup, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self.propagate_assignment(group, error)
+
+    def propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+        ok = error is ErrorCode.NONE
+        for member in group.members.values():
+            answered = self.answer_sync(group, member, SyncAnswer(
+                error, group.protocol_type if ok else None, group.protocol_name if ok else None,
+                member.assignment))
+            if answered:
+                # A session that expired while the member waited was ignored; start it afresh.
+                self.reschedule_heartbeat(group, member)

@@ -1,0 +1,206 @@
+"""`GroupShard`: the group state machine of one `__consumer_offsets` partition.
+
+The runtime runs every method on the partition's serial executor. Handlers decide and
+return a `Result`; they never await, sleep or read a wall clock (the clock, the timer
+and the member-id factory are injected).
+
+Hard and soft state:
+- committed offsets (and the existence of a simple group) change only in `replay`;
+- classic membership is soft state, changed directly by the JoinGroup/SyncGroup/
+  Heartbeat/LeaveGroup handlers and their timers (as in Kafka); the GroupMetadata
+  records they return are snapshots with `replay=False`. Replaying a GroupMetadata
+  record (on load) rebuilds the group as Stable (it has members) or Empty;
+- DeleteGroups and the offsets expiry return tombstones that *are* replayed.
+
+The service checks a null group id before routing; every other request rule, including
+"" group ids, session-timeout bounds and where each version puts its errors, is here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    SyncGroupRequest,
+)
+
+from coordinator.config import GroupConfig
+from coordinator.group import describe
+from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.errors import CorruptStateError
+from coordinator.group.heartbeat import heartbeat, leave_group
+from coordinator.group.join import join_group
+from coordinator.group.offsets import Offsets
+from coordinator.group.rebalance import DEAD, EMPTY, STABLE, Membership
+from coordinator.group.result import CoordinatorRecord, ReplyHandle, RequestContext, Result
+from coordinator.group.state import GroupState
+from coordinator.group.sync import sync_group
+from coordinator.group.timer import Timer, expire_offsets_key, heartbeat_key, join_key, sync_key
+from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
+from coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    new_group_metadata_tombstone,
+)
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class GroupShard:
+    def __init__(self, partition: int, config: GroupConfig, timer: Timer, clock: Callable[[], int],
+                 new_member_id: Callable[[str], str]):
+        self.partition = partition
+        self.config = config
+        self.timer = timer
+        self.clock = clock
+        self.groups: dict[str, ClassicGroup] = {}
+        self.membership = Membership(self.groups, config, timer, clock, new_member_id)
+        self.offsets = Offsets(self.groups, self.membership, config, clock)
+
+    # ------------------------------------------------------------ single-group APIs
+
+    def join_group(self, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle) -> Result:
+        """JoinGroup; `response` is None when parked (answered later by a `Reply` to `handle`)."""
+        return join_group(self.membership, ctx, request, handle)
+
+    def sync_group(self, ctx: RequestContext, request: SyncGroupRequest, handle: ReplyHandle) -> Result:
+        """SyncGroup; parked in CompletingRebalance until the leader's assignment is durable."""
+        return sync_group(self.membership, ctx, request, handle)
+
+    def heartbeat(self, ctx: RequestContext, request: HeartbeatRequest) -> Result:
+        return heartbeat(self.membership, ctx, request)
+
+    def leave_group(self, ctx: RequestContext, request: LeaveGroupRequest) -> Result:
+        return leave_group(self.membership, ctx, request)
+
+    def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result:
+        """OffsetCommit v2-10; for v10 the service sets each topic's `name` from its id first."""
+        return self.offsets.commit(ctx, request)
+
+    def delete_offsets(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result:
+        return self.offsets.delete(ctx, request)
+
+    # ------------------------------------------------------------ multi-group and read APIs
+
+    def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      require_stable: bool) -> OffsetFetchGroup:
+        """Committed offsets; `topics=None` means all of the group's.
+
+        `require_stable` would report UNSTABLE_OFFSET_COMMIT for pending transactional
+        offsets; kgc has no TxnOffsetCommit yet, so no offset is ever pending.
+        """
+        return self.offsets.fetch(group_id, topics)
+
+    def describe_group(self, ctx: RequestContext, group_id: str) -> GroupDescription:
+        return describe.describe_group(self.groups, ctx.api_version, group_id)
+
+    def list_groups(self, states_filter: set[str], types_filter: set[str]) -> list[GroupListing]:
+        return describe.list_groups(self.groups, states_filter, types_filter)
+
+    def delete_groups(self, ctx: RequestContext, group_ids: list[str]) -> Result:
+        """Tombstones for every offset and for the group itself, in one atomic batch."""
+        records: list[CoordinatorRecord] = []
+        outcome: list[tuple[str, ErrorCode]] = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(DEAD):
+                error = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_in(EMPTY):
+                error = ErrorCode.NON_EMPTY_GROUP
+            else:
+                error = ErrorCode.NONE
+                records += self.offsets.tombstones_for_group(group_id, ctx)
+                records.append(new_group_metadata_tombstone(group_id, generation=group.generation,
+                                                            client_id=ctx.client_id, client_host=ctx.client_host))
+            if error is not ErrorCode.NONE:
+                log.debug("[group=%s] DeleteGroups refused with %s", group_id, error.name)
+            outcome.append((group_id, error))
+        return Result(records=tuple(records), response=outcome)
+
+    # ------------------------------------------------------------ replay and lifecycle
+
+    def replay(self, offset: int, record: CoordinatorRecord) -> None:
+        key = record.key
+        if isinstance(key, OffsetCommitKey):
+            self.offsets.replay(key, record.value)
+        elif isinstance(key, GroupMetadataKey):
+            self._replay_group_metadata(offset, key.group, record.value)
+        else:
+            raise CorruptStateError(f"record at offset {offset} has an unknown key {key!r}")
+
+    def _replay_group_metadata(self, offset: int, group_id: str, value: GroupMetadataValue | None) -> None:
+        if value is None:
+            group = self.groups.get(group_id)
+            if group is None:
+                return
+            if group.members:
+                raise CorruptStateError(f"tombstone at offset {offset} for group {group_id}, "
+                                        f"which still has {len(group.members)} members")
+            group.transition_to(DEAD, self.clock())
+            del self.groups[group_id]
+            return
+        group = ClassicGroup(group_id, STABLE if value.members else EMPTY, self.clock(),
+                             generation=value.generation, protocol_type=value.protocol_type,
+                             protocol_name=value.protocol, leader_id=value.leader,
+                             current_state_timestamp_ms=value.current_state_timestamp_ms)
+        for mm in value.members:
+            if value.protocol is None:
+                raise CorruptStateError(f"group {group_id} at offset {offset} has members but no protocol")
+            group.add(ClassicGroupMember(
+                mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
+                mm.session_timeout_ms if mm.rebalance_timeout_ms == -1 else mm.rebalance_timeout_ms,
+                mm.session_timeout_ms, value.protocol_type, ((value.protocol, mm.subscription),),
+                mm.assignment), None)
+        if value.members and group.leader_id not in group.members:
+            raise CorruptStateError(f"group {group_id} at offset {offset}: leader {value.leader!r} is no member")
+        group.subscribed_topics = group.compute_subscribed_topics()
+        self.groups[group_id] = group
+
+    def on_loaded(self) -> None:
+        """Fresh sessions for every loaded member, oversized groups rebalanced, expiry armed."""
+        for group in self.groups.values():
+            log.info("[group=%s] loaded in state %s with %d members", group.group_id, group.state.value,
+                     len(group.members))
+            for member in group.members.values():
+                self.membership.reschedule_heartbeat(group, member)
+            if len(group.members) > self.config.group_max_size:
+                # group.max.size was lowered: let members commit, then rejoin under the limit.
+                self.membership.prepare_rebalance(
+                    group, f"loaded with {len(group.members)} members, over {self.config.group_max_size}")
+        self._schedule_offsets_expiry()
+
+    def on_unloaded(self) -> None:
+        """Cancel every timer and drop all state; the runtime answers parked requests."""
+        for group in self.groups.values():
+            for member_id in list(group.members) + list(group.pending_join_members):
+                self.timer.cancel(heartbeat_key(group.group_id, member_id))
+            self.timer.cancel(join_key(group.group_id))
+            self.timer.cancel(sync_key(group.group_id))
+            if not group.is_in(GroupState.DEAD):
+                group.transition_to(DEAD, self.clock())
+        self.timer.cancel(expire_offsets_key())
+        self.groups.clear()
+        self.offsets.drop_all()
+
+    # ------------------------------------------------------------ offsets expiry
+
+    def _schedule_offsets_expiry(self) -> None:
+        self.timer.schedule(expire_offsets_key(), self.config.offsets_retention_check_interval_ms,
+                            self._expire_offsets)
+
+    def _expire_offsets(self) -> Result:
+        records: list[CoordinatorRecord] = []
+        for group_id, group in list(self.groups.items()):
+            if self.offsets.expire(group_id, records) and group.is_empty():
+                log.info("[group=%s] every offset expired; deleting the empty group", group_id)
+                records.append(new_group_metadata_tombstone(group_id, generation=group.generation))
+        self._schedule_offsets_expiry()
+        return Result(records=tuple(records))

@@ -1,0 +1,58 @@
+"""Plain answers of the multi-group and read APIs; the service shapes them per version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchPartition:
+    partition: int
+    offset: int                  # -1: no committed offset
+    leader_epoch: int            # -1: none
+    metadata: str
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchTopic:
+    name: str
+    partitions: tuple[OffsetFetchPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchGroup:
+    group_id: str
+    error: ErrorCode
+    topics: tuple[OffsetFetchTopic, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes       # b"" unless the group is Stable
+    member_assignment: bytes     # b"" unless the group is Stable
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    error: ErrorCode
+    error_message: str | None
+    state: str                   # as Kafka prints it: "Empty", "PreparingRebalance", ..., "Dead"
+    protocol_type: str
+    protocol_data: str           # the selected protocol, only when Stable
+    members: tuple[DescribedMember, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str = "classic"

@@ -1,0 +1,28 @@
+"""Which `__consumer_offsets` partition coordinates a group: exactly Kafka's choice.
+
+Kafka computes `Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions`:
+- `String.hashCode` is `h = 31*h + c` over UTF-16 code units (a character outside the
+  BMP counts as two units), wrapping at 32 bits;
+- `Utils.abs` maps Integer.MIN_VALUE to 0 (Math.abs would leave it negative), so
+  "polygenelubricants", whose hash is MIN_VALUE, lands on partition 0.
+Matching it keeps kgc's placement identical to what Kafka tools compute.
+"""
+
+from __future__ import annotations
+
+import struct
+
+_INT32_MIN = -(2**31)
+
+
+def java_string_hash(s: str) -> int:
+    units = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for unit in struct.unpack(f">{len(units) // 2}H", units):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
+def partition_for(group_id: str, num_partitions: int = 50) -> int:
+    h = java_string_hash(group_id)
+    return (0 if h == _INT32_MIN else abs(h)) % num_partitions

@@ -1,0 +1,376 @@
+"""`__consumer_offsets` keys and values, byte-compatible with Apache Kafka.
+
+Pure and dependency-free: the coordinator, the storage tools and the offline audit all
+decode with this one module.
+
+Every key starts with an int16 *record type*; every value with an int16 *version*; a
+null value is a tombstone. Non-flexible versions use int16-length strings (-1 = null),
+int32-length bytes and int32-count arrays; flexible versions (v4) use unsigned-varint
+lengths of n+1 (0 = null) and end every struct with a tagged-field section.
+
+Keys (record type, fields):
+
+    0  OffsetCommitKey (legacy)   group string, topic string, partition int32
+    1  OffsetCommitKey            group string, topic string, partition int32
+    2  GroupMetadataKey           group string
+    3+ KIP-848 / share / streams records: not decoded (`deserialize` returns None)
+
+OffsetCommitValue by version:
+
+    0  offset int64, metadata string, commit_timestamp int64
+    1  offset int64, metadata string, commit_timestamp int64, expire_timestamp int64
+    2  offset int64, metadata string, commit_timestamp int64
+    3  offset int64, leader_epoch int32, metadata string, commit_timestamp int64
+    4  v3, flexible
+
+GroupMetadataValue by version:
+
+    protocol_type string, generation int32, protocol nullable string,
+    leader nullable string, [v2+] current_state_timestamp int64, members []:
+        member_id string, [v3+] group_instance_id nullable string, client_id string,
+        client_host string, [v1+] rebalance_timeout int32, session_timeout int32,
+        subscription bytes, assignment bytes
+    v4 is v3, flexible.
+
+We write what Kafka 4.x writes: OffsetCommitValue v3 (v1 when the commit carried an
+explicit retention, so that the expire timestamp survives) and GroupMetadataValue v3.
+Absent fields decode to Kafka's defaults: leader_epoch -1, expire_timestamp -1,
+current_state_timestamp -1, group_instance_id None and rebalance_timeout -1 (replay
+reads -1 as "use the session timeout").
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from coordinator.group.result import CoordinatorRecord
+
+OFFSET_COMMIT_LEGACY_KEY_TYPE = 0
+OFFSET_COMMIT_KEY_TYPE = 1
+GROUP_METADATA_KEY_TYPE = 2
+
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+FLEXIBLE_VERSION = 4
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that claim to be a known record but cannot be decoded: the log is corrupt."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int
+    members: tuple[MemberMetadata, ...] = ()
+
+
+RecordKey = OffsetCommitKey | GroupMetadataKey
+RecordValue = OffsetCommitValue | GroupMetadataValue
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I64_I32 = struct.Struct(">qi")
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _string(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return _I16.pack(len(raw)) + raw
+
+
+def _nullable_string(s: str | None) -> bytes:
+    return _I16.pack(-1) if s is None else _string(s)
+
+
+def _bytes(b: bytes) -> bytes:
+    return _I32.pack(len(b)) + b
+
+
+def serialize_key(key: RecordKey) -> bytes:
+    if isinstance(key, OffsetCommitKey):
+        return (_I16.pack(OFFSET_COMMIT_KEY_TYPE) + _string(key.group) + _string(key.topic)
+                + _I32.pack(key.partition))
+    if isinstance(key, GroupMetadataKey):
+        return _I16.pack(GROUP_METADATA_KEY_TYPE) + _string(key.group)
+    raise TypeError(f"not a record key: {key!r}")
+
+
+def serialize_value(value: RecordValue | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, OffsetCommitValue):
+        if value.expire_timestamp_ms != -1:
+            return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY) + _I64.pack(value.offset)
+                    + _string(value.metadata) + _I64.pack(value.commit_timestamp_ms)
+                    + _I64.pack(value.expire_timestamp_ms))
+        return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64_I32.pack(value.offset, value.leader_epoch)
+                + _string(value.metadata) + _I64.pack(value.commit_timestamp_ms))
+    if isinstance(value, GroupMetadataValue):
+        parts = [
+            _I16.pack(GROUP_METADATA_VALUE_VERSION),
+            _string(value.protocol_type),
+            _I32.pack(value.generation),
+            _nullable_string(value.protocol),
+            _nullable_string(value.leader),
+            _I64.pack(value.current_state_timestamp_ms),
+            _I32.pack(len(value.members)),
+        ]
+        for m in value.members:
+            parts += (
+                _string(m.member_id),
+                _nullable_string(m.group_instance_id),
+                _string(m.client_id),
+                _string(m.client_host),
+                _I32.pack(m.rebalance_timeout_ms),
+                _I32.pack(m.session_timeout_ms),
+                _bytes(m.subscription),
+                _bytes(m.assignment),
+            )
+        return b"".join(parts)
+    raise TypeError(f"not a record value: {value!r}")
+
+
+# ---------------------------------------------------------------- decoding
+
+
+class _Reader:
+    """A cursor over one key or value; every read checks bounds."""
+
+    __slots__ = ("buf", "pos", "flexible")
+
+    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False):
+        self.buf = buf
+        self.pos = pos
+        self.flexible = flexible
+
+    def _take(self, n: int) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise RecordDecodeError(f"need {n} bytes at {self.pos}, have {len(self.buf) - self.pos}")
+        out = self.buf[self.pos:end]
+        self.pos = end
+        return out
+
+    def _fixed(self, s: struct.Struct) -> int:
+        if self.pos + s.size > len(self.buf):
+            raise RecordDecodeError(f"need {s.size} bytes at {self.pos}, have {len(self.buf) - self.pos}")
+        (v,) = s.unpack_from(self.buf, self.pos)
+        self.pos += s.size
+        return v
+
+    def int16(self) -> int:
+        return self._fixed(_I16)
+
+    def int32(self) -> int:
+        return self._fixed(_I32)
+
+    def int64(self) -> int:
+        return self._fixed(_I64)
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            if self.pos >= len(self.buf):
+                raise RecordDecodeError("truncated varint")
+            b = self.buf[self.pos]
+            self.pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise RecordDecodeError("varint longer than 5 bytes")
+
+    def _length(self, wide: bool) -> int:
+        # Returns -1 for null in both encodings.
+        if self.flexible:
+            return self.uvarint() - 1
+        return self.int32() if wide else self.int16()
+
+    def nullable_string(self) -> str | None:
+        n = self._length(wide=False)
+        if n < -1:
+            raise RecordDecodeError(f"bad string length {n}")
+        if n == -1:
+            return None
+        try:
+            return self._take(n).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordDecodeError(f"string is not UTF-8: {e}") from None
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise RecordDecodeError("null in a non-nullable string")
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self._length(wide=True)
+        if n < 0:
+            raise RecordDecodeError(f"bad bytes length {n}")
+        return bytes(self._take(n))
+
+    def array_count(self) -> int:
+        n = self._length(wide=True)
+        if n < 0:
+            raise RecordDecodeError(f"bad array length {n}")
+        return n
+
+    def skip_tagged_fields(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                self._take(self.uvarint())
+
+    def done(self) -> None:
+        if self.pos != len(self.buf):
+            raise RecordDecodeError(f"{len(self.buf) - self.pos} trailing bytes")
+
+
+def _decode_offset_commit_value(r: _Reader, version: int) -> OffsetCommitValue:
+    offset = r.int64()
+    leader_epoch = r.int32() if version >= 3 else -1
+    metadata = r.string()
+    commit_timestamp_ms = r.int64()
+    expire_timestamp_ms = r.int64() if version == 1 else -1
+    r.skip_tagged_fields()
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)
+
+
+def _decode_member(r: _Reader, version: int) -> MemberMetadata:
+    member_id = r.string()
+    group_instance_id = r.nullable_string() if version >= 3 else None
+    client_id = r.string()
+    client_host = r.string()
+    rebalance_timeout_ms = r.int32() if version >= 1 else -1
+    session_timeout_ms = r.int32()
+    subscription = r.bytes_()
+    assignment = r.bytes_()
+    r.skip_tagged_fields()
+    return MemberMetadata(member_id, group_instance_id, client_id, client_host,
+                          rebalance_timeout_ms, session_timeout_ms, subscription, assignment)
+
+
+def _decode_group_metadata_value(r: _Reader, version: int) -> GroupMetadataValue:
+    protocol_type = r.string()
+    generation = r.int32()
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
+    current_state_timestamp_ms = r.int64() if version >= 2 else -1
+    members = tuple(_decode_member(r, version) for _ in range(r.array_count()))
+    r.skip_tagged_fields()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp_ms, members)
+
+
+def deserialize(key_bytes: bytes, value_bytes: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
+    """Decode one record; None for record types this coordinator does not know (skip them)."""
+    if key_bytes is None:
+        raise RecordDecodeError("record without a key")
+    kr = _Reader(key_bytes)
+    record_type = kr.int16()
+    key: RecordKey
+    if record_type in (OFFSET_COMMIT_LEGACY_KEY_TYPE, OFFSET_COMMIT_KEY_TYPE):
+        key = OffsetCommitKey(kr.string(), kr.string(), kr.int32())
+    elif record_type == GROUP_METADATA_KEY_TYPE:
+        key = GroupMetadataKey(kr.string())
+    elif record_type < 0:
+        raise RecordDecodeError(f"negative record type {record_type}")
+    else:
+        return None
+    kr.done()
+    if value_bytes is None:
+        return key, None
+    vr = _Reader(value_bytes)
+    version = vr.int16()
+    if not 0 <= version <= FLEXIBLE_VERSION:
+        raise RecordDecodeError(f"unknown value version {version} for record type {record_type}")
+    vr.flexible = version >= FLEXIBLE_VERSION
+    value: RecordValue
+    if isinstance(key, OffsetCommitKey):
+        value = _decode_offset_commit_value(vr, version)
+    else:
+        value = _decode_group_metadata_value(vr, version)
+    vr.done()
+    return key, value
+
+
+# ---------------------------------------------------------------- record constructors
+
+
+def _audit_headers(member_id: str, generation: int, client_id: str,
+                   client_host: str) -> tuple[tuple[str, bytes | None], ...]:
+    # Kafka ignores headers in this topic; the offline audit reads them to say who wrote what.
+    return (
+        ("member_id", member_id.encode("utf-8")),
+        ("generation", str(generation).encode("utf-8")),
+        ("client_id", client_id.encode("utf-8")),
+        ("client_host", client_host.encode("utf-8")),
+    )
+
+
+def new_offset_commit_record(group: str, topic: str, partition: int, value: OffsetCommitValue, *,
+                             member_id: str = "", generation: int = -1, client_id: str = "",
+                             client_host: str = "") -> CoordinatorRecord:
+    return CoordinatorRecord(OffsetCommitKey(group, topic, partition), value,
+                             _audit_headers(member_id, generation, client_id, client_host))
+
+
+def new_offset_commit_tombstone(group: str, topic: str, partition: int, *, member_id: str = "",
+                                generation: int = -1, client_id: str = "",
+                                client_host: str = "") -> CoordinatorRecord:
+    return CoordinatorRecord(OffsetCommitKey(group, topic, partition), None,
+                             _audit_headers(member_id, generation, client_id, client_host))
+
+
+def new_group_metadata_record(group: str, value: GroupMetadataValue, *, member_id: str = "",
+                              client_id: str = "", client_host: str = "") -> CoordinatorRecord:
+    return CoordinatorRecord(GroupMetadataKey(group), value,
+                             _audit_headers(member_id, value.generation, client_id, client_host))
+
+
+def new_group_metadata_tombstone(group: str, *, member_id: str = "", generation: int = -1,
+                                 client_id: str = "", client_host: str = "") -> CoordinatorRecord:
+    return CoordinatorRecord(GroupMetadataKey(group), None,
+                             _audit_headers(member_id, generation, client_id, client_host))

@@ -1,0 +1,142 @@
+"""The `__consumer_offsets` codec, byte for byte against hand-computed layouts."""
+
+import pytest
+
+from coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordDecodeError,
+    deserialize,
+    new_group_metadata_tombstone,
+    new_offset_commit_record,
+    serialize_key,
+    serialize_value,
+)
+
+H = bytes.fromhex
+
+
+def s16(s: str) -> bytes:
+    raw = s.encode()
+    return len(raw).to_bytes(2, "big") + raw
+
+
+def compact(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    raw = s.encode()
+    return bytes([len(raw) + 1]) + raw
+
+
+MEMBER = MemberMetadata("m1", None, "c", "/h", 300, 100, b"S", b"A")
+GROUP_VALUE = GroupMetadataValue("consumer", 1, "range", "m1", 5, (MEMBER,))
+
+OFFSET_KEY_BYTES = H("0001") + s16("g") + s16("t") + H("00000000")
+OFFSET_V3_BYTES = H("0003" "000000000000000a" "00000005") + s16("m") + H("00000000000003e8")
+GROUP_V3_BYTES = (H("0003") + s16("consumer") + H("00000001") + s16("range") + s16("m1")
+                  + H("0000000000000005" "00000001") + s16("m1") + H("ffff") + s16("c") + s16("/h")
+                  + H("0000012c" "00000064" "00000001") + b"S" + H("00000001") + b"A")
+
+
+def test_offset_commit_key_and_value_v3_are_kafka_bytes():
+    assert serialize_key(OffsetCommitKey("g", "t", 0)) == OFFSET_KEY_BYTES
+    assert serialize_value(OffsetCommitValue(10, 5, "m", 1000)) == OFFSET_V3_BYTES
+
+
+def test_offset_commit_with_expire_timestamp_is_written_as_v1():
+    value = OffsetCommitValue(10, -1, "m", 1000, 2000)
+    expected = H("0001" "000000000000000a") + s16("m") + H("00000000000003e8" "00000000000007d0")
+    assert serialize_value(value) == expected
+    assert deserialize(OFFSET_KEY_BYTES, expected) == (OffsetCommitKey("g", "t", 0), value)
+
+
+def test_group_metadata_key_and_value_v3_are_kafka_bytes():
+    assert serialize_key(GroupMetadataKey("g")) == H("0002") + s16("g")
+    assert serialize_value(GROUP_VALUE) == GROUP_V3_BYTES
+
+
+def test_tombstones_serialize_to_null_and_decode_to_none():
+    assert serialize_value(None) is None
+    assert deserialize(H("0002") + s16("g"), None) == (GroupMetadataKey("g"), None)
+
+
+@pytest.mark.parametrize("value", [
+    OffsetCommitValue(0, -1, "", 0),
+    OffsetCommitValue(2**63 - 1, 2**31 - 1, "ünïcode 😀", -1),
+    OffsetCommitValue(-1, -1, "x", 3, 7),      # v1 has no leader epoch: only -1 survives it
+    GroupMetadataValue("", 0, None, None, -1, ()),
+    GroupMetadataValue("consumer", 3, "range", "a", 9, (
+        MemberMetadata("a", "inst", "cid", "/10.0.0.5", 1, 2, b"", b"\x00" * 300),
+        MemberMetadata("b", None, "", "", -1, 2, b"x", b""))),
+])
+def test_values_round_trip(value):
+    key = OffsetCommitKey("grp", "topic", 7) if isinstance(value, OffsetCommitValue) else GroupMetadataKey("grp")
+    assert deserialize(serialize_key(key), serialize_value(value)) == (key, value)
+
+
+def test_offset_commit_values_v0_and_v2_decode_with_defaults():
+    v0 = H("0000" "000000000000002a") + s16("md") + H("0000000000000064")
+    v2 = H("0002") + v0[2:]
+    for raw in (v0, v2):
+        assert deserialize(OFFSET_KEY_BYTES, raw)[1] == OffsetCommitValue(42, -1, "md", 100, -1)
+
+
+def test_offset_commit_value_v4_is_flexible_and_skips_unknown_tags():
+    raw = (H("0004" "000000000000002a" "00000003") + compact("md") + H("0000000000000064")
+           + H("01" "00" "02" "beef"))
+    assert deserialize(OFFSET_KEY_BYTES, raw)[1] == OffsetCommitValue(42, 3, "md", 100, -1)
+
+
+def test_legacy_offset_key_type_0_decodes_as_an_offset_commit():
+    key = H("0000") + OFFSET_KEY_BYTES[2:]
+    assert deserialize(key, OFFSET_V3_BYTES) == (OffsetCommitKey("g", "t", 0), OffsetCommitValue(10, 5, "m", 1000))
+
+
+def test_group_metadata_v0_has_no_rebalance_timeout_timestamp_or_instance_id():
+    raw = (H("0000") + s16("consumer") + H("00000002") + H("ffff") + H("ffff") + H("00000001")
+           + s16("m") + s16("c") + s16("/h") + H("00000064" "00000000" "00000000"))
+    _, value = deserialize(H("0002") + s16("g"), raw)
+    assert value == GroupMetadataValue("consumer", 2, None, None, -1,
+                                       (MemberMetadata("m", None, "c", "/h", -1, 100, b"", b""),))
+
+
+def test_group_metadata_v4_is_flexible():
+    raw = (H("0004") + compact("consumer") + H("00000001") + compact("range") + compact("m1")
+           + H("0000000000000005") + H("02")
+           + compact("m1") + compact(None) + compact("c") + compact("/h") + H("0000012c" "00000064")
+           + H("02") + b"S" + H("02") + b"A" + H("00") + H("00"))
+    assert deserialize(H("0002") + s16("g"), raw)[1] == GROUP_VALUE
+
+
+def test_unknown_record_types_are_skipped():
+    assert deserialize(H("0003") + s16("g"), b"\x00\x00anything") is None
+    assert deserialize(H("0010"), None) is None
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (OFFSET_KEY_BYTES[:-1], None),                        # key cut short
+    (OFFSET_KEY_BYTES + b"\x00", None),                   # trailing key bytes
+    (OFFSET_KEY_BYTES, OFFSET_V3_BYTES[:-1]),             # value cut short
+    (OFFSET_KEY_BYTES, OFFSET_V3_BYTES + b"\x00"),        # trailing value bytes
+    (OFFSET_KEY_BYTES, H("0005") + OFFSET_V3_BYTES[2:]),  # unknown value version
+    (H("ffff"), None),                                    # negative record type
+    (H("0002") + H("ffff"), None),                        # null group name
+    (H("0002") + H("0002") + b"\xff\xfe", None),          # not UTF-8
+    (H("0002") + s16("g"), GROUP_V3_BYTES[:-3]),
+])
+def test_undecodable_bytes_raise(key, value):
+    with pytest.raises(RecordDecodeError):
+        deserialize(key, value)
+
+
+def test_record_constructors_carry_audit_headers():
+    record = new_offset_commit_record("g", "t", 1, OffsetCommitValue(5, -1, "", 1), member_id="m-1",
+                                      generation=4, client_id="cid", client_host="/1.2.3.4")
+    assert record.key == OffsetCommitKey("g", "t", 1)
+    assert dict(record.headers) == {"member_id": b"m-1", "generation": b"4", "client_id": b"cid",
+                                    "client_host": b"/1.2.3.4"}
+    tombstone = new_group_metadata_tombstone("g", generation=2)
+    assert tombstone.value is None and dict(tombstone.headers)["generation"] == b"2"
