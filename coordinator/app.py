@@ -5,11 +5,15 @@ Only this module knows the concrete classes (STYLE B2).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 
 from coordinator.config import ServerConfig
+from coordinator.gateway.cluster import BrokerChange, UpstreamCluster
+from coordinator.gateway.gateway import Gateway
+from coordinator.gateway.plan import ListenerPlan
 from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import CoordinatorNode, LocalAnswers
 from coordinator.net.server import Listener
@@ -37,6 +41,10 @@ class KgcApp:
         self.runtime = None
         self.service = None
         self.listeners: list[Listener] = []
+        self.cluster: UpstreamCluster | None = None
+        self._dispatcher: Dispatcher | None = None
+        self._plan: ListenerPlan | None = None
+        self._broker_listeners: dict[int, Listener] = {}
 
     def _make_store(self):
         cfg = self.config
@@ -53,18 +61,53 @@ class KgcApp:
         self.runtime = CoordinatorRuntime(self.store, cfg.group, clock=self._clock,
                                           new_member_id=new_member_id)
         await self.runtime.start()
-        bootstrap = Listener(cfg.host, cfg.port, listener_node_id=None,
-                             max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight)
-        self.listeners.append(bootstrap)
-        node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.bind())
+        bootstrap = self._listener(cfg.port, None)
+        node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
         self.service = GroupCoordinatorService(self.runtime, node)
-        await bootstrap.serve(Dispatcher(self.service, LocalAnswers(node)))
+        gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None
+        self._dispatcher = Dispatcher(self.service, LocalAnswers(node, gateway), gateway)
+        await bootstrap.serve(self._dispatcher)
+        if self.cluster is not None:
+            self.cluster.start()
+
+    def _listener(self, port: int, node_id: int | None) -> Listener:
+        """A bound listener (bind errors raise here, before anything is served)."""
+        cfg = self.config
+        listener = Listener(cfg.host, port, listener_node_id=node_id,
+                            max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight)
+        listener.bind()
+        self.listeners.append(listener)
+        return listener
+
+    def _start_gateway(self, bootstrap_port: int) -> Gateway:
+        cfg = self.config
+        self._plan = ListenerPlan(coordinator_node_id=cfg.node_id, advertised_host=cfg.advertised,
+                                  bootstrap_port=bootstrap_port, broker_port_base=cfg.broker_port_base,
+                                  port_map=dict(cfg.broker_ports))
+        self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan)
+        self.cluster.subscribe(self._on_brokers_changed)
+        return Gateway(self.cluster, self._plan)
+
+    def _on_brokers_changed(self, change: BrokerChange) -> None:
+        """A listener per upstream broker, opened as brokers appear. Listeners of brokers
+        that leave stay open: clients holding old metadata get a closed connection there
+        and refresh, instead of a refused connect they might retry forever."""
+        for node_id in sorted(change.added - self._broker_listeners.keys()):
+            try:
+                listener = self._listener(self._plan.listener_port(node_id), node_id)
+            except (OSError, ValueError) as exc:
+                log.error("cannot open a listener for upstream broker %d: %s", node_id, exc)
+                continue
+            self._broker_listeners[node_id] = listener
+            asyncio.get_running_loop().create_task(listener.serve(self._dispatcher))
 
     @property
     def port(self) -> int:
         return self.listeners[0].port
 
     async def stop(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
         for listener in self.listeners:
             await listener.stop_accepting()
         for listener in self.listeners:

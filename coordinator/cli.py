@@ -24,6 +24,13 @@ def _upstreams(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(_host_port(part) for part in text.split(",") if part)
 
 
+def _broker_port(text: str) -> tuple[int, int]:
+    node, sep, port = text.partition("=")
+    if not sep or not node.lstrip("-").isdigit() or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected NODE_ID=PORT, got {text!r}")
+    return int(node), int(port)
+
+
 def _serve_parser(sub) -> None:
     p = sub.add_parser("serve", help="run the group coordinator")
     d = ServerConfig()
@@ -37,6 +44,8 @@ def _serve_parser(sub) -> None:
     p.add_argument("--upstream", type=_upstreams, default=(), help="HOST:PORT[,HOST:PORT...] of the Kafka cluster")
     p.add_argument("--broker-port-base", type=int, default=d.broker_port_base,
                    help="kgc listener for upstream broker N is this + N (default %(default)s)")
+    p.add_argument("--broker-port", type=_broker_port, action="append", default=[],
+                   help="NODE_ID=PORT: an explicit kgc listener port for one upstream broker (repeatable)")
     p.add_argument("--initial-rebalance-delay-ms", type=int, default=g.initial_rebalance_delay_ms)
     p.add_argument("--min-session-timeout-ms", type=int, default=g.min_session_timeout_ms)
     p.add_argument("--max-session-timeout-ms", type=int, default=g.max_session_timeout_ms)
@@ -56,7 +65,7 @@ def _config_from(args) -> ServerConfig:
     return ServerConfig(
         host=args.host, port=args.port, advertised_host=args.advertised_host, node_id=args.node_id,
         data_dir=args.data_dir, fsync=args.fsync, upstream=args.upstream,
-        broker_port_base=args.broker_port_base, group=group,
+        broker_port_base=args.broker_port_base, broker_ports=tuple(args.broker_port), group=group,
     )
 
 

@@ -29,6 +29,7 @@ class ServerConfig:
     segment_bytes: int = 100 * 2**20
     upstream: tuple[tuple[str, int], ...] = ()
     broker_port_base: int = 19092
+    broker_ports: tuple[tuple[int, int], ...] = ()   # explicit (node id, port) listeners
     max_frame_bytes: int = 100 * 2**20      # Kafka's socket.request.max.bytes
     max_in_flight: int = 1000                # per connection, before reading pauses
     group: GroupConfig = GroupConfig()

@@ -146,6 +146,8 @@ class KafkaConnection(asyncio.Protocol):
         self.state = ConnectionState.CLOSED
         for slot in self._slots:
             if isinstance(slot, asyncio.Future):
+                if slot.done() and not slot.cancelled():
+                    slot.exception()  # retrieved: the client is gone, nobody else will look
                 slot.cancel()
         self._slots.clear()
         if self._session is not None:

@@ -27,6 +27,8 @@ from protocol.messages import MalformedRequest, decode_request, encode_response
 
 log = logging.getLogger(__name__)
 
+TRANSACTION_KEY = 1  # FindCoordinator KeyType (KIP-98)
+
 
 @dataclass(slots=True)
 class Session:
@@ -63,8 +65,7 @@ class Dispatcher:
         if api_key in LOCAL_VERSIONS and not (api_key == ApiKey.Metadata and session.upstream is not None):
             return self._local(session, header, payload)
         if session.upstream is not None:
-            forwarded = session.upstream.forward(header, payload)
-            return None if forwarded is None else asyncio.ensure_future(forwarded)
+            return session.upstream.forward(header, payload)
         raise ProtocolViolation(f"api key {api_key} (version {header.api_version}) is not served "
                                 "and there is no upstream to forward it to")
 
@@ -84,6 +85,9 @@ class Dispatcher:
         request = self._decode(header, payload)
         if api_key == ApiKey.Metadata:
             return encode_response(header, self._answers.metadata(request), version)
+        if api_key == ApiKey.FindCoordinator and request.key_type == TRANSACTION_KEY and session.upstream:
+            # Transactions stay upstream's business; the gateway points the answer at our listener.
+            return session.upstream.forward(header, payload)
         ctx = RequestContext(version, header.client_id or "", session.client_host)
         return self._loop.create_task(self._serve(ctx, header, request))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
@@ -23,19 +22,18 @@ class CoordinatorNode:
 
 
 class LocalAnswers:
-    def __init__(self, node: CoordinatorNode,
-                 upstream_ranges: Callable[[], dict[int, tuple[int, int]]] | None = None):
+    def __init__(self, node: CoordinatorNode, gateway=None):
         self._node = node
-        self._upstream_ranges = upstream_ranges
+        self._gateway = gateway
 
     def served_ranges(self) -> dict[int, tuple[int, int]]:
-        if self._upstream_ranges is None:
+        if self._gateway is None:
             return dict(LOCAL_VERSIONS)
-        # With an upstream, Metadata is forwarded (and rewritten), so upstream's range holds.
-        local = {k: v for k, v in LOCAL_VERSIONS.items() if k != ApiKey.Metadata}
-        merged = dict(self._upstream_ranges())
-        merged.update(local)
-        return merged
+        local = dict(LOCAL_VERSIONS)
+        if self._gateway.cluster.api_versions:
+            # Upstream known: Metadata is forwarded and rewritten, so upstream's range holds.
+            del local[ApiKey.Metadata]
+        return self._gateway.api_versions(local)
 
     def api_versions(self, request):
         return api_versions_response(request.version, self.served_ranges())

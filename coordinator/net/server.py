@@ -39,8 +39,6 @@ class Listener:
         return self._port
 
     async def serve(self, dispatcher) -> None:
-        if self._sock is None:
-            self.bind()
         self._dispatcher = dispatcher
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._make_connection, sock=self._sock)

@@ -1,0 +1,244 @@
+"""The upstream Kafka cluster as kgc sees it: its brokers, its API ranges, whether it answers.
+
+One `UpstreamCluster` per process keeps a control connection to some upstream broker
+(the last live one it knew, else the bootstrap addresses in turn), asks it ApiVersions
+once per connection and Metadata every `refresh_interval_ms`, and also learns the broker
+set from Metadata responses passing through the gateway (`observe_brokers`). When the set
+changes, subscribers hear of it (the network layer opens a listener per new broker).
+
+Unreachable upstream never stops kgc: the loop retries with exponential backoff, each
+attempt bounded by `connect_timeout_ms` / `request_timeout_ms`, and `status` says why it
+is not reachable, for /readyz. A broker set that breaks the listener plan (an upstream
+broker using kgc's node id, two nodes on one port) is refused, and `status` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+
+from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
+from coordinator.gateway.rewrite import Broker
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+
+log = logging.getLogger(__name__)
+
+CLIENT_ID = "kgc-gateway"
+_NEWEST_METADATA = 12  # the brokers of v12 are all we read; v0 cannot ask for "no topics"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange:
+    brokers: Mapping[int, Broker]
+    added: frozenset[int]
+    removed: frozenset[int]
+
+
+class UpstreamCluster:
+    def __init__(self, bootstrap: Iterable[tuple[str, int]], *, plan: ListenerPlan | None = None,
+                 refresh_interval_ms: int = 30_000, connect_timeout_ms: int = 5_000,
+                 request_timeout_ms: int = 10_000, backoff_initial_ms: int = 100,
+                 backoff_max_ms: int = 10_000):
+        self._bootstrap = list(bootstrap)
+        if not self._bootstrap:
+            raise ValueError("an upstream cluster needs at least one bootstrap address")
+        self._plan = plan
+        self.refresh_interval_ms = refresh_interval_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self._request_timeout_ms = request_timeout_ms
+        self._backoff_initial_ms = backoff_initial_ms
+        self._backoff_max_ms = backoff_max_ms
+        self._brokers: Mapping[int, Broker] = MappingProxyType({})
+        self._api_versions: Mapping[int, tuple[int, int]] = MappingProxyType({})
+        self.cluster_id: str | None = None
+        self.reachable = False
+        self._plan_error: str | None = None
+        self._status = "not contacted yet"
+        self._control: UpstreamConnection | None = None
+        self._correlation_ids = itertools.count(1)
+        self._subscribers: list[Callable[[BrokerChange], None]] = []
+        self._wake = asyncio.Event()
+        self._reached = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._attempt = 0
+        self._failed_attempts = 0
+        self._last_failure: str | None = None
+
+    # -- what the rest of kgc reads -------------------------------------------------
+
+    @property
+    def brokers(self) -> Mapping[int, Broker]:
+        return self._brokers
+
+    @property
+    def api_versions(self) -> Mapping[int, tuple[int, int]]:
+        """Upstream's ranges from its last ApiVersions answer; empty until first reached."""
+        return self._api_versions
+
+    @property
+    def ready(self) -> bool:
+        return self.reachable and self._plan_error is None
+
+    @property
+    def status(self) -> str:
+        if self._plan_error is not None:
+            return f"upstream brokers do not fit the listener plan: {self._plan_error}"
+        return self._status
+
+    def subscribe(self, callback: Callable[[BrokerChange], None]) -> None:
+        """`callback` runs on every change of the broker set, the first discovery included."""
+        self._subscribers.append(callback)
+
+    def live_broker(self) -> tuple[str, int] | None:
+        """The address the control connection last reached, for the bootstrap listener."""
+        if not self.reachable or self._control is None or self._control.failure is not None:
+            return None
+        return self._control.host, self._control.port
+
+    def refresh_soon(self) -> None:
+        self._wake.set()
+
+    async def wait_reachable(self) -> None:
+        await self._reached.wait()
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="upstream-cluster")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task])
+            self._task = None
+        await self._drop_control()
+
+    # -- the refresh loop -----------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff_ms = self._backoff_initial_ms
+        while True:
+            if await self._refresh_once():
+                backoff_ms, wait_ms = self._backoff_initial_ms, self.refresh_interval_ms
+            else:
+                wait_ms, backoff_ms = backoff_ms, min(backoff_ms * 2, self._backoff_max_ms)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait_ms / 1000)
+            except TimeoutError:
+                pass
+
+    async def _refresh_once(self) -> bool:
+        try:
+            await self._refresh()
+            return True
+        except (UpstreamUnavailable, TimeoutError) as exc:
+            failure: Exception = exc
+        except Exception as exc:  # an answer we could not read: a bug, here or upstream
+            log.exception("upstream refresh failed")
+            failure = exc
+        await self._drop_control()
+        self._set_unreachable(failure)
+        return False
+
+    async def _refresh(self) -> None:
+        if self._control is None or self._control.failure is not None:
+            await self._drop_control()
+            host, port = self._next_address()
+            # A control connection that dies between refreshes wakes the loop at once.
+            self._control = UpstreamConnection(host, port, connect_timeout_ms=self.connect_timeout_ms,
+                                               on_failure=lambda _: self.refresh_soon())
+            versions = await self._request(ApiVersionsRequest[0](), ApiVersionsResponse)
+            if versions.error_code:
+                raise UpstreamUnavailable(f"{host}:{port} refused ApiVersions v0 (error {versions.error_code})")
+            self._api_versions = MappingProxyType(
+                {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys})
+        low, high = self._api_versions.get(ApiKey.Metadata, (0, -1))
+        version = min(high, _NEWEST_METADATA)
+        if version < max(low, 1):
+            raise UpstreamUnavailable(f"upstream serves Metadata {low}-{high}: kgc needs 1-{_NEWEST_METADATA}")
+        metadata = await self._request(MetadataRequest[version](topics=[]), MetadataResponse)
+        self.cluster_id = getattr(metadata, "cluster_id", None)
+        self._apply([Broker(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in metadata.brokers])
+        self._set_reachable()
+
+    async def _request(self, request, response_class):
+        correlation_id = next(self._correlation_ids)
+        request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
+        fut = self._control.send(correlation_id, request.encode(header=True), True)
+        payload = await asyncio.wait_for(fut, self._request_timeout_ms / 1000)
+        return response_class.decode(payload, version=request.API_VERSION, header=True)
+
+    def _next_address(self) -> tuple[str, int]:
+        """Known brokers first (bootstrap addresses may be a load balancer), then bootstrap."""
+        candidates = [(b.host, b.port) for b in self._brokers.values()]
+        candidates += [a for a in self._bootstrap if a not in candidates]
+        address = candidates[self._attempt % len(candidates)]
+        self._attempt += 1
+        return address
+
+    async def _drop_control(self) -> None:
+        control, self._control = self._control, None
+        if control is not None:
+            await control.close()
+
+    def _set_reachable(self) -> None:
+        if not self.reachable:
+            log.info("upstream reachable at %s:%d (cluster %s, brokers %s)", self._control.host,
+                     self._control.port, self.cluster_id, sorted(self._brokers))
+        self.reachable = True
+        self._failed_attempts = 0
+        self._last_failure = None
+        self._status = f"upstream reachable: {len(self._brokers)} broker(s), cluster {self.cluster_id}"
+        self._reached.set()
+
+    def _set_unreachable(self, exc: Exception) -> None:
+        reason = str(exc) or type(exc).__name__
+        if reason != self._last_failure:  # once per distinct reason, not once per retry
+            log.warning("upstream unreachable, retrying with backoff: %s", reason)
+        self.reachable = False
+        self._failed_attempts += 1
+        self._last_failure = reason
+        self._status = f"upstream unreachable after {self._failed_attempts} attempt(s): {reason}"
+        self._reached.clear()
+
+    # -- the broker set -------------------------------------------------------------
+
+    def observe_brokers(self, brokers: Iterable[Broker]) -> None:
+        """Learns from a Metadata response the gateway passed through."""
+        self._apply(list(brokers))
+
+    def _apply(self, brokers: list[Broker]) -> None:
+        new = {b.node_id: b for b in brokers}
+        if new == self._brokers:
+            self._plan_error = None
+            return
+        if self._plan is not None:
+            try:
+                self._plan.check(new)
+            except ListenerPlanError as exc:
+                if self._plan_error != str(exc):
+                    log.error("refusing upstream broker set %s: %s", sorted(new), exc)
+                self._plan_error = str(exc)
+                return
+        self._plan_error = None
+        change = BrokerChange(MappingProxyType(new), frozenset(new.keys() - self._brokers.keys()),
+                              frozenset(self._brokers.keys() - new.keys()))
+        self._brokers = change.brokers
+        log.info("upstream brokers now %s (added %s, removed %s)", sorted(new), sorted(change.added),
+                 sorted(change.removed))
+        for callback in self._subscribers:
+            callback(change)

@@ -1,0 +1,23 @@
+"""The gateway as the network layer sees it: sessions per client connection, merged ranges."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.plan import ListenerPlan
+from coordinator.gateway.session import GatewaySession
+from coordinator.gateway.versions import merge_api_versions
+
+
+class Gateway:
+    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan):
+        self.cluster = cluster
+        self.plan = plan
+
+    def session(self, listener_node_id: int | None) -> GatewaySession:
+        return GatewaySession(self.cluster, self.plan, listener_node_id)
+
+    def api_versions(self, local: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+        """ApiVersions ranges for clients: `local` for what kgc serves, upstream's for the rest."""
+        return merge_api_versions(local, self.cluster.api_versions)

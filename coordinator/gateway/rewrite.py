@@ -1,0 +1,268 @@
+"""Address rewriting of upstream responses: every broker a client learns of is a kgc listener.
+
+Clients send FindCoordinator to any broker they know, so no upstream address may reach
+them (DESIGN §1); node ids are kept so partition leadership stays true. Each rewriter
+takes a whole response payload (response header + body, no size prefix), walks it only
+as far as the addresses go and copies everything else byte for byte, so unknown tagged
+fields survive (kafka-python would drop them on re-encode, notes/CODECS.md).
+
+| API | versions | what is rewritten |
+|---|---|---|
+| Metadata | 0-13 | every broker; kgc's coordinator node appended (hosting nothing) |
+| DescribeCluster | 0-2 | every broker |
+| FindCoordinator | 0-6 | v0-3 the top-level node, v4+ each coordinator; node id < 0 untouched |
+| Produce | 10-13 | NodeEndpoints, top-level tag 0 (KIP-951) |
+| Fetch | 16-18 | NodeEndpoints, top-level tag 0 (KIP-951) |
+
+Response header v1 (a tagged-field section after the correlation id) goes with the
+flexible versions of each API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafka.protocol.api_key import ApiKey
+
+from coordinator.gateway import wire
+from coordinator.gateway.wire import MalformedResponse, Reader
+
+AddressFor = Callable[[int], tuple[str, int]]
+
+# The newest version of each rewritten API whose layout this module knows. ApiVersions
+# never advertises more: a newer layout could carry an address we would pass through.
+REWRITE_MAX_VERSIONS: dict[int, int] = {
+    ApiKey.Metadata: 13,
+    ApiKey.DescribeCluster: 2,
+    ApiKey.FindCoordinator: 6,
+    ApiKey.Produce: 13,
+    ApiKey.Fetch: 18,
+}
+
+_NODE_ENDPOINTS_TAG = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class _Splice:
+    """Builds the output as the input with some byte ranges replaced, in order."""
+
+    __slots__ = ("_buf", "_parts", "_copied")
+
+    def __init__(self, buf: bytes):
+        self._buf = buf
+        self._parts: list[bytes] = []
+        self._copied = 0
+
+    def replace(self, start: int, end: int, data: bytes) -> None:
+        self._parts.append(self._buf[self._copied:start])
+        self._parts.append(data)
+        self._copied = end
+
+    def result(self) -> bytes:
+        if not self._parts:
+            return self._buf
+        self._parts.append(self._buf[self._copied:])
+        return b"".join(self._parts)
+
+
+def _body_reader(payload: bytes, flexible: bool) -> Reader:
+    r = Reader(payload, 4)  # correlation id
+    if flexible:
+        r.skip_tagged()
+    return r
+
+
+def _check_version(api_key: int, version: int, low: int = 0) -> None:
+    if not low <= version <= REWRITE_MAX_VERSIONS[api_key]:
+        raise MalformedResponse(f"cannot rewrite {ApiKey(api_key).name} v{version}")
+
+
+def _address(host_port: tuple[str, int], flexible: bool) -> bytes:
+    host, port = host_port
+    return wire.string(host, flexible) + wire.int32(port)
+
+
+def rewrite_metadata(payload: bytes, version: int, address_for: AddressFor,
+                     coordinator: Broker) -> tuple[bytes, list[Broker]]:
+    """Returns the rewritten payload and the upstream brokers as upstream listed them."""
+    _check_version(ApiKey.Metadata, version)
+    flexible = version >= 9
+    r = _body_reader(payload, flexible)
+    if version >= 3:
+        r.skip(4)  # throttle_time_ms
+    count_start = r.pos
+    n = r.count(flexible)
+    if n < 0:
+        raise MalformedResponse("Metadata brokers is null")
+    count_end = r.pos
+    seen: list[Broker] = []
+    addresses: list[tuple[int, int, int]] = []
+    for _ in range(n):
+        node_id = r.int32()
+        host_start = r.pos
+        host = r.string(flexible)
+        port = r.int32()
+        address_end = r.pos
+        if host is None:
+            raise MalformedResponse(f"Metadata broker {node_id} has a null host")
+        rack = r.string(flexible) if version >= 1 else None
+        if flexible:
+            r.skip_tagged()
+        seen.append(Broker(node_id, host, port, rack))
+        addresses.append((host_start, address_end, node_id))
+    # kafkajs looks the coordinator up among these brokers, and librdkafka forgets
+    # brokers that metadata stops listing (DESIGN §1).
+    listed = any(b.node_id == coordinator.node_id for b in seen)
+    out = _Splice(payload)
+    out.replace(count_start, count_end, wire.count(n if listed else n + 1, flexible))
+    for start, end, node_id in addresses:
+        out.replace(start, end, _address(address_for(node_id), flexible))
+    if not listed:
+        out.replace(r.pos, r.pos, _metadata_broker(coordinator, version, flexible))
+    return out.result(), seen
+
+
+def _metadata_broker(node: Broker, version: int, flexible: bool) -> bytes:
+    entry = wire.int32(node.node_id) + _address((node.host, node.port), flexible)
+    if version >= 1:
+        entry += wire.string(node.rack, flexible)
+    if flexible:
+        entry += wire.tagged([])
+    return entry
+
+
+def rewrite_describe_cluster(payload: bytes, version: int, address_for: AddressFor) -> bytes:
+    _check_version(ApiKey.DescribeCluster, version)
+    r = _body_reader(payload, True)  # flexible from v0
+    r.skip(6)  # throttle_time_ms, error_code
+    r.skip_string(True)  # error_message
+    if version >= 1:
+        r.skip(1)  # endpoint_type
+    r.skip_string(True)  # cluster_id
+    r.skip(4)  # controller_id
+    out = _Splice(payload)
+    for _ in range(r.count(True)):
+        node_id = r.int32()
+        start = r.pos
+        r.skip_string(True)
+        r.skip(4)
+        out.replace(start, r.pos, _address(address_for(node_id), True))
+        r.skip_string(True)  # rack
+        if version >= 2:
+            r.skip(1)  # is_fenced
+        r.skip_tagged()
+    return out.result()
+
+
+def rewrite_find_coordinator(payload: bytes, version: int, address_for: AddressFor) -> bytes:
+    """Rewrites answers that name a node; errors (node id -1) keep what upstream sent."""
+    _check_version(ApiKey.FindCoordinator, version)
+    flexible = version >= 3
+    r = _body_reader(payload, flexible)
+    if version >= 1:
+        r.skip(4)  # throttle_time_ms
+    out = _Splice(payload)
+    if version <= 3:
+        r.skip(2)  # error_code
+        if version >= 1:
+            r.skip_string(flexible)  # error_message
+        _rewrite_coordinator(r, out, address_for, flexible)
+        return out.result()
+    # v4+ (KIP-699): one entry per coordinator key
+    for _ in range(r.count(True)):
+        r.skip_string(True)  # key
+        _rewrite_coordinator(r, out, address_for, True)
+        r.skip(2)  # error_code
+        r.skip_string(True)  # error_message
+        r.skip_tagged()
+    return out.result()
+
+
+def _rewrite_coordinator(r: Reader, out: _Splice, address_for: AddressFor, flexible: bool) -> None:
+    node_id = r.int32()
+    start = r.pos
+    r.skip_string(flexible)
+    r.skip(4)
+    if node_id >= 0:
+        out.replace(start, r.pos, _address(address_for(node_id), flexible))
+
+
+def rewrite_produce(payload: bytes, version: int, address_for: AddressFor) -> bytes:
+    """KIP-951, Version 10: NodeEndpoints names the new leaders of NOT_LEADER partitions."""
+    if version < 10:
+        return payload
+    _check_version(ApiKey.Produce, version)
+    r = _body_reader(payload, True)
+    for _ in range(r.count(True)):
+        if version >= 13:
+            r.skip(16)  # topic_id
+        else:
+            r.skip_string(True)  # name
+        for _ in range(r.count(True)):
+            r.skip(30)  # index, error_code, base_offset, log_append_time_ms, log_start_offset
+            for _ in range(r.count(True)):  # record_errors
+                r.skip(4)
+                r.skip_string(True)
+                r.skip_tagged()
+            r.skip_string(True)  # error_message
+            r.skip_tagged()  # current_leader lives here
+        r.skip_tagged()
+    r.skip(4)  # throttle_time_ms
+    return _rewrite_node_endpoints(payload, r, address_for)
+
+
+def rewrite_fetch(payload: bytes, version: int, address_for: AddressFor) -> bytes:
+    """KIP-951, Version 16: NodeEndpoints names the new leaders of NOT_LEADER partitions."""
+    if version < 16:
+        return payload
+    _check_version(ApiKey.Fetch, version)
+    r = _body_reader(payload, True)
+    r.skip(10)  # throttle_time_ms, error_code, session_id
+    for _ in range(r.count(True)):
+        r.skip(16)  # topic_id
+        for _ in range(r.count(True)):
+            r.skip(30)  # partition_index, error_code, high_watermark, last_stable_offset, log_start_offset
+            for _ in range(r.count(True)):  # aborted_transactions (nullable: -1 runs no loop)
+                r.skip(16)
+                r.skip_tagged()
+            r.skip(4)  # preferred_read_replica
+            r.skip_bytes(True)  # records
+            r.skip_tagged()  # diverging_epoch, current_leader, snapshot_id live here
+        r.skip_tagged()
+    return _rewrite_node_endpoints(payload, r, address_for)
+
+
+def _rewrite_node_endpoints(payload: bytes, r: Reader, address_for: AddressFor) -> bytes:
+    section_start = r.pos
+    fields = r.tagged()
+    if not r.at_end():
+        raise MalformedResponse(f"{len(payload) - r.pos} bytes after the last field")
+    if not any(tag == _NODE_ENDPOINTS_TAG for tag, _ in fields):
+        return payload
+    rewritten = [(tag, _node_endpoints(data, address_for) if tag == _NODE_ENDPOINTS_TAG else data)
+                 for tag, data in fields]
+    return payload[:section_start] + wire.tagged(rewritten)
+
+
+def _node_endpoints(data: bytes, address_for: AddressFor) -> bytes:
+    r = Reader(data)
+    out = _Splice(data)
+    for _ in range(r.count(True)):
+        node_id = r.int32()
+        start = r.pos
+        r.skip_string(True)
+        r.skip(4)
+        out.replace(start, r.pos, _address(address_for(node_id), True))
+        r.skip_string(True)  # rack
+        r.skip_tagged()
+    if not r.at_end():
+        raise MalformedResponse("trailing bytes in NodeEndpoints")
+    return out.result()

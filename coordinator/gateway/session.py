@@ -1,0 +1,162 @@
+"""One client connection's way upstream: opaque forwarding on a connection of its own.
+
+A session belongs to one client connection and one listener. A broker listener forwards
+to its upstream broker; the bootstrap listener (`listener_node_id=None`) to whichever
+broker the cluster last reached. The session opens one upstream connection on its first
+forward and keeps it for its life: the client's correlation ids go upstream unchanged,
+and upstream's FIFO order is the client's (Kroxylicious, grepplabs/kafka-proxy).
+
+`forward(header, payload)` never awaits. It returns None for a Produce with acks=0 (no
+response will come: take no response slot), else a future of the whole response frame
+(size prefix, header, body), address-rewritten where the API carries addresses.
+
+How the network layer must treat the future's failures:
+- `UpstreamUnavailable`: the upstream connection is gone (refused, timed out, dropped,
+  out of step) or there is no broker to forward to. Close the client connection once the
+  responses before this one are written: the client reconnects, refreshes metadata and
+  retries. Every later forward of the session fails the same way.
+- `MalformedResponse` (upstream sent what we cannot rewrite) and `UnforwardableRequest`
+  (a request we cannot forward safely): close the client connection too.
+A Metadata request that finds no upstream at all is not failed but answered locally
+(`unavailable.metadata_without_upstream`), so clients keep their coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from functools import partial
+
+from kafka.protocol.api_key import ApiKey
+
+from coordinator.gateway import rewrite
+from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.plan import ListenerPlan
+from coordinator.gateway.unavailable import metadata_without_upstream
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable, failed_future
+from protocol.headers import HeaderError, RequestHeader
+from protocol.peek import produce_expects_response
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+class UnforwardableRequest(ValueError):
+    """A request the gateway must not pass on as it is."""
+
+
+class GatewaySession:
+    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, listener_node_id: int | None):
+        self._cluster = cluster
+        self._plan = plan
+        self.listener_node_id = listener_node_id
+        self._upstream: UpstreamConnection | UpstreamUnavailable | None = None
+        self._loop = asyncio.get_running_loop()
+
+    def forward(self, header: RequestHeader, payload: bytes) -> asyncio.Future | None:
+        api_key, version = header.api_key, header.api_version
+        if version > rewrite.REWRITE_MAX_VERSIONS.get(api_key, version):
+            # Never advertised (versions.py): its layout may carry addresses we cannot see.
+            return failed_future(self._loop, UnforwardableRequest(
+                f"{ApiKey(api_key).name} v{version} is newer than kgc can rewrite"))
+        expect_response = True
+        if api_key == ApiKey.Produce:
+            try:
+                expect_response = produce_expects_response(version, payload)
+            except HeaderError as exc:
+                return failed_future(self._loop, UnforwardableRequest(f"unreadable Produce v{version}: {exc}"))
+        upstream = self._connection()
+        if isinstance(upstream, UpstreamUnavailable):
+            sent = failed_future(self._loop, upstream)
+        else:
+            sent = upstream.send(header.correlation_id, payload, expect_response)
+            if sent is None:
+                return None
+        response = self._loop.create_future()
+        sent.add_done_callback(partial(self._complete, response, header, payload))
+        return response
+
+    def _connection(self) -> UpstreamConnection | UpstreamUnavailable:
+        if self._upstream is None:
+            address = self._target()
+            if address is None:
+                self._upstream = UpstreamUnavailable(self._no_target_reason(), before_connect=True)
+            else:
+                self._upstream = UpstreamConnection(*address, connect_timeout_ms=self._cluster.connect_timeout_ms)
+        return self._upstream
+
+    def _target(self) -> tuple[str, int] | None:
+        if self.listener_node_id is None:
+            return self._cluster.live_broker()
+        broker = self._cluster.brokers.get(self.listener_node_id)
+        return None if broker is None else (broker.host, broker.port)
+
+    def _no_target_reason(self) -> str:
+        if self.listener_node_id is None:
+            return self._cluster.status
+        return f"upstream node {self.listener_node_id} is not in the cluster's metadata"
+
+    def _complete(self, response: asyncio.Future, header: RequestHeader, payload: bytes,
+                  sent: asyncio.Future) -> None:
+        if sent.cancelled():
+            response.cancel()
+            return
+        error = sent.exception()
+        if response.done():  # cancelled: the client connection is gone
+            return
+        if error is None:
+            try:
+                response.set_result(_framed(self._rewrite(header.api_key, header.api_version, sent.result())))
+            except ValueError as exc:  # MalformedResponse, or a node the plan has no port for
+                log.warning("cannot rewrite %s v%d response from upstream: %s",
+                            _name(header.api_key), header.api_version, exc)
+                response.set_exception(exc)
+            return
+        self._cluster.refresh_soon()
+        if (header.api_key == ApiKey.Metadata and isinstance(error, UpstreamUnavailable)
+                and error.before_connect):
+            log.info("answering Metadata v%d locally, upstream unavailable: %s", header.api_version, error)
+            try:
+                response.set_result(_framed(metadata_without_upstream(
+                    header.api_version, header.correlation_id, payload[header.header_len:],
+                    self._plan.coordinator, self._cluster.cluster_id)))
+            except Exception as exc:  # kafka-python raises assorted errors on a malformed body
+                response.set_exception(UnforwardableRequest(f"unreadable Metadata v{header.api_version}: {exc}"))
+            return
+        log.debug("cannot forward %s v%d: %s", _name(header.api_key), header.api_version, error)
+        response.set_exception(error)
+
+    def _rewrite(self, api_key: int, version: int, payload: bytes) -> bytes:
+        address_for = self._plan.listener_address
+        if api_key == ApiKey.Metadata:
+            payload, brokers = rewrite.rewrite_metadata(payload, version, address_for, self._plan.coordinator)
+            self._cluster.observe_brokers(brokers)
+            return payload
+        if api_key == ApiKey.Fetch:
+            return rewrite.rewrite_fetch(payload, version, address_for)
+        if api_key == ApiKey.Produce:
+            return rewrite.rewrite_produce(payload, version, address_for)
+        if api_key == ApiKey.FindCoordinator:
+            return rewrite.rewrite_find_coordinator(payload, version, address_for)
+        if api_key == ApiKey.DescribeCluster:
+            return rewrite.rewrite_describe_cluster(payload, version, address_for)
+        return payload
+
+    async def close(self) -> None:
+        upstream, self._upstream = self._upstream, UpstreamUnavailable("session closed")
+        if isinstance(upstream, UpstreamConnection):
+            await upstream.close()
+
+
+def _framed(payload: bytes) -> bytes:
+    """The network layer writes whole frames: size prefix, then header and body."""
+    return _SIZE.pack(len(payload)) + payload
+
+
+def _name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"

@@ -1,0 +1,165 @@
+"""One TCP connection to one upstream broker, pipelined, responses matched FIFO.
+
+Kafka answers each connection in request order, so the in-flight queue is a deque of
+(correlation id, future): every response must carry the id at its head, or the stream is
+out of step and the connection is closed (aiokafka `conn.py`, kafka-python
+`CorrelationIdError`). Requests that expect no response (Produce acks=0) are written but
+take no place in the queue. Some brokers answer them anyway (Tansu does): a response
+carrying the id of a recent acks=0 request, where another was due, is dropped, like
+librdkafka drops responses to requests it no longer waits for.
+
+`send` never awaits, so frames go out in the order they are sent; frames sent while the
+connection is still being opened wait in a backlog and are written, in order, once it is.
+Any failure (refused, timed out, closed by the broker, unreadable stream) fails every
+in-flight future with `UpstreamUnavailable`, and every later `send` too: a connection is
+never reopened, because the client on the other side holds in-flight state that only a
+reconnect of its own can reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable
+
+from protocol.framing import FrameError, FrameReader
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_CORRELATION_ID = struct.Struct(">i")
+
+DEFAULT_MAX_RESPONSE_BYTES = 2**30
+_UNANSWERED_IDS_KEPT = 1024
+
+
+class UpstreamUnavailable(ConnectionError):
+    """The upstream broker could not be reached, or dropped or garbled the connection.
+
+    `before_connect` is true when nothing was sent at all (refused, timed out, unknown node).
+    """
+
+    def __init__(self, message: str, *, before_connect: bool = False):
+        super().__init__(message)
+        self.before_connect = before_connect
+
+
+def failed_future(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asyncio.Future:
+    fut = loop.create_future()
+    fut.set_exception(exc)
+    return fut
+
+
+class UpstreamConnection(asyncio.Protocol):
+    def __init__(self, host: str, port: int, *, connect_timeout_ms: int,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 on_failure: Callable[[UpstreamUnavailable], None] | None = None):
+        self.host = host
+        self.port = port
+        self._connect_timeout_ms = connect_timeout_ms
+        self._reader = FrameReader(max_response_bytes)
+        self._in_flight: deque[tuple[int, asyncio.Future]] = deque()
+        self._unanswered: deque[int] = deque(maxlen=_UNANSWERED_IDS_KEPT)  # recent acks=0 ids
+        self._backlog: list[bytes] = []
+        self._transport: asyncio.Transport | None = None
+        self._failure: UpstreamUnavailable | None = None
+        self._on_failure = on_failure
+        self._loop = asyncio.get_running_loop()
+        self._opening = self._loop.create_task(self._open())
+
+    def __repr__(self) -> str:
+        return f"UpstreamConnection({self.host}:{self.port})"
+
+    @property
+    def failure(self) -> UpstreamUnavailable | None:
+        return self._failure
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def _open(self) -> None:
+        try:
+            await asyncio.wait_for(self._loop.create_connection(lambda: self, self.host, self.port),
+                                   self._connect_timeout_ms / 1000)
+        except (OSError, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+            self._fail(UpstreamUnavailable(f"cannot connect to {self.host}:{self.port}: {reason}",
+                                           before_connect=True))
+
+    def send(self, correlation_id: int, payload: bytes, expect_response: bool) -> asyncio.Future | None:
+        """Writes one request payload (header + body); returns the future of its response payload."""
+        if self._failure is not None:
+            return failed_future(self._loop, self._failure)
+        frame = _SIZE.pack(len(payload)) + payload
+        if self._transport is None:
+            self._backlog.append(frame)
+        else:
+            self._transport.write(frame)
+        if not expect_response:
+            self._unanswered.append(correlation_id)
+            return None
+        fut = self._loop.create_future()
+        self._in_flight.append((correlation_id, fut))
+        return fut
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        if self._failure is not None:  # closed while the connect was under way
+            transport.close()
+            return
+        backlog, self._backlog = self._backlog, []
+        transport.writelines(backlog)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            payloads = self._reader.feed(data)
+        except FrameError as exc:
+            self._fail(UpstreamUnavailable(f"unreadable stream from {self.host}:{self.port}: {exc}"))
+            return
+        for payload in payloads:
+            if len(payload) < 4:
+                self._fail(UpstreamUnavailable(f"{len(payload)}-byte response from {self.host}:{self.port}"))
+                return
+            correlation_id = _CORRELATION_ID.unpack_from(payload)[0]
+            expected = self._in_flight[0][0] if self._in_flight else None
+            if correlation_id == expected:
+                fut = self._in_flight.popleft()[1]
+                if not fut.done():  # a cancelled future: its client connection is gone
+                    fut.set_result(payload)
+            elif correlation_id in self._unanswered:
+                self._unanswered.remove(correlation_id)
+                log.debug("%s:%d answered acks=0 request %d: dropped", self.host, self.port, correlation_id)
+            else:
+                self._fail(UpstreamUnavailable(f"response {correlation_id} from {self.host}:{self.port} "
+                                               f"where {expected} was due"))
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = f": {exc}" if exc else ""
+        self._fail(UpstreamUnavailable(f"{self.host}:{self.port} closed the connection{reason}"))
+
+    def _fail(self, error: UpstreamUnavailable, *, by_us: bool = False) -> None:
+        if self._failure is not None:
+            return
+        self._failure = error
+        # Our own close of an idle connection is routine; anything else is worth seeing.
+        log.log(logging.DEBUG if by_us and not self._in_flight else logging.INFO,
+                "upstream connection to %s:%d ended with %d in flight: %s",
+                self.host, self.port, len(self._in_flight), error)
+        in_flight, self._in_flight = self._in_flight, deque()
+        for _, fut in in_flight:
+            if not fut.done():
+                fut.set_exception(error)
+        self._backlog.clear()
+        if self._transport is not None:
+            self._transport.close()
+        if self._on_failure is not None:
+            self._on_failure(error)
+
+    async def close(self) -> None:
+        self._fail(UpstreamUnavailable(f"connection to {self.host}:{self.port} closed by kgc"), by_us=True)
+        self._opening.cancel()
+        await asyncio.wait([self._opening])

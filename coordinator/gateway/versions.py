@@ -1,0 +1,46 @@
+"""The ApiVersions answer of a gateway: our ranges where we serve, upstream's where we forward.
+
+Opaque forwarding handles any version of an API we only pass through, so upstream's range
+holds there (Kroxylicious `ApiVersionsIntersectFilter` intersects; we need not). Three
+kinds of API are held back from upstream's list:
+- group-coordinator APIs kgc does not serve (yet): forwarding them would split a group
+  between kgc and upstream's own coordinator;
+- rewritten APIs above the newest version `rewrite` knows: a newer layout could carry a
+  broker address past us;
+- APIs that carry broker addresses we do not rewrite (KIP-932 share fetches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kafka.protocol.api_key import ApiKey
+
+from coordinator.gateway.rewrite import REWRITE_MAX_VERSIONS
+
+GROUP_COORDINATOR_APIS = frozenset({
+    ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.JoinGroup, ApiKey.Heartbeat,
+    ApiKey.LeaveGroup, ApiKey.SyncGroup, ApiKey.DescribeGroups, ApiKey.ListGroups,
+    ApiKey.TxnOffsetCommit, ApiKey.DeleteGroups, ApiKey.OffsetDelete,
+    ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe,
+    ApiKey.ShareGroupHeartbeat, ApiKey.ShareGroupDescribe,
+    ApiKey.StreamsGroupHeartbeat, ApiKey.StreamsGroupDescribe,
+    ApiKey.DescribeShareGroupOffsets, ApiKey.AlterShareGroupOffsets, ApiKey.DeleteShareGroupOffsets,
+})
+
+# KIP-932 NodeEndpoints in ShareFetch/ShareAcknowledge responses are not rewritten.
+UNREWRITTEN_ADDRESS_APIS = frozenset({ApiKey.ShareFetch, ApiKey.ShareAcknowledge})
+
+Ranges = Mapping[int, tuple[int, int]]
+
+
+def merge_api_versions(local: Ranges, upstream: Ranges) -> dict[int, tuple[int, int]]:
+    merged: dict[int, tuple[int, int]] = {}
+    for api_key, (low, high) in upstream.items():
+        if api_key in local or api_key in GROUP_COORDINATOR_APIS or api_key in UNREWRITTEN_ADDRESS_APIS:
+            continue
+        high = min(high, REWRITE_MAX_VERSIONS.get(api_key, high))
+        if low <= high:
+            merged[api_key] = (low, high)
+    merged.update(local)
+    return merged
