@@ -41,18 +41,28 @@ async def running_kgc(config: ServerConfig | None = None, **group_overrides) -> 
 
 
 class KgcProcess:
-    """`kgc serve` in a child process, stopped (or killed) by its PID."""
+    """`kgc serve` in a child process, stopped (or killed) by its PID.
 
-    def __init__(self, *args: str, port: int | None = None, log_path: str | None = None):
+    Without `--upstream` it runs `--standalone` unless `embedded=True`: `kgc serve` alone
+    would start the embedded broker, on a fixed listener port, in every test. Its HTTP server
+    takes any free port unless `--http-port` is given (the default, 9180, is fixed)."""
+
+    def __init__(self, *args: str, port: int | None = None, log_path: str | None = None,
+                 env: dict[str, str] | None = None, embedded: bool = False):
         self.port = port or free_port()
+        if not embedded and "--upstream" not in args and "--standalone" not in args:
+            args = ("--standalone", *args)
+        if "--http-port" not in args:
+            args = ("--http-port", "0", *args)
         self.args = ["--host", "127.0.0.1", "--port", str(self.port), *args]
         self.log_path = log_path
+        self.env = env  # None: this process's environment
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 30.0) -> KgcProcess:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve", *self.args],
-                                     stdout=out, stderr=subprocess.STDOUT)
+                                     stdout=out, stderr=subprocess.STDOUT, env=self.env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

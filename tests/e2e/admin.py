@@ -1,0 +1,111 @@
+"""What the e2e tests ask of a cluster, through real admin clients and a real producer:
+topics, sequenced records, and what a coordinator says about a group.
+
+Record values are `b"<partition>:<sequence>"`, so a consumer's output can be checked for
+loss, duplicates and per-partition order without trusting offsets alone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+
+from confluent_kafka import Producer
+from kafka import KafkaAdminClient
+from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
+
+from coordinator.embedded import request_response
+from tests.e2e.clients import Consumed
+
+ADMIN_TIMEOUT_MS = 10_000
+
+
+def new_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def admin(bootstrap: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="e2e-admin", request_timeout_ms=ADMIN_TIMEOUT_MS)
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    name = new_name("e2e")
+    client = admin(bootstrap)
+    try:
+        client.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}},
+                             timeout_ms=ADMIN_TIMEOUT_MS, wait_for_metadata=True)
+    finally:
+        client.close()
+    return name
+
+
+def produce_sequenced(bootstrap: str, topic: str, partitions: int, per_partition: int, *,
+                      first_sequence: int = 0) -> None:
+    """`per_partition` records into each partition, acks=all and idempotent, all acknowledged."""
+    failures = []
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 5})
+    for seq in range(first_sequence, first_sequence + per_partition):
+        for p in range(partitions):
+            producer.produce(topic, value=b"%d:%d" % (p, seq), partition=p,
+                             on_delivery=lambda err, _msg: err and failures.append(err))
+    assert producer.flush(30) == 0, "records still unacknowledged after 30 s"
+    assert not failures, failures
+
+
+def sequences_by_partition(consumed: Iterable[Consumed]) -> dict[int, list[int]]:
+    """Sequence numbers per partition in consumption order; checks each record names its partition."""
+    out: dict[int, list[int]] = defaultdict(list)
+    for record in consumed:
+        partition, seq = (int(x) for x in record.value.split(b":"))
+        assert partition == record.partition, record
+        out[partition].append(seq)
+    return dict(out)
+
+
+def describe_group(bootstrap: str, group: str) -> dict:
+    """DescribeGroups as the coordinator that `bootstrap`'s cluster names answers it."""
+    client = admin(bootstrap)
+    try:
+        return client.describe_groups([group])[group]
+    finally:
+        client.close()
+
+
+def member_assignments(description: dict) -> dict[str, frozenset[int]]:
+    """client id -> partitions, as the coordinator holds them (decoded ConsumerProtocolAssignment)."""
+    return {m["client_id"]: frozenset(p for t in m["member_assignment"]["assigned_partitions"]
+                                      for p in t["partitions"])
+            for m in description["members"]}
+
+
+def group_ids(bootstrap: str) -> set[str]:
+    """ListGroups on every broker `bootstrap`'s cluster lists."""
+    client = admin(bootstrap)
+    try:
+        return {g["group_id"] for g in client.list_groups()}
+    finally:
+        client.close()
+
+
+def group_at_broker(host: str, port: int, group: str) -> tuple[str, int]:
+    """Asked of one broker on its own port, bypassing any FindCoordinator routing: the state
+    and member count its DescribeGroups gives `group` (Tansu says "Empty" with no members for
+    a group it does not know; its ListGroups lists nothing, not even its own groups, so it
+    cannot serve as the probe). A raw request, because kafka-python's admin cannot decode
+    Tansu's authorized-operations bits."""
+    described = request_response(host, port, DescribeGroupsRequest[5](
+        groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
+    [state] = described.groups
+    assert state.error_code == 0, state
+    return state.group_state, len(state.members)
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    client = admin(bootstrap)
+    try:
+        offsets = client.list_group_offsets({group: None})[group]
+    finally:
+        client.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items()}

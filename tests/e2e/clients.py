@@ -1,0 +1,256 @@
+"""Unmodified consumers of three Python-reachable client libraries behind one small interface.
+
+Each library's consumer runs on its own thread (`Member`), polling all the time as an
+application would, because none of them is thread-safe and each rebalances only while it
+is polled. The test reads snapshots (what was consumed, what is assigned, how often the
+assignment changed) and asks the member's own thread to commit or close.
+
+The drivers use each library's own group coordinator: librdkafka (confluent-kafka), kafka-python's
+`KafkaConsumer` and aiokafka's `AIOKafkaConsumer`, subscribed to a topic, manual commits.
+Their common assignor is "roundrobin", so a group mixing them agrees on a protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
+POLL_S = 0.05
+MAX_RECORDS = 500
+CALL_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSettings:
+    bootstrap: str
+    group: str
+    topic: str
+    client_id: str
+    instance_id: str | None = None
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 100
+
+
+class ConfluentDriver:
+    def __init__(self, s: MemberSettings):
+        from confluent_kafka import Consumer
+
+        conf = {"bootstrap.servers": s.bootstrap, "group.id": s.group, "client.id": s.client_id,
+                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": s.heartbeat_interval_ms,
+                "partition.assignment.strategy": "roundrobin", "topic.metadata.refresh.interval.ms": 1000}
+        if s.instance_id:
+            conf["group.instance.id"] = s.instance_id
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe([s.topic])
+        self.consumed_any = False
+
+    def poll(self, timeout_s: float) -> list[Consumed]:
+        out = []
+        for m in self.consumer.consume(num_messages=MAX_RECORDS, timeout=timeout_s):
+            if m.error() is None:
+                out.append(Consumed(m.partition(), m.offset(), m.value()))
+        self.consumed_any |= bool(out)
+        return out
+
+    def assignment(self) -> frozenset[int]:
+        return frozenset(tp.partition for tp in self.consumer.assignment())
+
+    def commit(self) -> None:
+        # librdkafka refuses a commit with nothing consumed since the last one (_NO_OFFSET).
+        if self.consumed_any:
+            self.consumer.commit(asynchronous=False)
+            self.consumed_any = False
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaPythonDriver:
+    def __init__(self, s: MemberSettings):
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        self.consumer = KafkaConsumer(
+            s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
+            group_instance_id=s.instance_id, enable_auto_commit=False, auto_offset_reset="earliest",
+            session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
+            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000)
+
+    def poll(self, timeout_s: float) -> list[Consumed]:
+        batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS)
+        return [Consumed(r.partition, r.offset, r.value) for records in batches.values() for r in records]
+
+    def assignment(self) -> frozenset[int]:
+        return frozenset(tp.partition for tp in self.consumer.assignment())
+
+    def commit(self) -> None:
+        self.consumer.commit()
+
+    def close(self) -> None:
+        self.consumer.close(autocommit=False)
+
+
+class AiokafkaDriver:
+    """aiokafka on a loop owned by the member's thread: the loop (and so the heartbeat task)
+    runs while the member polls, which it does all the time."""
+
+    def __init__(self, s: MemberSettings):
+        self.loop = asyncio.new_event_loop()
+        self.consumer = self.loop.run_until_complete(self._start(s))
+
+    @staticmethod
+    async def _start(s: MemberSettings):
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        consumer = AIOKafkaConsumer(
+            s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
+            group_instance_id=s.instance_id, enable_auto_commit=False, auto_offset_reset="earliest",
+            session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
+            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000)
+        await consumer.start()
+        return consumer
+
+    def poll(self, timeout_s: float) -> list[Consumed]:
+        batches = self.loop.run_until_complete(
+            self.consumer.getmany(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS))
+        return [Consumed(r.partition, r.offset, r.value) for records in batches.values() for r in records]
+
+    def assignment(self) -> frozenset[int]:
+        return frozenset(tp.partition for tp in self.consumer.assignment())
+
+    def commit(self) -> None:
+        self.loop.run_until_complete(self.consumer.commit())
+
+    def close(self) -> None:
+        try:
+            self.loop.run_until_complete(self.consumer.stop())
+        finally:
+            self.loop.close()
+
+
+DRIVERS: dict[str, Callable[[MemberSettings], object]] = {
+    "confluent-kafka": ConfluentDriver,
+    "kafka-python": KafkaPythonDriver,
+    "aiokafka": AiokafkaDriver,
+}
+
+
+class Member:
+    """One consumer of `library` on its own thread."""
+
+    def __init__(self, library: str, settings: MemberSettings):
+        self.library = library
+        self.name = settings.client_id
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._consumed: list[Consumed] = []
+        self._assignments: list[frozenset[int]] = []
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopped = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"member-{self.name}", daemon=True)
+
+    def start(self) -> Member:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            driver = DRIVERS[self.library](self._settings)
+        except BaseException as exc:  # surfaced to the test by `check`
+            self.error = exc
+            return
+        try:
+            while not self._stopped.is_set():
+                self._run_commands(driver)
+                if self._stopped.is_set():
+                    return
+                batch = driver.poll(POLL_S)
+                assigned = driver.assignment()
+                with self._lock:
+                    self._consumed += batch
+                    if not self._assignments or self._assignments[-1] != assigned:
+                        self._assignments.append(assigned)
+        except BaseException as exc:
+            self.error = exc
+
+    def _run_commands(self, driver) -> None:
+        while True:
+            try:
+                op, future = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                future.set_result(op(driver))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def call(self, op: Callable[[object], object], timeout_s: float = CALL_TIMEOUT_S):
+        """Run `op(driver)` on the member's thread and return its result."""
+        self.check()
+        future = concurrent.futures.Future()
+        self._commands.put((op, future))
+        return future.result(timeout_s)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise AssertionError(f"{self.name} ({self.library}) failed: {self.error!r}") from self.error
+
+    def commit(self) -> None:
+        self.call(lambda d: d.commit())
+
+    def close(self) -> None:
+        """Close the consumer (a dynamic member leaves the group; a static one does not)."""
+        def close(driver):
+            self._stopped.set()
+            driver.close()
+        self.call(close)
+        self._thread.join(CALL_TIMEOUT_S)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def consumed(self) -> list[Consumed]:
+        with self._lock:
+            return list(self._consumed)
+
+    @property
+    def assignment(self) -> frozenset[int]:
+        with self._lock:
+            return self._assignments[-1] if self._assignments else frozenset()
+
+    @property
+    def assignment_changes(self) -> int:
+        """How many distinct assignments this member has gone through (one per rebalance it saw)."""
+        with self._lock:
+            return len(self._assignments)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: Callable[[], str],
+               members: list[Member] = ()) -> float:
+    """Poll `condition` (bounded); returns the seconds it took. Member failures stop the wait."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        for m in members:
+            m.check()
+        if condition():
+            return time.monotonic() - start
+        time.sleep(0.01)
+    raise AssertionError(f"not after {timeout_s}s: {what()}")

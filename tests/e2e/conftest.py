@@ -1,0 +1,32 @@
+import contextlib
+import socket
+import time
+
+import pytest
+
+from tests.support.kgc import free_port, kgc_process
+
+# Fast-moving groups: session timeouts down to 0.5 s are accepted, and a short initial
+# rebalance delay lets three members that start together form one generation.
+KGC_GROUP_FLAGS = ("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "200")
+
+
+def wait_listening(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {port} after {timeout_s}s")
+
+
+@pytest.fixture(scope="session")
+def kgc(tansu, tmp_path_factory):
+    """`kgc serve` in front of the session's Tansu: clients bootstrap here and never see Tansu."""
+    broker_port = free_port()
+    log_path = tmp_path_factory.mktemp("kgc") / "kgc.log"
+    with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+                     *KGC_GROUP_FLAGS, log_path=str(log_path)) as proc:
+        # The broker's listener opens once kgc has learnt the broker from upstream.
+        wait_listening(broker_port)
+        yield proc

@@ -1,0 +1,199 @@
+"""Unmodified consumers through kgc in front of a real broker (Tansu).
+
+Clients bootstrap against kgc only. Each library's own group code forms a 3-member group,
+consumes every record exactly once, rebalances when a member closes, commits, and a new
+member resumes at the committed offsets. The group lives in kgc: Tansu, asked on its own
+port, never hears of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from tests.e2e.admin import (
+    committed_offsets,
+    create_topic,
+    describe_group,
+    group_at_broker,
+    group_ids,
+    member_assignments,
+    new_name,
+    produce_sequenced,
+    sequences_by_partition,
+)
+from tests.e2e.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
+
+log = logging.getLogger(__name__)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+PARTITIONS = 6
+FIRST_BATCH = 40          # records per partition, consumed by three members
+SECOND_BATCH = 30         # after one member left, consumed by the other two
+RESUME_BATCH = 10         # after everyone closed, consumed by a new member
+FORM_TIMEOUT_S = 30
+CONSUME_TIMEOUT_S = 30
+# Generous on purpose: a loaded 2-core machine must not fail this. Typical values are
+# logged here and recorded in BENCHMARKS.md.
+RECOVERY_BOUND_S = 5.0
+
+GROUPS = {
+    "confluent-kafka": ("confluent-kafka",) * 3,
+    "kafka-python": ("kafka-python",) * 3,
+    "aiokafka": ("aiokafka",) * 3,
+    "mixed": LIBRARIES,
+}
+
+
+def start_members(kgc, group: str, topic: str, libraries, **settings) -> list[Member]:
+    return [Member(lib, MemberSettings(kgc.bootstrap, group, topic, client_id=f"{group}-{i}", **settings)).start()
+            for i, lib in enumerate(libraries)]
+
+
+def assert_owns_all_partitions_disjointly(members: list[Member]) -> None:
+    owned = [p for m in members for p in m.assignment]
+    assert sorted(owned) == list(range(PARTITIONS)), {m.name: m.assignment for m in members}
+
+
+def owns_all_partitions(members: list[Member]) -> bool:
+    assignments = [m.assignment for m in members]
+    return all(assignments) and sorted(p for a in assignments for p in a) == list(range(PARTITIONS))
+
+
+def wait_settled(kgc, group: str, members: list[Member]) -> float:
+    """Until kgc says Stable with exactly these members and they own every partition once."""
+    def settled() -> bool:
+        if not owns_all_partitions(members):
+            return False
+        description = describe_group(kgc.bootstrap, group)
+        return (description["group_state"] == "Stable"
+                and member_assignments(description) == {m.name: m.assignment for m in members})
+    return wait_until(settled, FORM_TIMEOUT_S, lambda: {m.name: m.assignment for m in members}, members)
+
+
+def wait_consumed(members: list[Member], total: int) -> None:
+    wait_until(lambda: sum(len(m.consumed) for m in members) >= total, CONSUME_TIMEOUT_S,
+               lambda: {m.name: len(m.consumed) for m in members}, members)
+
+
+def assert_exactly_once_in_order(members: list[Member], per_partition: int, first: int = 0) -> None:
+    everything: list[Consumed] = [r for m in members for r in m.consumed]
+    by_partition = sequences_by_partition(everything)
+    expected = list(range(first, first + per_partition))
+    assert {p: sorted(seqs) for p, seqs in by_partition.items()} == {p: expected for p in range(PARTITIONS)}
+    for m in members:  # no duplicates above, and each member saw its partitions in order
+        for p, seqs in sequences_by_partition(m.consumed).items():
+            assert seqs == sorted(seqs), (m.name, p)
+
+
+def assert_group_unknown_upstream(tansu, group: str) -> None:
+    state, members = group_at_broker(tansu.host, tansu.port, group)
+    assert (state, members) == ("Empty", 0)
+
+
+@pytest.mark.parametrize("libraries", GROUPS.values(), ids=GROUPS.keys())
+def test_three_members_share_partitions_rebalance_on_leave_and_a_new_member_resumes(kgc, tansu, libraries):
+    topic = create_topic(kgc.bootstrap, PARTITIONS)
+    group = new_name("g")
+    members = start_members(kgc, group, topic, libraries)
+    try:
+        wait_settled(kgc, group, members)
+        assert_group_unknown_upstream(tansu, group)
+        assert group in group_ids(kgc.bootstrap)
+
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST_BATCH)
+        wait_consumed(members, PARTITIONS * FIRST_BATCH)
+        assert_exactly_once_in_order(members, FIRST_BATCH)
+        for m in members:
+            m.commit()
+
+        leaving, staying = members[-1], members[:-1]
+        leaving.close()
+        left_at = time.monotonic()
+        wait_until(lambda: owns_all_partitions(staying), FORM_TIMEOUT_S,
+                   lambda: {m.name: m.assignment for m in staying}, staying)
+        recovery_s = time.monotonic() - left_at
+        log.info("%s: remaining members own every partition %.3f s after a clean leave", libraries, recovery_s)
+        assert recovery_s < RECOVERY_BOUND_S
+        wait_settled(kgc, group, staying)
+
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, SECOND_BATCH, first_sequence=FIRST_BATCH)
+        wait_consumed(members, PARTITIONS * (FIRST_BATCH + SECOND_BATCH))
+        assert_exactly_once_in_order(members, FIRST_BATCH + SECOND_BATCH)
+        for m in staying:
+            m.commit()
+        for m in staying:
+            m.close()
+        consumed_so_far = FIRST_BATCH + SECOND_BATCH
+        assert committed_offsets(kgc.bootstrap, group) == {p: consumed_so_far for p in range(PARTITIONS)}
+        assert describe_group(kgc.bootstrap, group)["group_state"] == "Empty"
+
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, RESUME_BATCH, first_sequence=consumed_so_far)
+        [resumer] = start_members(kgc, group, topic, libraries[1:2])
+        members.append(resumer)
+        wait_consumed([resumer], PARTITIONS * RESUME_BATCH)
+        first_offsets = {p: min(r.offset for r in resumer.consumed if r.partition == p) for p in range(PARTITIONS)}
+        assert first_offsets == {p: consumed_so_far for p in range(PARTITIONS)}
+        assert_exactly_once_in_order([resumer], RESUME_BATCH, first=consumed_so_far)
+        assert_group_unknown_upstream(tansu, group)
+    finally:
+        close_all(members)
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_without_a_rebalance(
+        kgc, library):
+    topic = create_topic(kgc.bootstrap, PARTITIONS)
+    group = new_name("static")
+    members = [Member(library, MemberSettings(kgc.bootstrap, group, topic, client_id=f"{group}-{i}",
+                                              instance_id=f"instance-{i}", session_timeout_ms=10_000)).start()
+               for i in range(3)]
+    try:
+        wait_settled(kgc, group, members)
+        before = describe_group(kgc.bootstrap, group)
+        member_ids = {m["group_instance_id"]: m["member_id"] for m in before["members"]}
+        restarted, others = members[-1], members[:-1]
+        kept = {m.name: m.assignment for m in others}
+        changes = {m.name: m.assignment_changes for m in others}
+
+        restarted.close()  # a static member does not leave the group when it closes
+        assert describe_group(kgc.bootstrap, group)["group_state"] == "Stable"
+        successor = Member(library, MemberSettings(kgc.bootstrap, group, topic, client_id=restarted.name,
+                                                   instance_id="instance-2", session_timeout_ms=10_000)).start()
+        members.append(successor)
+        wait_until(lambda: successor.assignment == restarted.assignment, FORM_TIMEOUT_S,
+                   lambda: f"successor has {successor.assignment}, expected {restarted.assignment}", members)
+
+        after = describe_group(kgc.bootstrap, group)
+        assert after["group_state"] == "Stable"
+        new_ids = {m["group_instance_id"]: m["member_id"] for m in after["members"]}
+        assert new_ids.keys() == member_ids.keys()
+        assert new_ids["instance-2"] != member_ids["instance-2"]  # the successor is a new member id
+        assert {k: v for k, v in new_ids.items() if k != "instance-2"} == \
+            {k: v for k, v in member_ids.items() if k != "instance-2"}
+        assert {m.name: m.assignment for m in others} == kept
+        assert {m.name: m.assignment_changes for m in others} == changes  # they saw no rebalance
+    finally:
+        close_all(members)
+
+
+def test_a_group_formed_directly_on_the_upstream_is_visible_there(tansu):
+    """The control for `assert_group_unknown_upstream`: the probe does see a group that Tansu
+    coordinates, so its silence about kgc's groups means something."""
+    topic = create_topic(tansu.bootstrap, 1)
+    group = new_name("direct")
+    [member] = [Member("confluent-kafka", MemberSettings(tansu.bootstrap, group, topic, client_id="direct")).start()]
+    try:
+        wait_until(lambda: member.assignment == {0}, FORM_TIMEOUT_S, lambda: str(member.assignment), [member])
+        assert group_at_broker(tansu.host, tansu.port, group) == ("Stable", 1)
+    finally:
+        member.close()
+
+
+def close_all(members: list[Member]) -> None:
+    for m in members:
+        if m.error is None and m.running:
+            m.close()

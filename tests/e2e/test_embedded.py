@@ -1,0 +1,100 @@
+"""`kgc serve` chooses its upstream: the embedded Tansu broker when no `--upstream` is given
+and the `embedded` extra is installed, standalone with `--standalone`, and standalone with
+the reason logged when the embedded broker is unavailable."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from coordinator.config import ServerConfig
+from coordinator.embedded import request_response
+from tests.e2e.admin import create_topic, new_name, produce_sequenced
+from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
+from tests.support.kgc import free_port, kgc_process
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+PARTITIONS = 2
+KGC_NODE_ID = ServerConfig().node_id
+EMBEDDED_LINE = re.compile(r"embedded upstream: Tansu broker \(pid (\d+), node (\d+)\) on (\S+), memory storage")
+
+
+def log_text(path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def process_exists(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's exit may wait for a reaper in a container)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def metadata(port: int) -> MetadataResponse:
+    return request_response("127.0.0.1", port, MetadataRequest[1](topics=None), MetadataResponse)
+
+
+def test_serve_without_upstream_runs_the_embedded_broker_says_so_and_stops_it(tansu, tmp_path):
+    log_path = tmp_path / "kgc.log"
+    broker_port = free_port()
+    # The embedded broker is the same Tansu build as the session's, so it has the same node id.
+    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), *KGC_GROUP_FLAGS,
+                     log_path=str(log_path), embedded=True) as kgc:
+        wait_listening(broker_port)
+        announced = EMBEDDED_LINE.search(log_text(log_path))
+        assert announced, log_text(log_path)
+        pid, node_id = int(announced[1]), int(announced[2])
+        assert node_id == tansu.node_id and announced[3] != tansu.bootstrap
+        assert process_exists(pid)
+
+        topic = create_topic(kgc.bootstrap, PARTITIONS)
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, 5)
+        member = Member("confluent-kafka", MemberSettings(kgc.bootstrap, new_name("g"), topic, "embedded")).start()
+        try:
+            wait_until(lambda: len(member.consumed) == PARTITIONS * 5, 30, lambda: str(len(member.consumed)),
+                       [member])
+        finally:
+            member.close()
+    assert kgc.proc.returncode == 0
+    assert not process_exists(pid)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the broker follows its parent out via Linux PDEATHSIG")
+def test_a_kgc_killed_with_sigkill_leaves_no_embedded_broker_behind(tansu, tmp_path):
+    log_path = tmp_path / "kgc.log"
+    broker_port = free_port()
+    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), log_path=str(log_path),
+                     embedded=True) as kgc:
+        wait_listening(broker_port)
+        pid = int(EMBEDDED_LINE.search(log_text(log_path))[1])
+        kgc.kill()
+        wait_until(lambda: not process_exists(pid), 10, lambda: f"embedded broker {pid} still running")
+
+
+def test_serve_standalone_is_a_one_broker_cluster_with_no_topics(tmp_path):
+    log_path = tmp_path / "kgc.log"
+    with kgc_process("--standalone", log_path=str(log_path), embedded=True) as kgc:
+        response = metadata(kgc.port)
+    assert [(b.node_id, b.port) for b in response.brokers] == [(KGC_NODE_ID, kgc.port)]
+    assert response.topics == []
+    assert "standalone mode (--standalone)" in log_text(log_path)
+    assert "embedded upstream" not in log_text(log_path)
+
+
+def test_serve_without_the_embedded_broker_falls_back_to_standalone_and_says_why(tmp_path):
+    log_path = tmp_path / "kgc.log"
+    env = dict(os.environ, CALF_TANSU_BIN=str(tmp_path / "no-such-tansu"))
+    with kgc_process(log_path=str(log_path), env=env, embedded=True) as kgc:
+        response = metadata(kgc.port)
+    assert [b.node_id for b in response.brokers] == [KGC_NODE_ID]
+    text = log_text(log_path)
+    assert "standalone mode: no --upstream given and no embedded broker" in text
+    assert "no-such-tansu" in text  # the reason names what was missing

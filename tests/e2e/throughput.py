@@ -1,0 +1,157 @@
+"""Moving bulk data through kgc: an idempotent acks=all producer and a consumer, both
+librdkafka (confluent-kafka), checked record by record, and timed.
+
+Every value starts with `<partition>:<sequence>:` and is padded to the record size; the
+consumer checks that each partition's sequence goes 0, 1, 2, ... with nothing missing,
+repeated or out of order.
+
+Run as a benchmark (the same workload direct to Tansu and through kgc, in one run):
+
+    .venv/bin/python -m tests.e2e.throughput --mb 100
+
+It prints the Markdown table recorded in BENCHMARKS.md ("Data path through kgc").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.e2e.admin import create_topic
+
+PARTITIONS = 4
+RECORD_BYTES = 1024
+DEADLINE_S = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    records: int
+    payload_bytes: int
+    produce_s: float
+    fetch_s: float
+
+    @property
+    def produce_mb_s(self) -> float:
+        return self.payload_bytes / 2**20 / self.produce_s
+
+    @property
+    def fetch_mb_s(self) -> float:
+        return self.payload_bytes / 2**20 / self.fetch_s
+
+
+def records_for(megabytes: float, record_bytes: int = RECORD_BYTES) -> int:
+    return int(megabytes * 2**20) // record_bytes
+
+
+def value(partition: int, seq: int, record_bytes: int) -> bytes:
+    head = b"%d:%d:" % (partition, seq)
+    return head + b"x" * (record_bytes - len(head))
+
+
+def produce(bootstrap: str, topic: str, records: int, *, record_bytes: int = RECORD_BYTES) -> float:
+    """`records` records round-robin over the partitions; seconds until all are acknowledged."""
+    failures = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.kbytes": 256 * 1024})
+    start = time.monotonic()
+    for n in range(records):
+        partition, seq = n % PARTITIONS, n // PARTITIONS
+        while True:
+            try:
+                producer.produce(topic, value=value(partition, seq, record_bytes), partition=partition,
+                                 on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.05)
+                if time.monotonic() - start > DEADLINE_S:
+                    raise TimeoutError(f"producer queue still full after {DEADLINE_S}s") from None
+        producer.poll(0)
+    remaining = producer.flush(DEADLINE_S)
+    elapsed = time.monotonic() - start
+    assert remaining == 0, f"{remaining} records unacknowledged after {DEADLINE_S}s"
+    assert not failures, failures[:5]
+    return elapsed
+
+
+def consume_verified(bootstrap: str, topic: str, records: int, *, record_bytes: int = RECORD_BYTES) -> float:
+    """Fetch every partition from offset 0 until `records` arrived; checks each partition's
+    sequence is exactly 0..n-1 in order. Returns the seconds it took."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+                         "enable.auto.commit": False, "fetch.max.bytes": 50 * 2**20,
+                         "max.partition.fetch.bytes": 10 * 2**20, "queued.max.messages.kbytes": 256 * 1024})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    next_seq = [0] * PARTITIONS
+    received = 0
+    start = time.monotonic()
+    try:
+        while received < records:
+            if time.monotonic() - start > DEADLINE_S:
+                raise TimeoutError(f"{received} of {records} records after {DEADLINE_S}s: {next_seq}")
+            for m in consumer.consume(num_messages=10_000, timeout=0.5):
+                assert m.error() is None, m.error()
+                partition, seq, _ = m.value().split(b":", 2)
+                p = m.partition()
+                assert int(partition) == p and int(seq) == next_seq[p], (p, next_seq[p], m.value()[:32])
+                assert len(m.value()) == record_bytes
+                next_seq[p] += 1
+                received += 1
+        return time.monotonic() - start
+    finally:
+        consumer.close()
+
+
+def transfer(bootstrap: str, megabytes: float, *, record_bytes: int = RECORD_BYTES) -> Transfer:
+    records = records_for(megabytes, record_bytes)
+    topic = create_topic(bootstrap, PARTITIONS)
+    produce_s = produce(bootstrap, topic, records, record_bytes=record_bytes)
+    fetch_s = consume_verified(bootstrap, topic, records, record_bytes=record_bytes)
+    return Transfer(records, records * record_bytes, produce_s, fetch_s)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from tests.e2e.conftest import wait_listening
+    from tests.support.kgc import free_port, kgc_process
+    from tests.support.tansu import TansuBroker
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=100.0, help="payload per run (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=1, help="direct/kgc pairs, alternated (default %(default)s)")
+    args = parser.parse_args(argv)
+
+    results: dict[str, list[Transfer]] = {"direct to Tansu": [], "through kgc": []}
+    with TansuBroker() as tansu:
+        broker_port = free_port()
+        with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}") as kgc:
+            wait_listening(broker_port)
+            for _ in range(args.rounds):
+                results["direct to Tansu"].append(transfer(tansu.bootstrap, args.mb))
+                results["through kgc"].append(transfer(kgc.bootstrap, args.mb))
+
+    print(f"{args.mb:g} MB per run ({records_for(args.mb)} x {RECORD_BYTES} B, {PARTITIONS} partitions), "
+          f"{args.rounds} round(s) alternating the paths; {platform.python_implementation()} "
+          f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs\n")
+    print("| path | produce MB/s (median / best) | fetch MB/s (median / best) |")
+    print("|---|---:|---:|")
+    medians = {}
+    for path, runs in results.items():
+        produce_rates, fetch_rates = [t.produce_mb_s for t in runs], [t.fetch_mb_s for t in runs]
+        medians[path] = statistics.median(produce_rates), statistics.median(fetch_rates)
+        print(f"| {path} | {medians[path][0]:.1f} / {max(produce_rates):.1f} "
+              f"| {medians[path][1]:.1f} / {max(fetch_rates):.1f} |")
+    direct, via = medians["direct to Tansu"], medians["through kgc"]
+    print(f"| kgc / direct (medians) | {via[0] / direct[0]:.2f} | {via[1] / direct[1]:.2f} |")
+
+if __name__ == "__main__":
+    main()
