@@ -1,28 +1,52 @@
-"""Wiring only: config → log store → partition runtimes → service → listeners.
+"""Wiring only: config → log store → partition runtimes → service → listeners, plus the
+HTTP server, the online cleaner and the metrics sampler.
 
 Only this module knows the concrete classes (STYLE B2).
+
+Graceful stop (`KgcApp.stop`, on the first SIGTERM or SIGINT), in order:
+1. /readyz turns 503 ("shutting down"); listeners stop accepting.
+2. Every connection stops reading; requests already read are still answered.
+3. The runtime closes: queued events run and their writes become durable, then parked
+   requests (JoinGroup, SyncGroup) are answered COORDINATOR_NOT_AVAILABLE, so clients
+   look for the coordinator again instead of waiting out their timeouts.
+4. Responses owed (forwarded ones included) are written, for at most
+   `shutdown_timeout_ms`; then the connections close.
+5. The upstream control connection closes, and the store flushes, fsyncs and closes
+   every segment, so the next start finds whole batches only and recovers nothing.
+6. The HTTP server stops last.
+A second signal exits at once (`serve`), stopping the embedded broker by PID first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 import uuid
+from collections.abc import Callable
 
+from coordinator import metrics
 from coordinator.config import ServerConfig
+from coordinator.embedded import choose_upstream
 from coordinator.gateway.cluster import BrokerChange, UpstreamCluster
 from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.plan import ListenerPlan
+from coordinator.group_stats import GroupStatsSampler
+from coordinator.http.server import HttpServer
 from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import CoordinatorNode, LocalAnswers
 from coordinator.net.server import Listener
+from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.service import GroupCoordinatorService
 from storage.file_store import FileLogStore
 from storage.memory_store import MemoryLogStore
 
 log = logging.getLogger(__name__)
+
+DRAIN_POLL_S = 0.01
 
 
 def wall_clock_ms() -> int:
@@ -42,6 +66,10 @@ class KgcApp:
         self.service = None
         self.listeners: list[Listener] = []
         self.cluster: UpstreamCluster | None = None
+        self.http: HttpServer | None = None
+        self.sampler: GroupStatsSampler | None = None
+        self.cleaner: CleanerSchedule | None = None
+        self.stopping = False
         self._dispatcher: Dispatcher | None = None
         self._plan: ListenerPlan | None = None
         self._broker_listeners: dict[int, Listener] = {}
@@ -52,10 +80,15 @@ class KgcApp:
             log.warning("no data dir: group state lives in memory and is lost on exit")
             return MemoryLogStore(num_partitions=cfg.group.num_partitions)
         return FileLogStore(cfg.data_dir, num_partitions=cfg.group.num_partitions, fsync=cfg.fsync,
-                            segment_bytes=cfg.segment_bytes, clock=self._clock)
+                            segment_bytes=cfg.segment_bytes, delete_retention_ms=cfg.delete_retention_ms,
+                            clock=self._clock, commit_observer=metrics.LOG_OBSERVER)
 
     async def start(self) -> None:
         cfg = self.config
+        if cfg.http_port is not None:
+            # First: liveness answers while the log opens, readiness says it is not ready.
+            self.http = HttpServer(self, cfg.http_host, cfg.http_port)
+            await self.http.start()
         self.store = self._make_store()
         await self.store.open()
         self.runtime = CoordinatorRuntime(self.store, cfg.group, clock=self._clock,
@@ -69,6 +102,11 @@ class KgcApp:
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
+        if isinstance(self.store, FileLogStore) and cfg.cleaner_interval_ms > 0:
+            self.cleaner = CleanerSchedule(self.store, self.runtime, cfg.cleaner_interval_ms)
+            self.cleaner.start()
+        self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
+        self.sampler.start()
 
     def _listener(self, port: int, node_id: int | None) -> Listener:
         """A bound listener (bind errors raise here, before anything is served)."""
@@ -92,6 +130,8 @@ class KgcApp:
         """A listener per upstream broker, opened as brokers appear. Listeners of brokers
         that leave stay open: clients holding old metadata get a closed connection there
         and refresh, instead of a refused connect they might retry forever."""
+        if self.stopping:
+            return
         for node_id in sorted(change.added - self._broker_listeners.keys()):
             try:
                 listener = self._listener(self._plan.listener_port(node_id), node_id)
@@ -106,13 +146,99 @@ class KgcApp:
         return self.listeners[0].port
 
     async def stop(self) -> None:
-        if self.cluster is not None:
-            await self.cluster.close()
+        self.stopping = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.shutdown_timeout_ms / 1000
         for listener in self.listeners:
             await listener.stop_accepting()
         for listener in self.listeners:
-            listener.close_connections()
+            listener.drain_connections()
+        for background in (self.sampler, self.cleaner):
+            if background is not None:
+                await background.close()
         if self.runtime is not None:
             await self.runtime.close()
+        while any(listener.in_flight for listener in self.listeners) and loop.time() < deadline:
+            await asyncio.sleep(DRAIN_POLL_S)
+        unanswered = sum(listener.in_flight for listener in self.listeners)
+        if unanswered:
+            log.warning("closing connections with %d responses still owed after %d ms", unanswered,
+                        self.config.shutdown_timeout_ms)
+        for listener in self.listeners:
+            listener.close_connections()
+        if self.cluster is not None:
+            await self.cluster.close()
         if self.store is not None:
             await self.store.close()
+            log.info("log flushed and closed")
+        if self.http is not None:
+            await self.http.stop()
+
+
+class ShutdownSignals:
+    """The first SIGTERM or SIGINT asks for a graceful stop; the next one exits at once."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, on_first: Callable[[], None], on_second: Callable[[int], None]):
+        self._on_first = on_first
+        self._on_second = on_second
+        self.received = 0
+        self._loop = asyncio.get_running_loop()
+        for sig in self.SIGNALS:
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        self.received += 1
+        name = signal.Signals(sig).name
+        if self.received == 1:
+            log.info("%s: stopping gracefully (send it again to exit at once)", name)
+            self._on_first()
+        else:
+            log.warning("%s again: exiting at once", name)
+            self._on_second(sig)
+
+    def remove(self) -> None:
+        for sig in self.SIGNALS:
+            self._loop.remove_signal_handler(sig)
+
+
+async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[int], None]) -> None:
+    stop = asyncio.Event()
+    signals = ShutdownSignals(stop.set, on_second_signal)
+    app = KgcApp(config)
+    try:
+        await app.start()
+        http = f"; HTTP on {config.http_host}:{app.http.port}" if app.http is not None else ""
+        print(f"kgc serving on {config.advertised}:{app.port}{http}", flush=True)
+        await stop.wait()
+    finally:
+        await app.stop()
+        signals.remove()
+    log.info("stopped")
+
+
+def serve(config: ServerConfig) -> int:
+    """`kgc serve`: the upstream (configured, embedded, or none), the event loop, until a signal."""
+    config, broker = choose_upstream(config, standalone=config.standalone)
+
+    def exit_now(sig: int) -> None:
+        if broker is not None:
+            broker.kill()
+        os._exit(128 + sig)
+
+    try:
+        _run(run_until_signalled(config, exit_now))
+    finally:
+        if broker is not None:
+            broker.close()
+    return 0
+
+
+def _run(main) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)

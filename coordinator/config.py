@@ -1,8 +1,31 @@
-"""Coordinator settings. Every duration is an int in milliseconds; defaults are Kafka's."""
+"""Coordinator settings: the dataclasses the code reads, and the one schema `kgc serve` loads.
+
+Every duration is an int in milliseconds; group defaults are Kafka's.
+
+`SETTINGS` is the schema: each setting has one name, which is its TOML key, its flag
+(`--name-with-dashes`) and its environment variable (`KGC_NAME`). Sources, lowest
+precedence first: the dataclass defaults, a TOML file (`--config` / `KGC_CONFIG`), `KGC_*`
+environment variables, flags. `load_config` validates every value as it reads it and
+raises `ConfigError` naming the setting and where the bad value came from; an unknown
+key in the file is an error, an unknown `KGC_*` variable a warning (environments carry
+strays). The TOML file is flat: `port = 9092`, `min_session_timeout_ms = 500`.
+
+One default differs between the dataclass and the schema: `http_port` is None (no HTTP
+server) for code that builds a `ServerConfig` itself, such as tests running several
+coordinators in one process, and 9180 for `kgc serve`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from storage.fsync_policy import FsyncPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,12 +51,312 @@ class ServerConfig:
     fsync: str = "always"
     segment_bytes: int = 100 * 2**20
     upstream: tuple[tuple[str, int], ...] = ()
+    standalone: bool = False                 # no upstream, not even the embedded one
     broker_port_base: int = 19092
     broker_ports: tuple[tuple[int, int], ...] = ()   # explicit (node id, port) listeners
     max_frame_bytes: int = 100 * 2**20      # Kafka's socket.request.max.bytes
     max_in_flight: int = 1000                # per connection, before reading pauses
+    http_host: str = "127.0.0.1"
+    http_port: int | None = None             # None: no HTTP server; 0: any free port
+    log_level: str = "INFO"
+    log_format: str = "text"
+    cleaner_interval_ms: int = 300_000       # 0: no online cleaner
+    delete_retention_ms: int = 86_400_000    # tombstones kept this long (Kafka's delete.retention.ms)
+    shutdown_timeout_ms: int = 10_000        # graceful stop: how long in-flight requests may take
+    metrics_sample_interval_ms: int = 1_000  # group states and rebalances are sampled this often
     group: GroupConfig = GroupConfig()
 
     @property
     def advertised(self) -> str:
         return self.advertised_host or self.host
+
+
+class ConfigError(ValueError):
+    """A setting with a bad value, a bad config file, or settings that contradict each other."""
+
+
+# ---- value parsers: raw (a string from a flag or the environment, or a TOML value) -> value
+
+
+Parser = Callable[[Any], Any]
+
+_INT_TEXT = re.compile(r"-?[0-9][0-9_]*")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def integer(low: int, high: int = 2**63 - 1) -> Parser:
+    def parse(raw: Any) -> int:
+        if isinstance(raw, str) and _INT_TEXT.fullmatch(raw.strip()):
+            raw = int(raw.strip())
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ValueError(f"expected an integer, got {raw!r}")
+        if not low <= raw <= high:
+            raise ValueError(f"must be between {low} and {high}, got {raw}")
+        return raw
+    return parse
+
+
+def text(*, choices: tuple[str, ...] = (), nullable: bool = False, check: Callable[[str], Any] | None = None,
+         fold: Callable[[str], str] = str) -> Parser:
+    def parse(raw: Any) -> str | None:
+        if not isinstance(raw, str):
+            raise ValueError(f"expected a string, got {raw!r}")
+        value = fold(raw.strip())
+        if not value:
+            if nullable:
+                return None
+            raise ValueError("must not be empty")
+        if choices and value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
+        if check is not None:
+            check(value)
+        return value
+    return parse
+
+
+def boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _items(raw: Any) -> list[Any]:
+    """A TOML array, or a comma-separated string (environment, flags)."""
+    if isinstance(raw, str):
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    if isinstance(raw, list):
+        return raw
+    raise ValueError(f"expected a list or a comma-separated string, got {raw!r}")
+
+
+def _port(text_: str, what: str) -> int:
+    if not text_.isdigit() or not 1 <= int(text_) <= 65535:
+        raise ValueError(f"{what} has no port between 1 and 65535")
+    return int(text_)
+
+
+def host_ports(raw: Any) -> tuple[tuple[str, int], ...]:
+    out = []
+    for item in _items(raw):
+        if not isinstance(item, str):
+            raise ValueError(f"expected HOST:PORT strings, got {item!r}")
+        host, sep, port = item.rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"expected HOST:PORT, got {item!r}")
+        out.append((host, _port(port, repr(item))))
+    return tuple(out)
+
+
+def broker_ports(raw: Any) -> tuple[tuple[int, int], ...]:
+    """NODE_ID=PORT items; in TOML also a table `{ 1 = 19093 }`."""
+    items = [f"{k}={v}" for k, v in raw.items()] if isinstance(raw, dict) else _items(raw)
+    out = []
+    for item in items:
+        node, sep, port = str(item).partition("=")
+        if not sep or not re.fullmatch(r"-?[0-9]+", node.strip()):
+            raise ValueError(f"expected NODE_ID=PORT, got {item!r}")
+        out.append((int(node), _port(port.strip(), repr(item))))
+    return tuple(out)
+
+
+def _fsync_policy(value: str) -> None:
+    FsyncPolicy.parse(value)
+
+
+# ---- the schema -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    parse: Parser
+    help: str
+    in_group: bool = False           # a GroupConfig field (else ServerConfig)
+    default: Any = None              # None: the dataclass default
+    flag: str | None = None          # None: --name-with-dashes
+    repeatable: bool = False         # the flag may be given several times
+    metavar: str | None = None
+
+    @property
+    def option(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "KGC_" + self.name.upper()
+
+
+_MS = integer(0)
+_POSITIVE_MS = integer(1)
+_PORT_OR_ANY = integer(0, 65535)
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("host", text(), "address the Kafka listeners bind"),
+    Setting("port", _PORT_OR_ANY, "bootstrap/coordinator listener port (0: any free port)"),
+    Setting("advertised_host", text(nullable=True), "host clients are told to connect to (default: host)"),
+    Setting("node_id", integer(0, 2**31 - 1), "kgc's own node id; no upstream broker may use it"),
+    Setting("data_dir", text(nullable=True), "directory of the 50-partition log (unset: in memory)"),
+    Setting("fsync", text(check=_fsync_policy), "always | interval:<ms> | never"),
+    Setting("segment_bytes", integer(1024), "segment size at which the log rolls"),
+    Setting("upstream", host_ports, "HOST:PORT,... of the Kafka cluster (unset: the embedded broker)",
+            metavar="HOST:PORT[,HOST:PORT...]"),
+    Setting("standalone", boolean, "run without any upstream, not even the embedded broker"),
+    Setting("broker_port_base", _PORT_OR_ANY, "kgc listener for upstream broker N is this + N"),
+    Setting("broker_ports", broker_ports, "NODE_ID=PORT: an explicit listener port for one upstream broker",
+            flag="--broker-port", repeatable=True, metavar="NODE_ID=PORT"),
+    Setting("max_frame_bytes", integer(1024), "largest request frame accepted (socket.request.max.bytes)"),
+    Setting("max_in_flight", integer(1), "requests in flight per connection before reading pauses"),
+    Setting("http_host", text(), "address the HTTP server (metrics, health, groups) binds"),
+    Setting("http_port", _PORT_OR_ANY, "HTTP server port (0: any free port)", default=9180),
+    Setting("log_level", text(choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), fold=str.upper),
+            "DEBUG | INFO | WARNING | ERROR | CRITICAL"),
+    Setting("log_format", text(choices=("text", "json"), fold=str.lower), "text (human-readable) | json"),
+    Setting("cleaner_interval_ms", _MS, "online cleaner pass interval (0: no cleaner)"),
+    Setting("delete_retention_ms", _MS, "tombstones are kept this long by the cleaner"),
+    Setting("shutdown_timeout_ms", _MS, "on SIGTERM, how long in-flight requests may take"),
+    Setting("metrics_sample_interval_ms", _POSITIVE_MS, "how often group states are sampled for metrics"),
+    Setting("initial_rebalance_delay_ms", _MS, "Kafka's group.initial.rebalance.delay.ms", in_group=True),
+    Setting("min_session_timeout_ms", _POSITIVE_MS, "Kafka's group.min.session.timeout.ms", in_group=True),
+    Setting("max_session_timeout_ms", _POSITIVE_MS, "Kafka's group.max.session.timeout.ms", in_group=True),
+    Setting("new_member_join_timeout_ms", _POSITIVE_MS, "how long a new member's parked join may wait",
+            in_group=True),
+    Setting("group_max_size", integer(1, 2**31 - 1), "Kafka's group.max.size", in_group=True),
+    Setting("offset_metadata_max_bytes", integer(0), "Kafka's offset.metadata.max.bytes", in_group=True),
+    Setting("offsets_retention_ms", _POSITIVE_MS, "Kafka's offsets.retention.minutes, in ms (KIP-211)",
+            in_group=True),
+    Setting("offsets_retention_check_interval_ms", _POSITIVE_MS, "Kafka's offsets.retention.check.interval.ms",
+            in_group=True),
+)
+
+BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
+CONFIG_ENV = "KGC_CONFIG"
+
+
+def default_of(setting: Setting) -> Any:
+    if setting.default is not None:
+        return setting.default
+    owner = GroupConfig if setting.in_group else ServerConfig
+    return next(f.default for f in fields(owner) if f.name == setting.name)
+
+
+# ---- loading ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    config: ServerConfig
+    sources: Mapping[str, str]                     # setting name -> where its value came from
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _parse(setting: Setting, raw: Any, source: str) -> Any:
+    try:
+        return setting.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"bad {setting.name} from {source}: {exc}") from None
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+
+
+def load_config(flags: Mapping[str, Any], environ: Mapping[str, str], *, config_file: str | None = None) -> LoadedConfig:
+    """The effective configuration. `flags` maps setting names to the raw values of the
+    flags given (absent flags are absent); `config_file` is the `--config` flag."""
+    values = {s.name: default_of(s) for s in SETTINGS}
+    sources = dict.fromkeys(values, "default")
+    warnings: list[str] = []
+
+    path = config_file or environ.get(CONFIG_ENV) or None
+    if path:
+        for key, raw in _read_file(path).items():
+            setting = BY_NAME.get(key)
+            if setting is None:
+                raise ConfigError(f"config file {path}: unknown setting {key!r}")
+            values[key] = _parse(setting, raw, f"config file {path}")
+            sources[key] = f"file {path}"
+
+    for var, raw in sorted(environ.items()):
+        if not var.startswith("KGC_") or var == CONFIG_ENV:
+            continue
+        setting = BY_NAME.get(var[4:].lower())
+        if setting is None:
+            warnings.append(f"ignoring unknown environment variable {var}")
+            continue
+        values[setting.name] = _parse(setting, raw, f"environment {var}={raw!r}")
+        sources[setting.name] = f"environment {var}"
+
+    for name, raw in flags.items():
+        setting = BY_NAME[name]
+        if setting.repeatable:
+            raw = ",".join(raw)
+        values[name] = _parse(setting, raw, f"flag {setting.option} {raw!r}")
+        sources[name] = f"flag {setting.option}"
+
+    group = GroupConfig(**{s.name: values[s.name] for s in SETTINGS if s.in_group})
+    config = ServerConfig(group=group, **{s.name: values[s.name] for s in SETTINGS if not s.in_group})
+    check(config)
+    return LoadedConfig(config, sources, tuple(warnings))
+
+
+def check(config: ServerConfig) -> None:
+    """Rules between settings, which no single value can break."""
+    g = config.group
+    if g.min_session_timeout_ms > g.max_session_timeout_ms:
+        raise ConfigError(f"min_session_timeout_ms ({g.min_session_timeout_ms}) is above "
+                          f"max_session_timeout_ms ({g.max_session_timeout_ms})")
+    if config.standalone and config.upstream:
+        raise ConfigError("standalone and upstream exclude each other: standalone means no upstream")
+    if config.http_port and config.http_port == config.port:
+        raise ConfigError(f"http_port and port are both {config.port}")
+    if config.data_dir is not None and Path(config.data_dir).exists() and not Path(config.data_dir).is_dir():
+        raise ConfigError(f"data_dir {config.data_dir} exists and is not a directory")
+
+
+# ---- printing ---------------------------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _raw_form(setting: Setting, value: Any) -> Any:
+    """The value as a TOML file spells it for this setting."""
+    if setting.parse is host_ports:
+        return [f"{host}:{port}" for host, port in value]
+    if setting.parse is broker_ports:
+        return [f"{node}={port}" for node, port in value]
+    return value
+
+
+def render_toml(loaded: LoadedConfig) -> str:
+    """The effective configuration as a TOML file `--config` accepts, each line with its source."""
+    config = loaded.config
+    lines = []
+    for setting in SETTINGS:
+        value = getattr(config.group if setting.in_group else config, setting.name)
+        source = loaded.sources[setting.name]
+        if value is None:
+            lines.append(f"# {setting.name}: unset  # {source}")
+            continue
+        raw = _raw_form(setting, value)
+        shown = "[" + ", ".join(map(_toml_value, raw)) + "]" if isinstance(raw, list) else _toml_value(raw)
+        lines.append(f"{setting.name} = {shown}  # {source}")
+    return "\n".join(lines) + "\n"

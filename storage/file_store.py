@@ -21,7 +21,7 @@ from storage.api import Append, LogRecord, StorageError, StoredBatch
 from storage.cleaner import CleanReport, SegmentCleaner
 from storage.format import encode_batch
 from storage.fsync_policy import FsyncPolicy
-from storage.group_commit import GroupCommitWriter
+from storage.group_commit import CommitObserver, GroupCommitWriter
 from storage.partition_log import PartitionLog
 from storage.segment import SegmentIO
 
@@ -41,7 +41,8 @@ def wall_clock_ms() -> int:
 class FileLogStore:
     def __init__(self, data_dir: str | Path, num_partitions: int = 50, fsync: str = "always",
                  segment_bytes: int = 100 * 2**20, delete_retention_ms: int = 86_400_000,
-                 clock: Callable[[], int] = wall_clock_ms, io: SegmentIO | None = None):
+                 clock: Callable[[], int] = wall_clock_ms, io: SegmentIO | None = None,
+                 commit_observer: CommitObserver | None = None):
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
         self.data_dir = Path(data_dir)
@@ -51,6 +52,7 @@ class FileLogStore:
         self.delete_retention_ms = delete_retention_ms
         self._clock = clock
         self._io = io or SegmentIO()
+        self._commit_observer = commit_observer
         self._logs = [PartitionLog(partition_dir(self.data_dir, p), segment_bytes, self._io)
                       for p in range(num_partitions)]
         self._writers: list[GroupCommitWriter | None] = [None] * num_partitions
@@ -62,7 +64,7 @@ class FileLogStore:
         self._exclusive = [asyncio.Lock() for _ in range(self.num_partitions)]
         for p in range(self.num_partitions):
             await self._open_partition(p)
-            self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy)
+            self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy, self._commit_observer)
 
     async def _open_partition(self, partition: int) -> None:
         try:

@@ -10,19 +10,44 @@ releases many batches.
 A write or fsync that raises fails the partition: the batches of that write, every
 queued batch and every later submit fail with `StorageError` until the owner recovers
 the partition (which truncates the log back to the durable mark) and calls `reset`.
+
+An optional `CommitObserver` hears of each group commit (batches, bytes, write and
+fsync time) and of each batch's append-to-durable time: the coordinator's metrics,
+passed in so that storage imports nothing from the coordinator.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from storage.api import StorageError
 from storage.fsync_policy import FsyncPolicy
 from storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
+
+
+class CommitObserver(Protocol):
+    def group_committed(self, batches: int, size_bytes: int, write_s: float, fsync_s: float | None) -> None: ...
+
+    def fsynced(self, fsync_s: float) -> None: ...
+
+    def durable(self, append_s: float) -> None: ...
+
+
+class Unobserved:
+    def group_committed(self, batches: int, size_bytes: int, write_s: float, fsync_s: float | None) -> None:
+        pass
+
+    def fsynced(self, fsync_s: float) -> None:
+        pass
+
+    def durable(self, append_s: float) -> None:
+        pass
 
 
 @dataclass(slots=True)
@@ -32,13 +57,16 @@ class _Queued:
     last_offset: int
     next_offset: int
     durable: asyncio.Future[int]
+    submitted_s: float               # perf_counter at submit
 
 
 class GroupCommitWriter:
-    def __init__(self, partition: int, partition_log: PartitionLog, policy: FsyncPolicy):
+    def __init__(self, partition: int, partition_log: PartitionLog, policy: FsyncPolicy,
+                 observer: CommitObserver | None = None):
         self.partition = partition
         self._log = partition_log
         self._policy = policy
+        self._observer = observer or Unobserved()
         self._queue: list[_Queued] = []
         self._wake = asyncio.Event()
         self._closing = False
@@ -52,7 +80,8 @@ class GroupCommitWriter:
         if self.failure is not None:
             durable.set_exception(self.failure)
         else:
-            self._queue.append(_Queued(base_offset, data, last_offset, next_offset, durable))
+            self._queue.append(_Queued(base_offset, data, last_offset, next_offset, durable,
+                                       time.perf_counter()))
             self._wake.set()
         return durable
 
@@ -77,8 +106,8 @@ class GroupCommitWriter:
             group, self._queue = self._queue, []
             fsync = self._policy.fsync_with_write((loop.time() - self._last_fsync) * 1000)
             try:
-                segment, size = await asyncio.to_thread(
-                    self._log.write_group, [(q.base_offset, q.data) for q in group], fsync)
+                segment, size, write_s, fsync_s = await asyncio.to_thread(
+                    self._write_group, [(q.base_offset, q.data) for q in group], fsync)
             except Exception as e:
                 self._fail(e, "write")
                 for queued in group:
@@ -88,9 +117,27 @@ class GroupCommitWriter:
                 self._last_fsync = loop.time()
             self._unsynced = not fsync
             self._log.mark_durable(segment, size, group[-1].next_offset)
+            self._observer.group_committed(len(group), sum(len(q.data) for q in group), write_s, fsync_s)
+            now = time.perf_counter()
             for queued in group:
+                self._observer.durable(now - queued.submitted_s)
                 _settle(queued.durable, queued.last_offset)
         await self._final_fsync()
+
+    def _write_group(self, batches: list[tuple[int, bytes]], fsync: bool):
+        """In the worker thread: the write, then the fsync, timed apart."""
+        started = time.perf_counter()
+        segment, size = self._log.write_group(batches, False)
+        written = time.perf_counter()
+        if not fsync:
+            return segment, size, written - started, None
+        self._log.fsync()
+        return segment, size, written - started, time.perf_counter() - written
+
+    async def _fsync(self) -> None:
+        started = time.perf_counter()
+        await asyncio.to_thread(self._log.fsync)
+        self._observer.fsynced(time.perf_counter() - started)
 
     async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wait for work; under `interval`, fsync unsynced data when its time comes."""
@@ -104,7 +151,7 @@ class GroupCommitWriter:
             await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
         except TimeoutError:
             try:
-                await asyncio.to_thread(self._log.fsync)
+                await self._fsync()
             except Exception as e:
                 self._fail(e, "deferred fsync")
                 return
@@ -114,7 +161,7 @@ class GroupCommitWriter:
     async def _final_fsync(self) -> None:
         if self._unsynced and self.failure is None:
             try:
-                await asyncio.to_thread(self._log.fsync)
+                await self._fsync()
             except Exception as e:
                 self._fail(e, "fsync at close")
 

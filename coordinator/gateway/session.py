@@ -26,10 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from functools import partial
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator import metrics
 from coordinator.gateway import rewrite
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.plan import ListenerPlan
@@ -75,7 +77,7 @@ class GatewaySession:
             if sent is None:
                 return None
         response = self._loop.create_future()
-        sent.add_done_callback(partial(self._complete, response, header, payload))
+        sent.add_done_callback(partial(self._complete, response, header, payload, time.perf_counter()))
         return response
 
     def _connection(self) -> UpstreamConnection | UpstreamUnavailable:
@@ -98,7 +100,7 @@ class GatewaySession:
             return self._cluster.status
         return f"upstream node {self.listener_node_id} is not in the cluster's metadata"
 
-    def _complete(self, response: asyncio.Future, header: RequestHeader, payload: bytes,
+    def _complete(self, response: asyncio.Future, header: RequestHeader, payload: bytes, started: float,
                   sent: asyncio.Future) -> None:
         if sent.cancelled():
             response.cancel()
@@ -107,6 +109,7 @@ class GatewaySession:
         if response.done():  # cancelled: the client connection is gone
             return
         if error is None:
+            metrics.upstream_answered(header.api_key, started)
             try:
                 response.set_result(_framed(self._rewrite(header.api_key, header.api_version, sent.result())))
             except ValueError as exc:  # MalformedResponse, or a node the plan has no port for

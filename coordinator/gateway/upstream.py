@@ -24,6 +24,7 @@ import struct
 from collections import deque
 from collections.abc import Callable
 
+from coordinator import metrics
 from protocol.framing import FrameError, FrameReader
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class UpstreamConnection(asyncio.Protocol):
         if self._failure is not None:
             return failed_future(self._loop, self._failure)
         frame = _SIZE.pack(len(payload)) + payload
+        metrics.UPSTREAM_SENT.inc(len(frame))
         if self._transport is None:
             self._backlog.append(frame)
         else:
@@ -114,6 +116,7 @@ class UpstreamConnection(asyncio.Protocol):
         transport.writelines(backlog)
 
     def data_received(self, data: bytes) -> None:
+        metrics.UPSTREAM_RECEIVED.inc(len(data))
         try:
             payloads = self._reader.feed(data)
         except FrameError as exc:

@@ -9,9 +9,11 @@ Backpressure: when the slots reach `max_in_flight`, or the transport's write buf
 over its high-water mark, reading pauses until the writer catches up (aiohttp's
 `_pause_msg_queue_reading`).
 
-Connection states: ACTIVE → CLOSING → CLOSED. A protocol violation (bad frame, bad
-header, undecodable request, unknown API) logs why and closes: Kafka does the same,
-and a client that sent garbage cannot be answered in a shape it would understand.
+Connection states: ACTIVE → (DRAINING →) CLOSING → CLOSED. A protocol violation (bad
+frame, bad header, undecodable request, unknown API) logs why and closes: Kafka does the
+same, and a client that sent garbage cannot be answered in a shape it would understand.
+DRAINING is graceful shutdown: reading stops for good, and the responses already owed
+are still written in order.
 """
 
 from __future__ import annotations
@@ -33,8 +35,12 @@ class ProtocolViolation(Exception):
 
 class ConnectionState(enum.Enum):
     ACTIVE = "active"
+    DRAINING = "draining"
     CLOSING = "closing"
     CLOSED = "closed"
+
+
+_WRITING = frozenset({ConnectionState.ACTIVE, ConnectionState.DRAINING})
 
 
 class Dispatcher(Protocol):
@@ -96,7 +102,7 @@ class KafkaConnection(asyncio.Protocol):
     def _flush(self) -> None:
         slots = self._slots
         transport = self._transport
-        while slots and self.state is ConnectionState.ACTIVE:
+        while slots and self.state in _WRITING:
             head = slots[0]
             if isinstance(head, asyncio.Future):
                 if not head.done():
@@ -136,8 +142,16 @@ class KafkaConnection(asyncio.Protocol):
         self._writing_paused = False
         self._apply_backpressure()
 
-    def close(self) -> None:
+    def drain(self) -> None:
+        """Read no more requests; those already read are still answered."""
         if self.state is ConnectionState.ACTIVE:
+            self.state = ConnectionState.DRAINING
+            if not self._reading_paused:
+                self._reading_paused = True
+                self._transport.pause_reading()
+
+    def close(self) -> None:
+        if self.state in _WRITING:
             self.state = ConnectionState.CLOSING
             if self._transport is not None:
                 self._transport.close()

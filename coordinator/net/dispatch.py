@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator import metrics
 from coordinator.group.result import RequestContext
 from coordinator.net.connection import KafkaConnection, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
@@ -60,10 +62,22 @@ class Dispatcher:
         except HeaderError as exc:
             raise ProtocolViolation(f"unreadable request header: {exc}") from exc
         api_key = header.api_key
+        request_metrics = metrics.request(api_key, header.api_version)
+        started = request_metrics.received()
+        outcome = self._route(session, header, payload, request_metrics)
+        if isinstance(outcome, asyncio.Future):
+            outcome.add_done_callback(partial(_answered, request_metrics, started))
+        elif outcome is not None:
+            request_metrics.answered(started)
+        return outcome
+
+    def _route(self, session: Session, header, payload: bytes,
+               request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future | None:
+        api_key = header.api_key
         if api_key == ApiKey.ApiVersions:
             return self._api_versions(header, payload)
         if api_key in LOCAL_VERSIONS and not (api_key == ApiKey.Metadata and session.upstream is not None):
-            return self._local(session, header, payload)
+            return self._local(session, header, payload, request_metrics)
         if session.upstream is not None:
             return session.upstream.forward(header, payload)
         raise ProtocolViolation(f"api key {api_key} (version {header.api_version}) is not served "
@@ -77,7 +91,8 @@ class Dispatcher:
         request = self._decode(header, payload)
         return encode_response(header, self._answers.api_versions(request), header.api_version)
 
-    def _local(self, session: Session, header, payload: bytes) -> bytes | asyncio.Future:
+    def _local(self, session: Session, header, payload: bytes,
+               request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future:
         api_key, version = header.api_key, header.api_version
         low, high = LOCAL_VERSIONS[api_key]
         if not low <= version <= high:
@@ -89,7 +104,7 @@ class Dispatcher:
             # Transactions stay upstream's business; the gateway points the answer at our listener.
             return session.upstream.forward(header, payload)
         ctx = RequestContext(version, header.client_id or "", session.client_host)
-        return self._loop.create_task(self._serve(ctx, header, request))
+        return self._loop.create_task(self._serve(ctx, header, request, request_metrics))
 
     def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int) -> bytes:
         """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
@@ -112,6 +127,12 @@ class Dispatcher:
         except MalformedRequest as exc:
             raise ProtocolViolation(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {exc}") from exc
 
-    async def _serve(self, ctx: RequestContext, header, request) -> bytes:
+    async def _serve(self, ctx: RequestContext, header, request, request_metrics: metrics.RequestMetrics) -> bytes:
         response = await self._service.handle(ctx, header.api_key, request)
+        metrics.response(request_metrics, header.api_key, header.api_version, response)
         return encode_response(header, response, header.api_version)
+
+
+def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:
+    if not fut.cancelled():     # cancelled: the client went away, nothing was answered
+        request_metrics.answered(started)

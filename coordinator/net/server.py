@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 
+from coordinator import metrics
 from coordinator.net.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,15 @@ class Listener:
             self._server.close()
             await self._server.wait_closed()
 
+    def drain_connections(self) -> None:
+        for conn in self._connections:
+            conn.drain()
+
+    @property
+    def in_flight(self) -> int:
+        """Responses still owed on this listener's connections."""
+        return sum(conn.in_flight for conn in self._connections)
+
     def close_connections(self) -> None:
         for conn in list(self._connections):
             conn.close()
@@ -68,8 +78,10 @@ class _TrackedConnection(KafkaConnection):
 
     def connection_made(self, transport) -> None:
         self.registry.add(self)
+        metrics.connection_opened()
         super().connection_made(transport)
 
     def connection_lost(self, exc) -> None:
         self.registry.discard(self)
+        metrics.connection_closed()
         super().connection_lost(exc)

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Protocol
 
+from coordinator import metrics
 from coordinator.runtime.partition import PartitionState
 from storage.api import StorageError
 
@@ -34,7 +36,7 @@ class CleanableStore(Protocol):
 
     async def clean(self, partition: int) -> Any:
         """Compact the partition's closed segments once; returns a report (FileLogStore's
-        `CleanReport`), which the schedule only passes on."""
+        `CleanReport`), which the schedule passes on after counting its bytes removed."""
 
 
 class PartitionStates(Protocol):
@@ -64,6 +66,7 @@ class CleanerSchedule:
     async def run_pass(self) -> dict[int, Any]:
         """Clean every ACTIVE partition once; the reports of those that were cleaned."""
         reports: dict[int, Any] = {}
+        started = time.perf_counter()
         for partition in range(self._store.num_partitions):
             if self._stopping.is_set():
                 break
@@ -76,6 +79,8 @@ class CleanerSchedule:
             except (StorageError, OSError) as e:
                 log.warning("partition %d: cleaning failed, retrying next pass: %s", partition, e)
         self.passes += 1
+        metrics.cleaner_pass(time.perf_counter() - started,
+                             sum(r.bytes_before - r.bytes_after for r in reports.values()))
         return reports
 
     async def _run(self) -> None:

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator import metrics
 from coordinator.group.result import Result
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
@@ -358,6 +359,7 @@ class PartitionRuntime:
         self.stats.loads += 1
         self.stats.records_loaded += summary.records
         self.stats.last_load_ms = elapsed_ms
+        metrics.partition_loaded(elapsed_ms / 1000, summary.records)
         self._transition(PartitionState.ACTIVE)
         log.info("partition %d loaded %d records (%d skipped) in %.1f ms, end offset %d",
                  self.partition, summary.records, summary.skipped, elapsed_ms, summary.end_offset)
@@ -367,6 +369,7 @@ class PartitionRuntime:
             return
         log.error("partition %d failed, reloading from the durable log: %r", self.partition, exc)
         self.stats.failures += 1
+        metrics.partition_failed()
         self._stop_serving(PartitionNotActive(f"partition {self.partition} failed: {exc!r}"))
         self._transition(PartitionState.FAILED)
         self._queue.put_nowait(_RELOAD)

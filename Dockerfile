@@ -1,0 +1,49 @@
+# kgc, the Kafka group coordinator, in a slim Python image.
+#
+#   docker build -t kgc .                        # the service (the default target)
+#   docker build --target audit -t kgc-audit .   # + pyspark and Java 17: `kgc audit` / `kgc compact`
+#   docker run -p 9092:9092 -p 9180:9180 -v kgc-data:/var/lib/kgc kgc --upstream kafka:9092
+#
+# kgc is installed with the README's commands (Deployment section). Settings come from flags
+# after the image name, KGC_* variables, or a TOML file given with --config.
+FROM python:3.11-slim AS base
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN useradd --system --user-group --uid 10001 --home-dir /var/lib/kgc --no-create-home kgc \
+    && mkdir -p /var/lib/kgc \
+    && chown kgc:kgc /var/lib/kgc
+WORKDIR /opt/kgc
+COPY pyproject.toml README.md ./
+COPY protocol ./protocol
+COPY storage ./storage
+COPY coordinator ./coordinator
+ENV PATH=/opt/kgc/.venv/bin:$PATH \
+    KGC_DATA_DIR=/var/lib/kgc
+
+# The nightly audit and offline compaction (deploy/spark): Spark runs in local mode in the pod.
+FROM base AS audit
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv .venv && .venv/bin/pip install '.[embedded,spark]'
+USER kgc
+ENTRYPOINT ["kgc"]
+CMD ["audit", "--help"]
+
+# The service; the last stage, so a plain `docker build` makes it.
+FROM base AS service
+RUN python3 -m venv .venv && .venv/bin/pip install '.[embedded]'
+# Listen on every interface inside the container; clients reach it through the published ports.
+ENV KGC_HOST=0.0.0.0 \
+    KGC_HTTP_HOST=0.0.0.0 \
+    KGC_HTTP_PORT=9180
+USER kgc
+VOLUME ["/var/lib/kgc"]
+# 9092: bootstrap/coordinator; 9180: HTTP (metrics, health, groups);
+# 19092+N: the listener kgc opens for upstream broker N (--broker-port-base).
+EXPOSE 9092 9180 19092-19191
+HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ['KGC_HTTP_PORT'], timeout=2)"]
+ENTRYPOINT ["kgc", "serve"]

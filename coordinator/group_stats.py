@@ -1,0 +1,144 @@
+"""Group and partition gauges and rebalance metrics, sampled from the partition runtimes.
+
+The state machine (`coordinator.group`) stays free of metrics: every
+`metrics_sample_interval_ms`, and on each /metrics scrape, `GroupStatsSampler` reads each
+ACTIVE partition's groups through the runtime's read path (on the partition's own
+executor, so a sample is a consistent view between two events) and sets the gauges.
+
+Rebalances are counted from generations: a classic group's generation goes up by one
+each time a join phase completes (Kafka counts a rebalance at the same point), so the
+count is exact even when a whole rebalance falls between two samples. A rebalance's
+duration, from entering PreparingRebalance to reaching Stable or Empty, comes from the
+group's state timestamps, so it is exact too, but it is observed only when a sample saw
+the group in PreparingRebalance; the join phase waits for every member to rejoin (a
+heartbeat interval at least), so at a one-second interval that is nearly always.
+Groups present at a partition's first sample (loaded from the log) count from their
+loaded generation; a group created later counts from 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator import metrics
+from coordinator.group.state import GroupState
+from coordinator.runtime.partition import PartitionState
+
+log = logging.getLogger(__name__)
+
+_SETTLED = (GroupState.STABLE, GroupState.EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSample:
+    group_id: str
+    state: GroupState
+    generation: int
+    state_since_ms: int
+    members: int
+
+
+def sample_shard(shard: Any) -> list[GroupSample]:
+    return [GroupSample(g.group_id, g.state, g.generation, g.current_state_timestamp_ms, len(g.members))
+            for g in shard.groups.values()]
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    generation: int
+    rebalance_started_ms: int | None
+
+
+class RebalanceTracker:
+    def __init__(self) -> None:
+        self._partitions: dict[int, dict[str, _Seen]] = {}
+
+    def observe(self, partition: int, samples: list[GroupSample]) -> tuple[int, list[float]]:
+        """Rebalances completed and rebalance durations (seconds) since this partition's
+        last sample. Groups gone from the partition are forgotten."""
+        previous = self._partitions.get(partition)
+        first = previous is None
+        previous = previous or {}
+        current: dict[str, _Seen] = {}
+        rebalances = 0
+        durations: list[float] = []
+        for s in samples:
+            seen = previous.get(s.group_id) or _Seen(s.generation if first else 0, None)
+            if s.generation >= seen.generation:
+                rebalances += s.generation - seen.generation
+            else:
+                rebalances += s.generation       # deleted and created again between samples
+            started = seen.rebalance_started_ms
+            if s.state is GroupState.PREPARING_REBALANCE:
+                if started is None or s.generation != seen.generation:
+                    started = s.state_since_ms   # a rebalance that ended unseen is not timed
+            elif s.state in _SETTLED and started is not None:
+                durations.append(max(0, s.state_since_ms - started) / 1000)
+                started = None
+            current[s.group_id] = _Seen(s.generation, started)
+        self._partitions[partition] = current
+        return rebalances, durations
+
+
+class GroupStatsSampler:
+    def __init__(self, runtime: Any, interval_ms: int, cluster: Any = None):
+        self._runtime = runtime
+        self._cluster = cluster
+        self.interval_ms = interval_ms
+        self._tracker = RebalanceTracker()
+        # One sample at a time: samples applied out of order would read as generations
+        # going back.
+        self._lock = asyncio.Lock()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="group-stats")
+
+    async def close(self) -> None:
+        self._stopping.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def sample(self) -> None:
+        async with self._lock:
+            runtime = self._runtime
+            states = [runtime.partition_state(p) for p in range(runtime.num_partitions)]
+            metrics.partition_states((s.value for s in PartitionState), Counter(s.value for s in states))
+            active = [p for p, state in enumerate(states) if state is PartitionState.ACTIVE]
+            outcomes = await asyncio.gather(*(runtime.read(p, sample_shard) for p in active),
+                                            return_exceptions=True)
+            by_state: Counter[GroupState] = Counter()
+            members = 0
+            for partition, outcome in zip(active, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    log.debug("partition %d not sampled: %r", partition, outcome)
+                    continue
+                rebalances, durations = self._tracker.observe(partition, outcome)
+                metrics.REBALANCES.inc(rebalances)
+                for seconds in durations:
+                    metrics.REBALANCE_SECONDS.observe(seconds)
+                by_state.update(s.state for s in outcome)
+                members += sum(s.members for s in outcome)
+            for state in GroupState:
+                metrics.GROUPS.labels(state.value).set(by_state[state])
+            metrics.GROUP_MEMBERS.set(members)
+            if self._cluster is not None:
+                metrics.upstream_state(self._cluster.reachable, len(self._cluster.brokers))
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval_ms / 1000)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self.sample()
+            except Exception:
+                log.exception("group stats sample failed")

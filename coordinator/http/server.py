@@ -1,0 +1,146 @@
+"""The HTTP server on its own port: metrics, health, readiness and a read-only groups API.
+
+| path | answers |
+|---|---|
+| GET /metrics | Prometheus text format (`coordinator.metrics`), group gauges sampled first |
+| GET /healthz | 200 while the process serves HTTP at all (liveness) |
+| GET /readyz | 200 when every partition is loaded (ACTIVE) and the upstream, if any, answers; else 503 with the reasons |
+| GET /v1/groups | every group of the loaded partitions: state, protocol, generation, member count |
+| GET /v1/groups/{group} | one group: members with their assignments, committed offsets (404 if unknown) |
+
+The server starts before the log is opened, so liveness holds through a long load while
+readiness says why it is not ready yet; it stops last on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from coordinator import metrics
+from coordinator.http import groups
+from coordinator.partitioning import partition_for
+from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
+from coordinator.runtime.partition import PartitionState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    ready: bool
+    reasons: tuple[str, ...]
+    partitions: dict[str, int] = field(default_factory=dict)
+    upstream: str | None = None
+
+
+def readiness(kgc: Any) -> Readiness:
+    """`kgc` is the `KgcApp`: its runtime (None until the log is open), cluster, stopping."""
+    reasons = []
+    if kgc.stopping:
+        reasons.append("shutting down")
+    partitions: dict[str, int] = {}
+    runtime = kgc.runtime
+    if runtime is None:
+        reasons.append("starting: the log is not open yet")
+    else:
+        counts = Counter(runtime.partition_state(p).value for p in range(runtime.num_partitions))
+        partitions = dict(sorted(counts.items()))
+        if not runtime.all_loaded:
+            waiting = {state: n for state, n in partitions.items() if state != PartitionState.ACTIVE.value}
+            reasons.append("partitions not active: " + ", ".join(f"{n} {state}" for state, n in waiting.items()))
+    upstream = None
+    if kgc.cluster is not None:
+        upstream = kgc.cluster.status
+        if not kgc.cluster.ready:
+            reasons.append(f"upstream: {upstream}")
+    return Readiness(not reasons, tuple(reasons), partitions, upstream)
+
+
+class HttpServer:
+    def __init__(self, kgc: Any, host: str, port: int):
+        self._kgc = kgc
+        self._host = host
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/v1/groups", self._groups)
+        app.router.add_get("/v1/groups/{group}", self._group)
+        self._app = app
+
+    async def start(self) -> None:
+        # No access log: a scrape every few seconds would drown what matters.
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+        log.info("HTTP (metrics, health, groups) on %s:%d", self._host, self._port)
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ---- handlers ------------------------------------------------------------------------
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        sampler = self._kgc.sampler
+        if sampler is not None:
+            await sampler.sample()
+        return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        r = readiness(self._kgc)
+        body = {"ready": r.ready, "reasons": list(r.reasons), "partitions": r.partitions, "upstream": r.upstream}
+        return web.json_response(body, status=200 if r.ready else 503)
+
+    async def _groups(self, request: web.Request) -> web.Response:
+        runtime = self._kgc.runtime
+        if runtime is None:
+            return web.json_response({"error": "starting: the log is not open yet"}, status=503)
+        partitions = range(runtime.num_partitions)
+        outcomes = await asyncio.gather(*(runtime.read(p, groups.summaries) for p in partitions),
+                                        return_exceptions=True)
+        listed: list[dict[str, Any]] = []
+        unavailable = []
+        for partition, outcome in zip(partitions, outcomes, strict=True):
+            if isinstance(outcome, PartitionLoading | PartitionNotActive | RuntimeClosed):
+                unavailable.append(partition)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                listed.extend(outcome)
+        listed.sort(key=lambda g: g["group_id"])
+        return web.json_response({"groups": listed, "unavailable_partitions": unavailable})
+
+    async def _group(self, request: web.Request) -> web.Response:
+        runtime = self._kgc.runtime
+        if runtime is None:
+            return web.json_response({"error": "starting: the log is not open yet"}, status=503)
+        group_id = request.match_info["group"]
+        partition = partition_for(group_id, runtime.num_partitions)
+        try:
+            view = await runtime.read(partition, lambda shard: groups.detail(shard, group_id))
+        except (PartitionLoading, PartitionNotActive, RuntimeClosed) as exc:
+            log.debug("[group=%s] /v1/groups refused: partition %d: %s", group_id, partition, exc)
+            return web.json_response({"error": str(exc), "partition": partition}, status=503)
+        if view is None:
+            return web.json_response({"error": f"group {group_id} not found", "partition": partition}, status=404)
+        return web.json_response(view)

@@ -1,0 +1,296 @@
+"""Every Prometheus metric kgc exports, and the small recorders the rest of kgc calls.
+
+Metric objects live here and nowhere else; the network layer, runtime, storage (through
+`LOG_OBSERVER`, so storage imports nothing from the coordinator), cleaner and gateway
+call one recorder per event. The group state machine never imports this module: group
+counts, members and rebalances are sampled from the shards (`coordinator.group_stats`).
+
+Hot paths look label children up once: a `.labels()` call per request costs more than
+the increment, so children are cached per (api, version) and per (api, error).
+Label values are bounded: an API key kgc has no name for is "unknown", a version outside
+0-99 is "other", so a client sending garbage cannot grow the series without limit.
+
+| metric | type | labels | what |
+|---|---|---|---|
+| kgc_requests_total | counter | api, version | requests received (local and forwarded) |
+| kgc_request_duration_seconds | histogram | api, version | from the request's arrival to its response being ready |
+| kgc_response_errors_total | counter | api, error | error codes in responses of the APIs kgc serves, NONE included (Kafka's ErrorsPerSec) |
+| kgc_connections | gauge | | open client connections |
+| kgc_connections_accepted_total | counter | | client connections accepted |
+| kgc_offsets_committed_total | counter | | partition offsets committed and acknowledged |
+| kgc_groups | gauge | state | groups per classic group state (sampled) |
+| kgc_group_members | gauge | | members of all groups (sampled) |
+| kgc_group_rebalances_total | counter | | completed join phases: generation bumps (sampled) |
+| kgc_group_rebalance_duration_seconds | histogram | | PreparingRebalance entered until Stable or Empty (sampled) |
+| kgc_partitions | gauge | state | `__consumer_offsets` partitions per runtime state |
+| kgc_partition_load_duration_seconds | histogram | | time to replay a partition from the log |
+| kgc_partition_loaded_records_total | counter | | records replayed by loads |
+| kgc_partition_failures_total | counter | | partitions failed (and reloaded) after a write error |
+| kgc_log_append_duration_seconds | histogram | | per batch, from append to durable |
+| kgc_log_write_duration_seconds | histogram | | per group commit, the write call(s) |
+| kgc_log_fsync_duration_seconds | histogram | | per fsync of a partition's active segment |
+| kgc_log_group_commit_batches | histogram | | batches made durable by one group commit |
+| kgc_log_group_commit_bytes | histogram | | bytes written by one group commit |
+| kgc_log_cleaner_passes_total | counter | | passes of the online cleaner |
+| kgc_log_cleaner_pass_duration_seconds | histogram | | duration of a cleaner pass |
+| kgc_log_cleaner_bytes_removed_total | counter | | segment bytes the cleaner compacted away |
+| kgc_upstream_bytes_total | counter | direction | bytes to ("sent") and from ("received") upstream brokers |
+| kgc_upstream_request_duration_seconds | histogram | api | forwarded request to upstream response |
+| kgc_upstream_reachable | gauge | | 1 when the upstream cluster answers its control connection |
+| kgc_upstream_brokers | gauge | | upstream brokers known |
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter as Tally
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+
+from protocol.errors import ErrorCode
+
+REGISTRY = CollectorRegistry()
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+SLOW_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+BYTE_BUCKETS = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
+
+REQUESTS = Counter("kgc_requests", "Kafka requests received, local and forwarded", ["api", "version"],
+                   registry=REGISTRY)
+REQUEST_SECONDS = Histogram("kgc_request_duration_seconds", "Request arrival to response ready",
+                            ["api", "version"], buckets=LATENCY_BUCKETS, registry=REGISTRY)
+RESPONSE_ERRORS = Counter("kgc_response_errors", "Error codes in responses of the APIs kgc serves "
+                          "(NONE included)", ["api", "error"], registry=REGISTRY)
+CONNECTIONS = Gauge("kgc_connections", "Open client connections", registry=REGISTRY)
+CONNECTIONS_ACCEPTED = Counter("kgc_connections_accepted", "Client connections accepted", registry=REGISTRY)
+OFFSETS_COMMITTED = Counter("kgc_offsets_committed", "Partition offsets committed and acknowledged",
+                            registry=REGISTRY)
+
+GROUPS = Gauge("kgc_groups", "Groups per state (sampled)", ["state"], registry=REGISTRY)
+GROUP_MEMBERS = Gauge("kgc_group_members", "Members of all groups (sampled)", registry=REGISTRY)
+REBALANCES = Counter("kgc_group_rebalances", "Completed join phases (generation bumps, sampled)",
+                     registry=REGISTRY)
+REBALANCE_SECONDS = Histogram("kgc_group_rebalance_duration_seconds",
+                              "PreparingRebalance entered until Stable or Empty (sampled)",
+                              buckets=SLOW_BUCKETS, registry=REGISTRY)
+
+PARTITIONS = Gauge("kgc_partitions", "__consumer_offsets partitions per runtime state", ["state"],
+                   registry=REGISTRY)
+PARTITION_LOAD_SECONDS = Histogram("kgc_partition_load_duration_seconds", "Replay of a partition from the log",
+                                   buckets=SLOW_BUCKETS, registry=REGISTRY)
+PARTITION_LOADED_RECORDS = Counter("kgc_partition_loaded_records", "Records replayed by partition loads",
+                                   registry=REGISTRY)
+PARTITION_FAILURES = Counter("kgc_partition_failures", "Partitions failed after a write error",
+                             registry=REGISTRY)
+
+LOG_APPEND_SECONDS = Histogram("kgc_log_append_duration_seconds", "Per batch, append to durable",
+                               buckets=LATENCY_BUCKETS, registry=REGISTRY)
+LOG_WRITE_SECONDS = Histogram("kgc_log_write_duration_seconds", "Write call(s) of one group commit",
+                              buckets=LATENCY_BUCKETS, registry=REGISTRY)
+LOG_FSYNC_SECONDS = Histogram("kgc_log_fsync_duration_seconds", "One fsync of a partition's active segment",
+                              buckets=LATENCY_BUCKETS, registry=REGISTRY)
+LOG_GROUP_COMMIT_BATCHES = Histogram("kgc_log_group_commit_batches", "Batches made durable by one group commit",
+                                     buckets=COUNT_BUCKETS, registry=REGISTRY)
+LOG_GROUP_COMMIT_BYTES = Histogram("kgc_log_group_commit_bytes", "Bytes written by one group commit",
+                                   buckets=BYTE_BUCKETS, registry=REGISTRY)
+
+CLEANER_PASSES = Counter("kgc_log_cleaner_passes", "Passes of the online cleaner", registry=REGISTRY)
+CLEANER_PASS_SECONDS = Histogram("kgc_log_cleaner_pass_duration_seconds", "One cleaner pass",
+                                 buckets=SLOW_BUCKETS, registry=REGISTRY)
+CLEANER_BYTES_REMOVED = Counter("kgc_log_cleaner_bytes_removed", "Segment bytes compacted away",
+                                registry=REGISTRY)
+
+UPSTREAM_BYTES = Counter("kgc_upstream_bytes", "Bytes exchanged with upstream brokers", ["direction"],
+                         registry=REGISTRY)
+UPSTREAM_REQUEST_SECONDS = Histogram("kgc_upstream_request_duration_seconds",
+                                     "Forwarded request to upstream response", ["api"],
+                                     buckets=LATENCY_BUCKETS, registry=REGISTRY)
+UPSTREAM_REACHABLE = Gauge("kgc_upstream_reachable", "1 when the upstream cluster answers", registry=REGISTRY)
+UPSTREAM_BROKERS = Gauge("kgc_upstream_brokers", "Upstream brokers known", registry=REGISTRY)
+
+UPSTREAM_SENT = UPSTREAM_BYTES.labels("sent")
+UPSTREAM_RECEIVED = UPSTREAM_BYTES.labels("received")
+
+_MAX_VERSION_LABEL = 99
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return "unknown"
+
+
+# ---- requests ---------------------------------------------------------------------------
+
+
+class RequestMetrics:
+    """The label children of one (api, version), looked up once."""
+
+    __slots__ = ("api", "_count", "_latency")
+
+    def __init__(self, api: str, version: str):
+        self.api = api
+        self._count = REQUESTS.labels(api, version)
+        self._latency = REQUEST_SECONDS.labels(api, version)
+
+    def received(self) -> float:
+        self._count.inc()
+        return time.perf_counter()
+
+    def answered(self, started: float) -> None:
+        self._latency.observe(time.perf_counter() - started)
+
+
+_requests: dict[tuple[int, int], RequestMetrics] = {}
+
+
+def request(api_key: int, version: int) -> RequestMetrics:
+    metrics = _requests.get((api_key, version))
+    if metrics is None:
+        name = api_name(api_key)
+        label = str(version) if name != "unknown" and 0 <= version <= _MAX_VERSION_LABEL else "other"
+        metrics = _requests.setdefault((api_key, version), RequestMetrics(name, label))
+    return metrics
+
+
+@cache
+def _error_paths(response_class: type, version: int) -> tuple[tuple[str, ...], ...]:
+    """Where `error_code` fields sit in this response at this version, from its schema."""
+    paths: list[tuple[str, ...]] = []
+
+    def walk(fields: dict[str, Any], prefix: tuple[str, ...]) -> None:
+        for name, field in fields.items():
+            if not field.for_version_q(version):
+                continue
+            if name == "error_code":
+                paths.append((*prefix, name))
+            elif field.is_struct() or field.is_struct_array():
+                walk(field.fields, (*prefix, name))
+
+    walk(response_class._struct.fields, ())
+    return tuple(paths)
+
+
+def _collect_codes(node: Any, path: tuple[str, ...], tally: Tally[int]) -> None:
+    value = getattr(node, path[0])
+    if len(path) == 1:
+        tally[value] += 1
+    elif isinstance(value, list):
+        for item in value:
+            _collect_codes(item, path[1:], tally)
+    elif value is not None:
+        _collect_codes(value, path[1:], tally)
+
+
+_error_children: dict[tuple[str, int], Any] = {}
+
+
+def _error_child(api: str, code: int) -> Any:
+    child = _error_children.get((api, code))
+    if child is None:
+        try:
+            error = ErrorCode(code).name
+        except ValueError:
+            error = str(code)
+        child = _error_children.setdefault((api, code), RESPONSE_ERRORS.labels(api, error))
+    return child
+
+
+def response(metrics: RequestMetrics, api_key: int, version: int, answer: Any) -> None:
+    """Counts the error codes of a local API's response (and acknowledged commits)."""
+    tally: Tally[int] = Tally()
+    for path in _error_paths(type(answer), version):
+        _collect_codes(answer, path, tally)
+    for code, count in tally.items():
+        _error_child(metrics.api, code).inc(count)
+    if api_key == ApiKey.OffsetCommit and tally[ErrorCode.NONE]:
+        OFFSETS_COMMITTED.inc(tally[ErrorCode.NONE])
+
+
+# ---- connections, partitions, cleaner, upstream ----------------------------------------
+
+
+def connection_opened() -> None:
+    CONNECTIONS_ACCEPTED.inc()
+    CONNECTIONS.inc()
+
+
+def connection_closed() -> None:
+    CONNECTIONS.dec()
+
+
+def partition_loaded(seconds: float, records: int) -> None:
+    PARTITION_LOAD_SECONDS.observe(seconds)
+    PARTITION_LOADED_RECORDS.inc(records)
+
+
+def partition_failed() -> None:
+    PARTITION_FAILURES.inc()
+
+
+def partition_states(states: Iterable[str], counts: Tally[str]) -> None:
+    for state in states:
+        PARTITIONS.labels(state).set(counts[state])
+
+
+def cleaner_pass(seconds: float, bytes_removed: int) -> None:
+    CLEANER_PASSES.inc()
+    CLEANER_PASS_SECONDS.observe(seconds)
+    CLEANER_BYTES_REMOVED.inc(bytes_removed)
+
+
+_upstream_children: dict[int, Any] = {}
+
+
+def upstream_answered(api_key: int, started: float) -> None:
+    child = _upstream_children.get(api_key)
+    if child is None:
+        child = _upstream_children.setdefault(api_key, UPSTREAM_REQUEST_SECONDS.labels(api_name(api_key)))
+    child.observe(time.perf_counter() - started)
+
+
+def upstream_state(reachable: bool, brokers: int) -> None:
+    UPSTREAM_REACHABLE.set(int(reachable))
+    UPSTREAM_BROKERS.set(brokers)
+
+
+# ---- the log (storage calls this through its observer seam) -----------------------------
+
+
+class LogObserver:
+    """What `storage.group_commit` reports; storage sees only this object's methods."""
+
+    __slots__ = ()
+
+    def group_committed(self, batches: int, size_bytes: int, write_s: float, fsync_s: float | None) -> None:
+        LOG_GROUP_COMMIT_BATCHES.observe(batches)
+        LOG_GROUP_COMMIT_BYTES.observe(size_bytes)
+        LOG_WRITE_SECONDS.observe(write_s)
+        if fsync_s is not None:
+            LOG_FSYNC_SECONDS.observe(fsync_s)
+
+    def fsynced(self, fsync_s: float) -> None:
+        LOG_FSYNC_SECONDS.observe(fsync_s)
+
+    def durable(self, append_s: float) -> None:
+        LOG_APPEND_SECONDS.observe(append_s)
+
+
+LOG_OBSERVER = LogObserver()

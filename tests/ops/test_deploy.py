@@ -1,0 +1,269 @@
+"""The Dockerfile, compose file, Kubernetes manifests, Prometheus config and Grafana
+dashboard refer to real parts of this project: images the Dockerfile builds, commands the
+CLI accepts, settings the schema knows, ports kgc listens on, metrics kgc exports.
+(No Docker engine or cluster here: these checks are what can be proven without one.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.metrics_core import Metric
+
+from coordinator.cli import build_parser
+from coordinator.config import SETTINGS, load_config
+from coordinator.metrics import REGISTRY
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+README = (ROOT / "README.md").read_text()
+
+
+# ---- reading the files ------------------------------------------------------------------
+
+
+def dockerfile() -> list[tuple[str, str, str]]:
+    """(stage, instruction, arguments) per instruction, continuation lines joined."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    out, stage = [], ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, rest = line.partition(" ")
+        if keyword == "FROM":
+            stage = rest.split(" AS ")[-1].strip() if " AS " in rest else rest
+        out.append((stage, keyword, rest.strip()))
+    return out
+
+
+def stage_args(stage: str, keyword: str) -> list[str]:
+    return [args for s, k, args in dockerfile() if s in (stage, "base") and k == keyword]
+
+
+def exec_form(args: str) -> list[str]:
+    return json.loads(args)
+
+
+def docker_env(stage: str) -> dict[str, str]:
+    env = {}
+    for args in stage_args(stage, "ENV"):
+        env.update(pair.split("=", 1) for pair in shlex.split(args))
+    return env
+
+
+def yaml_docs(path: Path) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def kind(kind_: str) -> dict:
+    [doc] = [d for p in sorted((DEPLOY / "k8s").glob("*.yaml")) for d in yaml_docs(p) if d["kind"] == kind_
+             and not d["metadata"]["name"].endswith("-headless")]
+    return doc
+
+
+def serve_config(args: list[str], env: dict[str, str] | None = None, config_file: str | None = None):
+    """`kgc serve ARGS` as the CLI parses and validates them (raises on anything unknown)."""
+    parsed = build_parser().parse_args(["serve", *args])
+    flags = {s.name: getattr(parsed, s.name) for s in SETTINGS if hasattr(parsed, s.name)}
+    loaded = load_config(flags, env or {}, config_file=config_file or parsed.config)
+    assert not loaded.warnings, loaded.warnings
+    return loaded.config
+
+
+def image_built_by_readme(image: str) -> str:
+    """The Dockerfile target the README's `docker build` makes this image from."""
+    name = image.removesuffix(":latest")
+    match = re.search(rf"docker build (?:--target (\w+) )?-t {re.escape(name)} \.", README)
+    assert match, f"the README does not build {image}"
+    return match.group(1) or "service"
+
+
+# ---- the Dockerfile ---------------------------------------------------------------------
+
+
+def test_every_yaml_file_under_deploy_parses():
+    files = sorted(DEPLOY.rglob("*.yaml")) + sorted(DEPLOY.rglob("*.yml"))
+    assert len(files) >= 9
+    for path in files:
+        assert yaml_docs(path), path
+
+
+def test_the_dockerfile_installs_with_the_readmes_commands():
+    installs = [args for _, k, args in dockerfile() if k == "RUN" and "pip install" in args]
+    assert len(installs) == 2
+    for command in installs:
+        assert command in README, command
+
+
+def test_the_dockerfile_copies_files_that_exist_and_the_package_they_make():
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    for args in stage_args("service", "COPY"):
+        *sources, _target = args.split()
+        for source in sources:
+            assert (ROOT / source).exists(), source
+            assert not (ROOT / source).is_dir() or f"{source}*" in packages["include"]
+
+
+def test_the_service_stage_runs_kgc_serve_as_a_non_root_user_with_a_data_volume_and_healthcheck():
+    stages = [args for _, k, args in dockerfile() if k == "FROM"]
+    assert stages[0].startswith("python:3.11-slim") and stages[-1] == "base AS service"
+    entrypoint = exec_form(stage_args("service", "ENTRYPOINT")[-1])
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert entrypoint == ["kgc", "serve"] and "kgc" in scripts
+    assert stage_args("service", "USER") == ["kgc"]
+    env = docker_env("service")
+    config = serve_config([], env={k: v for k, v in env.items() if k.startswith("KGC_")})
+    assert exec_form(stage_args("service", "VOLUME")[0]) == [config.data_dir]
+    exposed = stage_args("service", "EXPOSE")[0].split()
+    assert str(config.port) in exposed and str(config.http_port) in exposed
+    low, high = map(int, next(p for p in exposed if "-" in p).split("-"))
+    assert low == config.broker_port_base
+    [healthcheck] = stage_args("service", "HEALTHCHECK")
+    assert "/healthz" in healthcheck and "KGC_HTTP_PORT" in healthcheck and config.http_host == "0.0.0.0"
+
+
+def test_the_audit_stage_has_java_and_the_spark_extra():
+    runs = " ".join(stage_args("audit", "RUN"))
+    assert "openjdk-17-jre-headless" in runs and "'.[embedded,spark]'" in runs
+    assert exec_form(stage_args("audit", "ENTRYPOINT")[-1]) == ["kgc"]
+    build_parser().parse_args(exec_form(stage_args("audit", "CMD")[-1])[:1] + ["/data", "--out", "/r"])
+
+
+def test_the_docker_run_examples_pass_flags_kgc_serve_accepts():
+    examples = re.findall(r"docker run (?:-\S+ \S+ )*kgc ([^\n#]+)", README + (ROOT / "Dockerfile").read_text())
+    assert examples
+    for args in examples:
+        serve_config(shlex.split(args))
+
+
+# ---- docker compose ---------------------------------------------------------------------
+
+
+def test_compose_runs_kgc_in_front_of_the_kafka_broker_and_clients_bootstrap_against_kgc():
+    [compose] = yaml_docs(DEPLOY / "compose.yaml")
+    services = compose["services"]
+    kafka, kgc = services["kafka"], services["kgc"]
+    assert kafka["image"].startswith("apache/kafka:")
+    assert (DEPLOY / kgc["build"]["context"] / kgc["build"]["dockerfile"]).resolve() == ROOT / "Dockerfile"
+    assert image_built_by_readme(kgc["image"]) == kgc["build"]["target"]
+    config = serve_config(kgc["command"], env={**docker_env("service"), **kgc["environment"]})
+    advertised = kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"].removeprefix("PLAINTEXT://")
+    assert [f"{h}:{p}" for h, p in config.upstream] == [advertised]
+    bootstrap = f"{config.advertised}:{config.port}"
+    for name in ("topic", "producer", "consumer"):
+        command = " ".join(services[name]["command"])
+        assert bootstrap in command, name
+        assert services[name]["image"] == kafka["image"]
+    assert f"{config.http_port}:{config.http_port}" in kgc["ports"]
+    # The broker's listener in kgc: 19092 + its node id, inside the image's EXPOSE range.
+    assert config.broker_port_base + int(kafka["environment"]["KAFKA_NODE_ID"]) <= 19191
+
+
+def test_prometheus_scrapes_kgcs_metrics_port_and_grafana_reads_prometheus():
+    [compose] = yaml_docs(DEPLOY / "compose.yaml")
+    config = serve_config(compose["services"]["kgc"]["command"], env=docker_env("service"))
+    [prometheus] = yaml_docs(DEPLOY / "prometheus" / "prometheus.yml")
+    [job] = prometheus["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["static_configs"][0]["targets"] == [f"{config.advertised}:{config.http_port}"]
+    [datasources] = yaml_docs(DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yaml")
+    assert datasources["datasources"][0]["url"] == "http://prometheus:9090"
+    mounts = compose["services"]["prometheus"]["volumes"]
+    assert "./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+
+
+# ---- Kubernetes -------------------------------------------------------------------------
+
+
+def test_the_statefulset_runs_the_image_with_the_configmaps_settings(tmp_path):
+    statefulset, configmap = kind("StatefulSet"), kind("ConfigMap")
+    pod = statefulset["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert image_built_by_readme(container["image"]) == "service"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    config_path = container["args"][container["args"].index("--config") + 1]
+    assert Path(config_path).parent == Path(mounts["config"])
+    settings = tmp_path / Path(config_path).name
+    settings.write_text(configmap["data"][Path(config_path).name])
+    config = serve_config([a if a != config_path else str(settings) for a in container["args"]])
+    assert mounts["data"] == config.data_dir and pod["securityContext"]["runAsUser"] == 10001
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert (ports["kafka"], ports["http"]) == (config.port, config.http_port)
+    assert sorted(v for k, v in ports.items() if k.startswith("broker-")) == [
+        config.broker_port_base + node for node in range(len(config.upstream))]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    grace_s = pod["terminationGracePeriodSeconds"]
+    assert grace_s * 1000 > config.shutdown_timeout_ms
+    claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]}
+    pvcs = {d["metadata"]["name"] for d in yaml_docs(DEPLOY / "k8s" / "pvc.yaml")}
+    assert claims["data"] in pvcs and config.advertised == kind("Service")["metadata"]["name"]
+
+
+def test_the_service_exposes_the_containers_named_ports():
+    [container] = kind("StatefulSet")["spec"]["template"]["spec"]["containers"]
+    named = {p["name"]: p["containerPort"] for p in container["ports"]}
+    service = kind("Service")
+    for port in service["spec"]["ports"]:
+        assert named[port["targetPort"]] == port["port"], port
+    assert service["metadata"]["annotations"]["prometheus.io/port"] == str(named["http"])
+
+
+def test_the_kustomization_brings_the_nightly_audit_in_the_audit_image(tmp_path):
+    [kustomization] = yaml_docs(DEPLOY / "kustomization.yaml")
+    for resource in kustomization["resources"]:
+        assert (DEPLOY / resource).is_file(), resource
+    [cronjob] = yaml_docs(DEPLOY / "spark" / "cronjob.yaml")
+    [patch] = kustomization["patches"]
+    assert patch["target"] == {"kind": "CronJob", "name": cronjob["metadata"]["name"]}
+    ops = yaml.safe_load(patch["patch"])
+    image = next(op["value"] for op in ops if op["path"].endswith("/containers/0/image"))
+    assert image_built_by_readme(image) == "audit"
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+    assert claims <= {d["metadata"]["name"] for d in yaml_docs(DEPLOY / "k8s" / "pvc.yaml")}
+    [container] = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    script = container["args"][0].replace("$(date +%F)", "2026-01-01")
+    argv = [re.sub(r"\$(\w+)", lambda m: env[m.group(1)], word) for word in shlex.split(script)]
+    assert argv[0] == "kgc"
+    args = build_parser().parse_args(argv[1:])
+    assert args.command == "audit" and args.data_dir == "/var/lib/kgc"
+    upstream = serve_config([], config_file=_configmap_file(tmp_path)).upstream
+    assert args.upstream in {f"{h}:{p}" for h, p in upstream}
+
+
+def _configmap_file(tmp_path: Path) -> str:
+    path = tmp_path / "kgc.toml"
+    path.write_text(kind("ConfigMap")["data"]["kgc.toml"])
+    return str(path)
+
+
+# ---- the dashboard and the README --------------------------------------------------------
+
+
+def exported_series() -> dict[str, str]:
+    """Every series name kgc exports -> its metric family."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    families: list[Metric] = [m for m in REGISTRY.collect() if m.name.startswith("kgc_")]
+    return {f.name + s: f.name for f in families for s in suffixes[f.type]}
+
+
+def test_the_dashboard_charts_every_kgc_metric_and_nothing_else():
+    dashboard = json.loads((DEPLOY / "grafana" / "dashboards" / "kgc.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {name for expr in exprs for name in re.findall(r"\bkgc_[a-z_]+", expr)}
+    series = exported_series()
+    assert used <= series.keys(), used - series.keys()
+    assert {series[name] for name in used} == set(series.values())
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
+def test_the_readme_documents_every_setting(setting):
+    assert f"| `{setting.name}` | `{setting.option}` |" in README
