@@ -3,25 +3,17 @@ commit and fetch offsets — all over real sockets."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import pytest
 
 from tests.integration.aio_member import AioMember
 from tests.support.kgc import running_kgc
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 TOPIC, PARTITIONS = "orders", 6
 
 
-async def wait_until(predicate, timeout_s: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def settled(members: list[AioMember]) -> bool:

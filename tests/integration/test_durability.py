@@ -35,6 +35,7 @@ from storage.inspect import Inspection, inspect_data_dir
 from storage.segment import parse_segment_name
 from tests.integration.aio_member import RETRIABLE_CODES, AioMember
 from tests.support.kgc import TEST_GROUP_CONFIG, KgcProcess, free_port, running_kgc
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -44,12 +45,6 @@ SERDE = KafkaRecordSerde()
 KGC_FLAGS = ("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "0", "--log-level", "WARNING")
 
 
-async def wait_until(predicate, timeout_s: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 # -- kill -9 under load ------------------------------------------------------------------

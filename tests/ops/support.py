@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass
 
 import aiohttp
@@ -56,9 +54,3 @@ async def scrape(port: int) -> Samples:
     return Samples.parse(text)
 
 
-async def wait_until(predicate, timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)

@@ -11,8 +11,9 @@ from coordinator.config import ServerConfig
 from coordinator.group.state import GroupState
 from coordinator.group_stats import GroupSample, RebalanceTracker
 from tests.integration.aio_member import AioMember
-from tests.ops.support import get_json, in_process, scrape, wait_until
+from tests.ops.support import get_json, in_process, scrape
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
+from tests.support.waiting import wait_until
 
 TOPIC = "t"
 PARTS = 3

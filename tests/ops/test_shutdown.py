@@ -15,8 +15,9 @@ from aiokafka.errors import KafkaError
 from coordinator.app import ShutdownSignals
 from storage.inspect import inspect_data_dir
 from tests.integration.aio_member import AioMember
-from tests.ops.support import get_json, wait_until
+from tests.ops.support import get_json
 from tests.support.kgc import KgcProcess, free_port
+from tests.support.waiting import wait_until
 
 TOPIC = "t"
 PARTS = 3
