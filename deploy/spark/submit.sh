@@ -1,0 +1,23 @@
+#!/usr/bin/env sh
+# Run the kgc offline job through spark-submit.
+#
+#   deploy/spark/submit.sh audit   /data/kgc --out /reports/$(date +%F) [--upstream broker:9092]
+#   deploy/spark/submit.sh compact /data/kgc-copy --out /data/kgc-compacted --verify
+#
+# SPARK_MASTER   where to run (default local[*]; e.g. spark://host:7077, k8s://https://..., yarn)
+# PYSPARK_PYTHON the Python with kgc installed, on the driver and every executor
+#                (default: the python3 on PATH; with a packed venv: ./environment/bin/python)
+# SPARK_SUBMIT_ARGS extra spark-submit arguments, e.g. "--archives kgc-env.tar.gz#environment"
+set -eu
+PYTHON="${PYSPARK_PYTHON:-$(command -v python3)}"
+JOB="$("$PYTHON" -c 'import storage.offline.spark_job as job; print(job.__file__)')"
+export PYSPARK_PYTHON="$PYTHON"
+# Word splitting of SPARK_SUBMIT_ARGS is intended: it holds several arguments.
+# shellcheck disable=SC2086
+exec spark-submit \
+    --master "${SPARK_MASTER:-local[*]}" \
+    --name kgc-offline \
+    --conf spark.ui.showConsoleProgress=false \
+    --conf spark.log.level=WARN \
+    ${SPARK_SUBMIT_ARGS:-} \
+    "$JOB" "$@"

@@ -1,0 +1,324 @@
+"""The audit of one partition: replay its records in offset order and say what is wrong.
+
+Replay follows the loader (latest record wins, tombstones delete, control batches and
+unknown key types skipped) and checks, record by record:
+
+- offset regression: a commit below the previous commit of the same (group, topic,
+  partition);
+- stale generation: a commit whose `generation` header is older than the group's
+  generation in the last GroupMetadata before it. The coordinator writes GroupMetadata
+  when a generation becomes stable and refuses commits from older generations from the
+  moment the join completes, so such a commit should never be in the log. Records
+  without audit headers (a log imported from Kafka) are not judged.
+
+At the end, over the final state:
+
+- orphaned offsets: committed offsets of a group with no GroupMetadata, where the commit
+  came from a group member (a member id or a generation >= 0 in its headers). A *simple*
+  group — offsets committed with generation -1 by a tool or an `assign()` consumer — has
+  no GroupMetadata in Kafka either and is not a finding; commits without headers (a log
+  imported from Kafka) are not judged;
+- offsets past retention: exactly what kgc's own expiry would delete at `now_ms`. The
+  final state is replayed into a real `GroupShard` and its `Offsets.expire` decides, so
+  the audit and the service cannot disagree on KIP-211's rules;
+- empty groups past retention: Empty since (current_state_timestamp, or the time of
+  its last GroupMetadata when that is unknown) at least the retention ago;
+- given the upstream cluster's log start/end offsets: committed offsets below the log
+  start (deleted before the group read them) or above the log end, and the lag.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from coordinator import records
+from coordinator.config import GroupConfig
+from coordinator.group.errors import CorruptStateError
+from coordinator.group.result import CoordinatorRecord
+from coordinator.group.shard import GroupShard
+from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from storage.offline.findings import Finding, FindingType
+from storage.offline.scan import ScannedBatch
+
+log = logging.getLogger(__name__)
+
+# (topic, partition) -> (log start offset, log end offset) on the upstream cluster.
+LogOffsets = Mapping[tuple[str, int], tuple[int, int]]
+
+HISTORY_COLUMNS = ("log_partition", "record_offset", "timestamp_ms", "group", "topic", "partition",
+                   "offset", "leader_epoch", "metadata", "commit_timestamp_ms", "expire_timestamp_ms",
+                   "member_id", "generation", "client_id", "client_host")
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Who wrote a record, from its audit headers; None where a header is missing."""
+
+    member_id: str | None = None
+    generation: int | None = None
+    client_id: str | None = None
+    client_host: str | None = None
+
+    @classmethod
+    def from_headers(cls, headers: tuple[tuple[str, bytes | None], ...]) -> Writer:
+        if not headers:
+            return _NO_WRITER
+        found = {name: value.decode("utf-8", "replace") for name, value in headers if value is not None}
+        generation = found.get("generation")
+        try:
+            gen = None if generation is None else int(generation)
+        except ValueError:
+            gen = None
+        return cls(found.get("member_id"), gen, found.get("client_id"), found.get("client_host"))
+
+
+_NO_WRITER = Writer()
+
+
+def _from_a_member(writer: Writer) -> bool:
+    if writer.generation is None:
+        return False
+    return writer.generation >= 0 or bool(writer.member_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    value: OffsetCommitValue
+    record_offset: int
+    timestamp_ms: int
+    writer: Writer
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRecord:
+    value: GroupMetadataValue
+    record_offset: int
+    timestamp_ms: int
+
+
+@dataclass(slots=True)
+class AuditResult:
+    findings: list[Finding]
+    final_offsets: list[dict]
+    groups: list[dict]
+    history: dict[str, list]
+    records: int
+    skipped_records: int
+
+
+class _NoTimer:
+    """The audit asks the shard only to judge expiry, which schedules nothing it needs."""
+
+    def schedule(self, key, delay_ms, op) -> None:
+        pass
+
+    def cancel(self, key) -> None:
+        pass
+
+    def is_scheduled(self, key) -> bool:
+        return False
+
+
+@dataclass(slots=True)
+class PartitionAudit:
+    partition: int
+    now_ms: int
+    offsets_retention_ms: int
+    log_offsets: LogOffsets | None = None
+    keep_history: bool = True
+    findings: list[Finding] = field(default_factory=list)
+    offsets: dict[tuple[str, str, int], Committed] = field(default_factory=dict)
+    groups: dict[str, GroupRecord] = field(default_factory=dict)
+    history: dict[str, list] = field(default_factory=lambda: {c: [] for c in HISTORY_COLUMNS})
+    records: int = 0
+    skipped_records: int = 0
+
+    def add(self, scanned: ScannedBatch) -> None:
+        batch = scanned.batch
+        if batch.is_control:
+            self.skipped_records += len(batch.records)
+            return
+        for stored in batch.records:
+            self.records += 1
+            try:
+                decoded = records.deserialize(stored.key, stored.value)
+            except records.RecordDecodeError as e:
+                self.findings.append(Finding(
+                    FindingType.UNDECODABLE_RECORD, self.partition, record_offset=stored.offset,
+                    timestamp_ms=stored.timestamp_ms, segment=scanned.segment, position=scanned.position,
+                    detail=str(e)))
+                continue
+            if decoded is None:
+                self.skipped_records += 1
+                continue
+            key, value = decoded
+            if isinstance(key, OffsetCommitKey):
+                self._offset_commit(key, value, stored.offset, stored.timestamp_ms,
+                                    Writer.from_headers(stored.headers))
+            elif value is None:
+                self.groups.pop(key.group, None)
+            else:
+                self.groups[key.group] = GroupRecord(value, stored.offset, stored.timestamp_ms)
+
+    def _offset_commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int,
+                       timestamp_ms: int, writer: Writer) -> None:
+        if self.keep_history:
+            self._record_history(key, value, record_offset, timestamp_ms, writer)
+        tp = (key.group, key.topic, key.partition)
+        if value is None:
+            self.offsets.pop(tp, None)
+            return
+        previous = self.offsets.get(tp)
+        if previous is not None and value.offset < previous.value.offset:
+            self._finding(FindingType.OFFSET_REGRESSION, key, value, record_offset, timestamp_ms, writer,
+                          previous_offset=previous.value.offset,
+                          detail=f"{previous.value.offset} -> {value.offset}")
+        group = self.groups.get(key.group)
+        if (writer.generation is not None and writer.generation >= 0 and group is not None
+                and writer.generation < group.value.generation):
+            self._finding(FindingType.STALE_GENERATION_COMMIT, key, value, record_offset, timestamp_ms, writer,
+                          detail=f"generation {writer.generation}, group at {group.value.generation} "
+                                 f"since offset {group.record_offset}")
+        self.offsets[tp] = Committed(value, record_offset, timestamp_ms, writer)
+
+    def _record_history(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int,
+                        timestamp_ms: int, writer: Writer) -> None:
+        h = self.history
+        h["log_partition"].append(self.partition)
+        h["record_offset"].append(record_offset)
+        h["timestamp_ms"].append(timestamp_ms)
+        h["group"].append(key.group)
+        h["topic"].append(key.topic)
+        h["partition"].append(key.partition)
+        h["offset"].append(None if value is None else value.offset)
+        h["leader_epoch"].append(None if value is None else value.leader_epoch)
+        h["metadata"].append(None if value is None else value.metadata)
+        h["commit_timestamp_ms"].append(None if value is None else value.commit_timestamp_ms)
+        h["expire_timestamp_ms"].append(None if value is None else value.expire_timestamp_ms)
+        h["member_id"].append(writer.member_id)
+        h["generation"].append(writer.generation)
+        h["client_id"].append(writer.client_id)
+        h["client_host"].append(writer.client_host)
+
+    def _finding(self, kind: FindingType, key: OffsetCommitKey, value: OffsetCommitValue, record_offset: int,
+                 timestamp_ms: int, writer: Writer, previous_offset: int | None = None,
+                 detail: str = "") -> None:
+        self.findings.append(Finding(
+            kind, self.partition, key.group, key.topic, key.partition, record_offset, value.offset,
+            previous_offset, timestamp_ms, writer.member_id, writer.generation, writer.client_id,
+            writer.client_host, detail=detail))
+
+    # ------------------------------------------------------------------ final state
+
+    def finish(self, integrity: list[Finding] = ()) -> AuditResult:
+        for (group, topic, partition), committed in self.offsets.items():
+            if group not in self.groups and _from_a_member(committed.writer):
+                self._final_finding(FindingType.ORPHANED_OFFSET, group, topic, partition, committed,
+                                    "committed by a group member, but the group has no GroupMetadata")
+        for tp in self._expired_offsets():
+            self._final_finding(FindingType.OFFSET_PAST_RETENTION, *tp, self.offsets[tp],
+                                f"expired by {self.offsets_retention_ms} ms retention")
+        for group, record in self.groups.items():
+            empty_since = self._empty_since(record)
+            if empty_since is not None and self.now_ms - empty_since >= self.offsets_retention_ms:
+                self.findings.append(Finding(
+                    FindingType.EMPTY_GROUP_PAST_RETENTION, self.partition, group,
+                    record_offset=record.record_offset, timestamp_ms=empty_since,
+                    generation=record.value.generation,
+                    detail=f"empty for {(self.now_ms - empty_since) // 1000} s"))
+        if self.log_offsets is not None:
+            self._upstream_findings(self.log_offsets)
+        final_offsets = [self._final_row(tp, committed) for tp, committed in self.offsets.items()]
+        return AuditResult(list(integrity) + self.findings, final_offsets, self._group_rows(), self.history,
+                           self.records, self.skipped_records)
+
+    def _upstream_findings(self, log_offsets: LogOffsets) -> None:
+        for (group, topic, partition), committed in self.offsets.items():
+            bounds = log_offsets.get((topic, partition))
+            if bounds is None:
+                continue
+            start, end = bounds
+            if committed.value.offset < start:
+                self._final_finding(FindingType.OFFSET_BELOW_LOG_START, group, topic, partition, committed,
+                                    f"log starts at {start}", previous_offset=start)
+            elif committed.value.offset > end:
+                self._final_finding(FindingType.OFFSET_ABOVE_LOG_END, group, topic, partition, committed,
+                                    f"log ends at {end}", previous_offset=end)
+
+    @staticmethod
+    def _empty_since(record: GroupRecord) -> int | None:
+        if record.value.members:
+            return None
+        stamped = record.value.current_state_timestamp_ms
+        return stamped if stamped >= 0 else record.timestamp_ms
+
+    def _expired_offsets(self) -> list[tuple[str, str, int]]:
+        now_ms = self.now_ms
+        shard = GroupShard(self.partition, GroupConfig(offsets_retention_ms=self.offsets_retention_ms),
+                           _NoTimer(), lambda: now_ms, lambda client_id: client_id)
+        for group, record in self.groups.items():
+            try:
+                shard.replay(record.record_offset, CoordinatorRecord(GroupMetadataKey(group), record.value))
+            except CorruptStateError as e:
+                # Its offsets are then judged as a simple group's: by commit time.
+                log.warning("partition %d: group %s does not load (%s)", self.partition, group, e)
+        for (group, topic, partition), committed in self.offsets.items():
+            shard.replay(committed.record_offset,
+                         CoordinatorRecord(OffsetCommitKey(group, topic, partition), committed.value))
+        expired: list[tuple[str, str, int]] = []
+        for group in list(shard.groups):
+            tombstones: list[CoordinatorRecord] = []
+            shard.offsets.expire(group, tombstones)
+            expired += [(r.key.group, r.key.topic, r.key.partition) for r in tombstones
+                        if isinstance(r.key, OffsetCommitKey)]
+        return expired
+
+    def _final_finding(self, kind: FindingType, group: str, topic: str, partition: int, committed: Committed,
+                       detail: str, previous_offset: int | None = None) -> None:
+        w = committed.writer
+        self.findings.append(Finding(
+            kind, self.partition, group, topic, partition, committed.record_offset, committed.value.offset,
+            previous_offset, committed.timestamp_ms, w.member_id, w.generation, w.client_id, w.client_host,
+            detail=detail))
+
+    def _final_row(self, tp: tuple[str, str, int], committed: Committed) -> dict:
+        group, topic, partition = tp
+        value, w = committed.value, committed.writer
+        start = end = lag = None
+        bounds = self.log_offsets.get((topic, partition)) if self.log_offsets is not None else None
+        if bounds is not None:
+            start, end = bounds
+            if value.offset <= end:
+                lag = end - value.offset
+        return {
+            "log_partition": self.partition, "group": group, "topic": topic, "partition": partition,
+            "offset": value.offset, "leader_epoch": value.leader_epoch, "metadata": value.metadata,
+            "commit_timestamp_ms": value.commit_timestamp_ms, "expire_timestamp_ms": value.expire_timestamp_ms,
+            "record_offset": committed.record_offset, "timestamp_ms": committed.timestamp_ms,
+            "member_id": w.member_id, "generation": w.generation, "client_id": w.client_id,
+            "client_host": w.client_host, "log_start_offset": start, "log_end_offset": end, "lag": lag,
+        }
+
+    def _group_rows(self) -> list[dict]:
+        offsets_per_group: dict[str, int] = {}
+        for group, _topic, _partition in self.offsets:
+            offsets_per_group[group] = offsets_per_group.get(group, 0) + 1
+        rows = []
+        for group in sorted(set(self.groups) | set(offsets_per_group)):
+            record = self.groups.get(group)
+            value = record.value if record else None
+            rows.append({
+                "log_partition": self.partition, "group": group,
+                "state": "none" if value is None else ("Stable" if value.members else "Empty"),
+                "protocol_type": value.protocol_type if value else None,
+                "protocol": value.protocol if value else None,
+                "generation": value.generation if value else None,
+                "leader": value.leader if value else None,
+                "members": len(value.members) if value else 0,
+                "current_state_timestamp_ms": value.current_state_timestamp_ms if value else None,
+                "metadata_record_offset": record.record_offset if record else None,
+                "offsets": offsets_per_group.get(group, 0),
+            })
+        return rows

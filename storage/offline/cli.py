@@ -1,0 +1,188 @@
+"""`kgc audit`, `kgc compact` and `kgc generate`.
+
+`add_subcommands(subparsers)` adds the three to a parser; each sets `handler`, called
+with the parsed args, returning the exit code, and has its own `--log-level`. `main(argv)` is the same commands on
+their own (what `spark_job.py` runs under spark-submit).
+
+`--engine spark` (default) runs the per-partition tasks in Spark, on `--master`
+(default `local[*]`, or the master spark-submit was given); `--engine python` runs the
+same tasks one after another in this process, without pyspark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from coordinator.config import GroupConfig, ServerConfig
+from storage.offline.runner import Options, TaskMap, local_map, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+DELETE_RETENTION_MS = 24 * 3600 * 1000
+
+
+def add_subcommands(subparsers) -> None:
+    audit = subparsers.add_parser("audit", help="audit a data dir: findings, Parquet tables, report.html")
+    audit.add_argument("data_dir", help="the data dir (or a copy of it); a live one is fine")
+    audit.add_argument("--out", required=True, help="report directory to create")
+    audit.add_argument("--upstream", default=None, metavar="HOST:PORT",
+                       help="a broker of the Kafka cluster: check offsets against its logs and report lag")
+    audit.add_argument("--offsets-retention-ms", type=int, default=GroupConfig().offsets_retention_ms)
+    audit.add_argument("--fail-on-findings", action="store_true", help="exit 2 when anything is found")
+    _engine_arguments(audit)
+    audit.set_defaults(handler=run_audit)
+
+    compact = subparsers.add_parser("compact", help="write a compacted copy of a data dir")
+    compact.add_argument("data_dir")
+    compact.add_argument("--out", required=True, help="new data dir to create")
+    compact.add_argument("--delete-retention-ms", type=int, default=DELETE_RETENTION_MS,
+                         help="keep tombstones this long after their timestamp (default %(default)s)")
+    compact.add_argument("--segment-bytes", type=int, default=ServerConfig().segment_bytes)
+    compact.add_argument("--verify", action="store_true",
+                         help="replay input and output and check they load into the same state")
+    _engine_arguments(compact)
+    compact.set_defaults(handler=run_compact)
+
+    generate = subparsers.add_parser("generate", help="write a synthetic data dir with injected anomalies")
+    generate.add_argument("data_dir")
+    generate.add_argument("--records", type=int, default=100_000)
+    generate.add_argument("--groups", type=int, default=200)
+    generate.add_argument("--per-type", type=int, default=2, help="injected anomalies of each kind (0: none)")
+    generate.add_argument("--integrity", action="store_true", help="inject damaged batches too")
+    generate.add_argument("--segment-bytes", type=int, default=ServerConfig().segment_bytes)
+    generate.add_argument("--seed", type=int, default=1)
+    generate.add_argument("--now-ms", type=int, default=None, help="time the data ends at (default: now)")
+    generate.add_argument("--manifest", default=None, help="write the expected findings here (JSON)")
+    generate.add_argument("--log-level", default="WARNING")
+    generate.set_defaults(handler=run_generate)
+
+
+def _engine_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=("spark", "python"), default="spark",
+                   help="spark: one Spark task per partition (default); python: in this process")
+    p.add_argument("--master", default=None, help="Spark master (default local[*], or spark-submit's)")
+    p.add_argument("--now-ms", type=int, default=None, help="audit/compact as of this time (default: now)")
+    p.add_argument("--log-level", default="WARNING")
+
+
+class _Engine:
+    """The task map for the chosen engine, and the Spark session to stop afterwards."""
+
+    def __init__(self, args):
+        self.spark = None
+        self.owned = False
+        self.session_seconds = 0.0
+        self.task_map: TaskMap = local_map
+        if args.engine == "spark":
+            try:
+                from storage.offline import spark_job
+            except ImportError as e:
+                raise SystemExit(f"pyspark is not installed ({e}): pip install 'kgc[spark]', "
+                                 "or use --engine python") from None
+            started = time.perf_counter()
+            # A session someone else started (a notebook, the tests) is theirs to stop.
+            self.owned = spark_job.active_session() is None
+            self.spark = spark_job.session(args.master)
+            self.session_seconds = time.perf_counter() - started
+            self.task_map = spark_job.spark_map(self.spark)
+
+    def close(self) -> None:
+        if self.spark is not None and self.owned:
+            self.spark.stop()
+
+
+def _options(args) -> Options:
+    return Options(
+        now_ms=args.now_ms if args.now_ms is not None else wall_clock_ms(),
+        offsets_retention_ms=getattr(args, "offsets_retention_ms", GroupConfig().offsets_retention_ms),
+        delete_retention_ms=getattr(args, "delete_retention_ms", DELETE_RETENTION_MS),
+        segment_bytes=getattr(args, "segment_bytes", ServerConfig().segment_bytes))
+
+
+def run_audit(args) -> int:
+    from storage.offline.runner import audit
+
+    log_offsets = None
+    if args.upstream:
+        from storage.offline.upstream import UpstreamOffsets
+
+        log_offsets = UpstreamOffsets(args.upstream).log_offsets()
+        print(f"upstream {args.upstream}: {len(log_offsets)} partitions", flush=True)
+    engine = _Engine(args)
+    try:
+        run = audit(args.data_dir, args.out, _options(args), engine.task_map, log_offsets, args.upstream)
+    finally:
+        engine.close()
+    summary = run.summary
+    found = {k: v for k, v in summary["findings"].items() if v}
+    print(f"audited {summary['records']:,} records in {summary['partitions']} partitions "
+          f"({args.engine}: session {engine.session_seconds:.1f} s, job {run.seconds:.1f} s)")
+    print(f"findings: {json.dumps(found) if found else 'none'}")
+    print(f"report: {Path(args.out) / 'report.html'}")
+    return 2 if args.fail_on_findings and found else 0
+
+
+def run_compact(args) -> int:
+    from storage.offline.compact import CompactionRefused
+    from storage.offline.runner import compact
+
+    engine = _Engine(args)
+    try:
+        run = compact(args.data_dir, args.out, _options(args), engine.task_map)
+    except CompactionRefused as e:
+        print(f"compaction refused: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        # Spark wraps a task's exception; its message still names the damage.
+        if "CompactionRefused" not in str(e):
+            raise
+        print(f"compaction refused: {str(e).splitlines()[-1]}", file=sys.stderr)
+        return 1
+    finally:
+        engine.close()
+    t = run.totals
+    print(f"compacted {t['records_before']:,} records to {t['records_after']:,} "
+          f"({t['bytes_before']:,} to {t['bytes_after']:,} bytes, {t['segments_written']} segments) "
+          f"({args.engine}: session {engine.session_seconds:.1f} s, job {run.seconds:.1f} s)")
+    if args.verify:
+        from storage.offline.state import replay_state
+
+        before, after = replay_state(args.data_dir), replay_state(args.out)
+        if (before.offsets, before.groups, before.next_offsets) != (after.offsets, after.groups, after.next_offsets):
+            print("verify: the compacted data dir does NOT load into the same state", file=sys.stderr)
+            return 1
+        print(f"verify: same state ({len(after.offsets):,} offsets, {len(after.groups):,} groups)")
+    return 0
+
+
+def run_generate(args) -> int:
+    from storage.offline.generate import GeneratorConfig, generate
+
+    config = GeneratorConfig(records=args.records, groups=args.groups, per_type=args.per_type,
+                             integrity=args.integrity, segment_bytes=args.segment_bytes, seed=args.seed,
+                             now_ms=args.now_ms if args.now_ms is not None else wall_clock_ms())
+    started = time.perf_counter()
+    manifest = generate(args.data_dir, config)
+    print(f"wrote {manifest.records:,} records to {args.data_dir} in {time.perf_counter() - started:.1f} s "
+          f"(now_ms {config.now_ms}); {len(manifest.expected)} findings injected")
+    if args.manifest:
+        Path(args.manifest).write_text(manifest.to_json())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kgc-offline", description="kgc offline audit and compaction")
+    add_subcommands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

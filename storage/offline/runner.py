@@ -1,0 +1,117 @@
+"""Plan the per-partition tasks of an audit or compaction, run them, gather the results.
+
+The engine is a map: `local_map` runs the tasks one after another in this process (the
+plain-Python run, no pyspark needed); `spark_job.spark_map` gives each task to Spark.
+Everything else, planning and the report, is the same code either way, so the two
+produce the same report and byte-identical segments.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from storage.offline.audit import LogOffsets
+from storage.offline.job import PartitionResult, PartitionTask, run_partition
+from storage.offline.scan import partition_dirs, segment_files
+
+log = logging.getLogger(__name__)
+
+TaskMap = Callable[[Callable[[PartitionTask], PartitionResult], Sequence[PartitionTask]], list[PartitionResult]]
+
+COMPACTED_MARKER = "COMPACTED.json"
+
+
+def local_map(fn: Callable[[PartitionTask], PartitionResult],
+              tasks: Sequence[PartitionTask]) -> list[PartitionResult]:
+    return [fn(task) for task in tasks]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    now_ms: int
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    delete_retention_ms: int = 24 * 3600 * 1000
+    segment_bytes: int = 100 * 2**20
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def plan(data_dir: str | Path, options: Options) -> list[PartitionTask]:
+    dirs = partition_dirs(data_dir)
+    if not dirs:
+        raise FileNotFoundError(f"{data_dir} holds no __consumer_offsets-<p> directories")
+    # Largest first, so the last task to finish is a small one. Absolute paths: a Spark
+    # worker's working directory is not ours.
+    by_size = sorted(dirs.items(), key=lambda item: -_size(item[1]))
+    return [PartitionTask(p, str(d.resolve()), options.now_ms,
+                          offsets_retention_ms=options.offsets_retention_ms,
+                          delete_retention_ms=options.delete_retention_ms,
+                          segment_bytes=options.segment_bytes)
+            for p, d in by_size]
+
+
+def _size(directory: Path) -> int:
+    return sum(path.stat().st_size for _base, path in segment_files(directory))
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRun:
+    results: list[PartitionResult]
+    summary: dict
+    seconds: float
+
+
+def audit(data_dir: str | Path, report_dir: str | Path, options: Options, task_map: TaskMap = local_map,
+          log_offsets: LogOffsets | None = None, upstream: str | None = None) -> AuditRun:
+    from storage.offline.report import write_report
+
+    started = time.perf_counter()
+    report_dir = Path(report_dir).resolve()
+    _prepare_output(report_dir)
+    tasks = [replace(t, report_dir=str(report_dir), log_offsets=log_offsets) for t in plan(data_dir, options)]
+    results = sorted(task_map(run_partition, tasks), key=lambda r: r.partition)
+    summary = write_report(report_dir, results, data_dir=str(data_dir), options=options, upstream=upstream)
+    return AuditRun(results, summary, time.perf_counter() - started)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactRun:
+    results: list[PartitionResult]
+    totals: dict
+    seconds: float
+
+
+def compact(data_dir: str | Path, out_dir: str | Path, options: Options,
+            task_map: TaskMap = local_map) -> CompactRun:
+    started = time.perf_counter()
+    out_dir = Path(out_dir).resolve()
+    if Path(data_dir).resolve() == out_dir:
+        raise ValueError("compaction writes a new data dir; --out must differ from the input")
+    _prepare_output(out_dir)
+    tasks = [replace(t, compact_dir=str(out_dir)) for t in plan(data_dir, options)]
+    results = sorted(task_map(run_partition, tasks), key=lambda r: r.partition)
+    totals: dict[str, int] = {}
+    for r in results:
+        for name, value in asdict(r.compaction).items():
+            totals[name] = totals.get(name, 0) + value
+    # Written last: a data dir without it is an unfinished compaction.
+    marker = {"input": str(Path(data_dir).resolve()), "now_ms": options.now_ms,
+              "delete_retention_ms": options.delete_retention_ms, "partitions": len(results), **totals}
+    tmp = out_dir / (COMPACTED_MARKER + ".tmp")
+    tmp.write_text(json.dumps(marker, indent=1))
+    os.replace(tmp, out_dir / COMPACTED_MARKER)
+    return CompactRun(results, totals, time.perf_counter() - started)
+
+
+def _prepare_output(directory: Path) -> None:
+    if directory.exists() and any(directory.iterdir()):
+        raise FileExistsError(f"{directory} exists and is not empty")
+    directory.mkdir(parents=True, exist_ok=True)

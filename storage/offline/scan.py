@@ -1,0 +1,143 @@
+"""Reading one partition directory for the audit and compaction, damage and all.
+
+The service refuses a partition at the first damaged batch; the audit wants to see all
+of them, so this reader goes on past damage: after a bad batch it resumes at the next
+sound one (`format.find_sound_batch`), after a sound batch whose offsets go back it
+skips just that batch. Framing and decoding are `storage.format`'s; nothing here parses
+bytes itself.
+
+A live data dir is fine to read: every file is read once, whole batches only, and a
+short batch at the very end of the last (active) segment is a write in progress, not
+damage (`tail_bytes` counts what was left). The same short batch in a closed segment is
+a torn batch: closed segments were fsynced whole when they rolled.
+
+`<segment>.torn-N` files are bytes a past recovery cut off a torn tail; each is
+reported as a torn batch.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.api import StoredBatch
+from storage.format import (
+    LOG_OVERHEAD,
+    BatchReader,
+    RecordDecodeError,
+    StopReason,
+    decode_batch,
+    find_sound_batch,
+)
+from storage.offline.findings import Finding, FindingType
+from storage.segment import TORN_SUFFIX, parse_segment_name
+
+TOPIC = "__consumer_offsets"
+
+_STOP_FINDINGS = {
+    StopReason.SHORT: FindingType.TORN_BATCH,
+    StopReason.BAD_LENGTH: FindingType.CORRUPT_BATCH,
+    StopReason.BAD_MAGIC: FindingType.CORRUPT_BATCH,
+    StopReason.BAD_CRC: FindingType.BAD_CRC,
+    StopReason.OFFSETS_NOT_INCREASING: FindingType.NON_INCREASING_OFFSETS,
+}
+_overhead = struct.Struct(LOG_OVERHEAD)
+
+
+def partition_dirs(data_dir: str | Path) -> dict[int, Path]:
+    """Partition number -> directory, for every `__consumer_offsets-<p>` in the data dir."""
+    found = {}
+    for name in os.listdir(data_dir):
+        prefix, dash, number = name.rpartition("-")
+        if prefix == TOPIC and dash and number.isdigit() and (Path(data_dir) / name).is_dir():
+            found[int(number)] = Path(data_dir) / name
+    return dict(sorted(found.items()))
+
+
+def segment_files(directory: Path) -> list[tuple[int, Path]]:
+    named = ((parse_segment_name(name), name) for name in os.listdir(directory))
+    return sorted((base, directory / name) for base, name in named if base is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedBatch:
+    segment: str
+    position: int
+    raw: memoryview           # the batch's bytes as stored (compaction copies kept batches)
+    batch: StoredBatch
+
+
+@dataclass(slots=True)
+class PartitionScan:
+    """Walks a partition's segments in offset order; iterate for the sound batches.
+
+    After iterating: `problems` holds the integrity findings about the segments,
+    `evidence` those about `.torn-N` files (the log itself is sound: recovery already cut
+    them off), `next_offset` is one past the last sound batch, `tail_bytes` the bytes of
+    a write in progress, `bytes_read` the total read.
+    """
+
+    partition: int
+    directory: Path
+    problems: list[Finding] = field(default_factory=list)
+    evidence: list[Finding] = field(default_factory=list)
+    next_offset: int = 0
+    tail_bytes: int = 0
+    bytes_read: int = 0
+
+    def __iter__(self) -> Iterator[ScannedBatch]:
+        segments = segment_files(self.directory)
+        for index, (base, path) in enumerate(segments):
+            # A segment's name is at most its first offset: an empty active segment
+            # still says where the next offset is.
+            self.next_offset = max(self.next_offset, base)
+            with open(path, "rb") as f:
+                data = f.read()
+            self.bytes_read += len(data)
+            yield from self._scan_segment(path.name, data, active=index == len(segments) - 1)
+        for name in sorted(os.listdir(self.directory)):
+            if TORN_SUFFIX in name:
+                size = os.path.getsize(self.directory / name)
+                self.evidence.append(Finding(
+                    FindingType.TORN_BATCH, self.partition, segment=name, position=0,
+                    detail=f"{size} bytes cut off a torn tail by recovery"))
+
+    def _scan_segment(self, name: str, data: bytes, active: bool) -> Iterator[ScannedBatch]:
+        view = memoryview(data)
+        position = 0
+        while position < len(data):
+            reader = BatchReader(data, position, self.next_offset)
+            for batch_position, header in reader.headers():
+                try:
+                    batch = decode_batch(data, batch_position, header)
+                except RecordDecodeError as e:
+                    self._problem(FindingType.UNDECODABLE_RECORD, name, batch_position, e.detail,
+                                  record_offset=header.base_offset)
+                    continue
+                yield ScannedBatch(name, batch_position, view[batch_position:batch_position + header.size], batch)
+            self.next_offset = reader.next_offset
+            stop = reader.stop
+            if stop is None:
+                return
+            if stop.reason is StopReason.OFFSETS_NOT_INCREASING:
+                self._problem(_STOP_FINDINGS[stop.reason], name, stop.position, str(stop))
+                # The batch itself is sound: skip exactly it.
+                _base, batch_length = _overhead.unpack_from(data, stop.position)
+                position = stop.position + _overhead.size + batch_length
+                continue
+            resume = find_sound_batch(data, stop.position, self.next_offset)
+            if stop.reason is StopReason.SHORT and active and resume is None:
+                self.tail_bytes = len(data) - stop.position
+                return
+            self._problem(_STOP_FINDINGS[stop.reason], name, stop.position, str(stop))
+            if resume is None:
+                return
+            position = resume
+
+    def _problem(self, kind: FindingType, segment: str, position: int, detail: str,
+                 record_offset: int | None = None) -> None:
+        self.problems.append(Finding(kind, self.partition, segment=segment, position=position,
+                                     record_offset=record_offset, detail=detail))

@@ -1,0 +1,86 @@
+"""The Spark driver: each partition's task becomes one Spark task.
+
+    spark-submit storage/offline/spark_job.py audit DATA_DIR --out REPORT_DIR
+    spark-submit storage/offline/spark_job.py compact DATA_DIR --out NEW_DATA_DIR
+
+(`kgc audit` / `kgc compact` run the same code with a local session.) The tasks go out
+as an RDD of `PartitionTask`s, one per Spark partition; each runs `job.run_partition`
+in a Python worker, reads its own segment files, writes its own outputs and returns a
+small `PartitionResult`. There is no DataFrame, no shuffle, and no record ever crosses
+into the JVM: on this workload moving rows through Spark costs several times the work
+itself (see BENCHMARKS.md).
+
+On a cluster every executor needs the kgc package and its dependencies (install it in
+the image, or ship a packed virtualenv) and the data dir and output paths must be on a
+file system every executor sees (see deploy/spark/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from storage.offline.job import PartitionResult, PartitionTask
+from storage.offline.runner import TaskMap
+
+LOCAL_MASTER = "local[*]"
+
+
+def is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def session(master: str | None = None, app_name: str = "kgc-offline"):
+    """A SparkSession for this job: `master`, else the one spark-submit set, else local."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    # spark-submit starts the JVM with its --master before this runs and leaves its
+    # gateway in the environment; anything else needs a master from us.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is None and not submitted:
+        master = LOCAL_MASTER
+    if master is not None:
+        builder = builder.master(master)
+        if is_local(master):
+            # Loopback only: nothing to serve to other hosts, and no warning about a
+            # hostname resolving to 127.0.1.1. Workers run this interpreter (its venv).
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            builder = (builder.config("spark.driver.host", "127.0.0.1")
+                       .config("spark.driver.bindAddress", "127.0.0.1")
+                       .config("spark.driver.memory", "1g"))
+    spark = (builder.config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def active_session():
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+def spark_map(spark) -> TaskMap:
+    def run(fn: Callable[[PartitionTask], PartitionResult],
+            tasks: Sequence[PartitionTask]) -> list[PartitionResult]:
+        tasks = list(tasks)
+        if not tasks:
+            return []
+        return spark.sparkContext.parallelize(tasks, len(tasks)).map(fn).collect()
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    from storage.offline.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

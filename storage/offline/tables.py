@@ -1,0 +1,75 @@
+"""The Parquet tables of an audit report and their Arrow schemas.
+
+    commit_history/part-<p>.parquet   every OffsetCommit record (tombstones: offset null),
+                                      written by the task of partition p
+    final_offsets.parquet             the committed offsets after replay (+ upstream bounds, lag)
+    groups.parquet                    each group's last GroupMetadata
+    findings.parquet                  every finding
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage.offline.audit import HISTORY_COLUMNS
+
+COMMIT_HISTORY_DIR = "commit_history"
+
+COMMIT_HISTORY = pa.schema([
+    ("log_partition", pa.int32()), ("record_offset", pa.int64()), ("timestamp_ms", pa.int64()),
+    ("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
+    ("leader_epoch", pa.int32()), ("metadata", pa.string()), ("commit_timestamp_ms", pa.int64()),
+    ("expire_timestamp_ms", pa.int64()), ("member_id", pa.string()), ("generation", pa.int32()),
+    ("client_id", pa.string()), ("client_host", pa.string()),
+])
+assert tuple(COMMIT_HISTORY.names) == HISTORY_COLUMNS
+
+FINAL_OFFSETS = pa.schema([
+    ("log_partition", pa.int32()), ("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("leader_epoch", pa.int32()), ("metadata", pa.string()),
+    ("commit_timestamp_ms", pa.int64()), ("expire_timestamp_ms", pa.int64()), ("record_offset", pa.int64()),
+    ("timestamp_ms", pa.int64()), ("member_id", pa.string()), ("generation", pa.int32()),
+    ("client_id", pa.string()), ("client_host", pa.string()), ("log_start_offset", pa.int64()),
+    ("log_end_offset", pa.int64()), ("lag", pa.int64()),
+])
+
+GROUPS = pa.schema([
+    ("log_partition", pa.int32()), ("group", pa.string()), ("state", pa.string()),
+    ("protocol_type", pa.string()), ("protocol", pa.string()), ("generation", pa.int32()),
+    ("leader", pa.string()), ("members", pa.int32()), ("current_state_timestamp_ms", pa.int64()),
+    ("metadata_record_offset", pa.int64()), ("offsets", pa.int32()),
+])
+
+FINDINGS = pa.schema([
+    ("type", pa.string()), ("log_partition", pa.int32()), ("group", pa.string()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("record_offset", pa.int64()), ("committed_offset", pa.int64()),
+    ("previous_offset", pa.int64()), ("timestamp_ms", pa.int64()), ("member_id", pa.string()),
+    ("generation", pa.int32()), ("client_id", pa.string()), ("client_host", pa.string()),
+    ("segment", pa.string()), ("position", pa.int64()), ("detail", pa.string()),
+])
+
+
+def history_part(report_dir: Path, partition: int) -> Path:
+    return Path(report_dir) / COMMIT_HISTORY_DIR / f"part-{partition:05d}.parquet"
+
+
+def write_columns(path: Path, schema: pa.Schema, columns: dict[str, list]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({name: columns[name] for name in schema.names}, schema=schema), path)
+
+
+def write_rows(path: Path, schema: pa.Schema, rows: Sequence[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(list(rows), schema=schema), path)
+
+
+def read_history(report_dir: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    parts = sorted((Path(report_dir) / COMMIT_HISTORY_DIR).glob("part-*.parquet"))
+    if not parts:
+        return COMMIT_HISTORY.empty_table() if columns is None else \
+            pa.schema([COMMIT_HISTORY.field(c) for c in columns]).empty_table()
+    return pa.concat_tables(pq.read_table(p, columns=columns) for p in parts)

@@ -1,0 +1,130 @@
+"""Log start and end offsets of every partition of the upstream cluster, for the audit.
+
+A few blocking round trips with kafka-python's protocol classes, no client library
+state: ApiVersions (to pick versions both sides speak), Metadata for all topics (to
+find each partition's leader), then per leader one ListOffsets for the earliest (-2)
+and one for the latest (-1) offset of its partitions. A partition whose leader is
+unknown or that answers with an error is left out, with a warning: the audit then
+reports no lag for it rather than a wrong one.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from collections import defaultdict
+
+from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+log = logging.getLogger(__name__)
+
+EARLIEST = -2
+LATEST = -1
+# ListOffsets v1 is the oldest Kafka 4 serves; Metadata v1 the first that takes null for
+# "all topics". Newer versions add nothing this needs, so stay with well-trodden ones.
+LIST_OFFSETS_VERSIONS = (1, 5)
+METADATA_VERSIONS = (1, 8)
+_SIZE = struct.Struct(">i")
+
+
+class UpstreamError(Exception):
+    pass
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+class UpstreamOffsets:
+    def __init__(self, bootstrap: str, *, timeout_s: float = 10.0, client_id: str = "kgc-audit"):
+        self.bootstrap = parse_host_port(bootstrap)
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+        self._correlation_id = 0
+
+    def log_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
+        versions = self._api_versions(self.bootstrap)
+        metadata_version = _pick(METADATA_VERSIONS, versions.get(MetadataRequest.API_KEY), "Metadata")
+        list_version = _pick(LIST_OFFSETS_VERSIONS, versions.get(ListOffsetsRequest.API_KEY), "ListOffsets")
+        metadata = self._call(self.bootstrap, MetadataRequest[metadata_version](
+            topics=None, allow_auto_topic_creation=False), MetadataResponse)
+        brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+        by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        for topic in metadata.topics:
+            if topic.error_code:
+                log.warning("upstream: topic %s: error %d", topic.name, topic.error_code)
+                continue
+            for partition in topic.partitions:
+                if partition.leader_id in brokers:
+                    by_leader[partition.leader_id].append((topic.name, partition.partition_index))
+                else:
+                    log.warning("upstream: %s-%d has no leader", topic.name, partition.partition_index)
+        offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        for leader, partitions in by_leader.items():
+            address = brokers[leader]
+            starts = self._list_offsets(address, list_version, partitions, EARLIEST)
+            ends = self._list_offsets(address, list_version, partitions, LATEST)
+            for tp in partitions:
+                if tp in starts and tp in ends:
+                    offsets[tp] = (starts[tp], ends[tp])
+        return offsets
+
+    def _api_versions(self, address: tuple[str, int]) -> dict[int, tuple[int, int]]:
+        response = self._call(address, ApiVersionsRequest[0](), ApiVersionsResponse)
+        if response.error_code:
+            raise UpstreamError(f"ApiVersions answered error {response.error_code}")
+        return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def _list_offsets(self, address: tuple[str, int], version: int, partitions: list[tuple[str, int]],
+                      timestamp: int) -> dict[tuple[str, int], int]:
+        topic_cls = ListOffsetsRequest.ListOffsetsTopic
+        partition_cls = topic_cls.ListOffsetsPartition
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in partitions:
+            by_topic[topic].append(partition)
+        request = ListOffsetsRequest[version](replica_id=-1, isolation_level=0, topics=[
+            topic_cls(name=topic, partitions=[partition_cls(partition_index=p, timestamp=timestamp) for p in ps])
+            for topic, ps in by_topic.items()])
+        response = self._call(address, request, ListOffsetsResponse)
+        found = {}
+        for topic in response.topics:
+            for partition in topic.partitions:
+                if partition.error_code:
+                    log.warning("upstream: ListOffsets %s-%d: error %d", topic.name, partition.partition_index,
+                                partition.error_code)
+                else:
+                    found[topic.name, partition.partition_index] = partition.offset
+        return found
+
+    def _call(self, address: tuple[str, int], request, response_class):
+        self._correlation_id += 1
+        request.with_header(correlation_id=self._correlation_id, client_id=self.client_id)
+        try:
+            with socket.create_connection(address, timeout=self.timeout_s) as sock:
+                sock.sendall(request.encode(header=True, framed=True))
+                (size,) = _SIZE.unpack(_read_exactly(sock, _SIZE.size))
+                payload = _read_exactly(sock, size)
+        except OSError as e:
+            raise UpstreamError(f"{address[0]}:{address[1]}: {e}") from e
+        return response_class.decode(payload, version=request.API_VERSION, header=True)
+
+
+def _pick(ours: tuple[int, int], theirs: tuple[int, int] | None, name: str) -> int:
+    if theirs is None or theirs[1] < ours[0] or theirs[0] > ours[1]:
+        raise UpstreamError(f"upstream serves no {name} version in {ours[0]}..{ours[1]} (it has {theirs})")
+    return min(ours[1], theirs[1])
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise ConnectionError("connection closed mid-frame")
+        chunks += chunk
+    return bytes(chunks)

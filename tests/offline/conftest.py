@@ -1,0 +1,46 @@
+"""Fixtures for the offline audit and compaction tests.
+
+`spark` is one SparkSession for the whole run, on `local[1]` (loopback, UI off, two
+shuffle partitions: `spark_job.session`), skipped when pyspark or Java is missing.
+The generated data dirs are made once per run and only read by the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from storage.offline.generate import GeneratorConfig, generate
+
+
+@pytest.fixture(scope="session")
+def spark():
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime for Spark")
+    from storage.offline.spark_job import session
+
+    spark = session("local[1]")
+    yield spark
+    spark.stop()
+
+
+# Anomalies of every kind, damaged batches, and active segments still being written.
+DIRTY = GeneratorConfig(records=6_000, groups=24, integrity=True, partial_tail=True, segment_bytes=32 * 1024)
+# Normal groups only, for compaction (which refuses damaged partitions).
+DAY_MS = 24 * 3600 * 1000
+CLEAN = GeneratorConfig(records=6_000, groups=24, per_type=0, segment_bytes=32 * 1024)
+
+
+@pytest.fixture(scope="session")
+def dirty(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("dirty") / "data"
+    return directory, generate(directory, DIRTY)
+
+
+@pytest.fixture(scope="session")
+def clean(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("clean") / "data"
+    return directory, generate(directory, CLEAN)

@@ -1,0 +1,64 @@
+"""The Spark driver gives exactly what the plain-Python run gives (local[1], shared session)."""
+
+from __future__ import annotations
+
+import filecmp
+
+import pyarrow.parquet as pq
+import pytest
+
+from storage.offline.cli import main
+from storage.offline.generate import GeneratorConfig, expected_identities, generate
+from storage.offline.runner import Options, audit, compact
+from storage.offline.scan import partition_dirs, segment_files
+from storage.offline.spark_job import spark_map
+from storage.offline.state import replay_state
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
+
+# Few partitions: every Spark task costs a round trip to a Python worker.
+SMALL = GeneratorConfig(records=3_000, groups=12, num_partitions=6, per_type=1, segment_bytes=16 * 1024)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("spark") / "data"
+    return directory, generate(directory, SMALL)
+
+
+def test_spark_audit_matches_the_plain_run_and_the_manifest(spark, small, tmp_path):
+    directory, manifest = small
+    options = Options(now_ms=SMALL.now_ms)
+    on_spark = audit(directory, tmp_path / "spark", options, spark_map(spark), manifest.log_offsets, "test")
+    plain = audit(directory, tmp_path / "plain", options, log_offsets=manifest.log_offsets, upstream="test")
+    assert expected_identities(f for r in on_spark.results for f in r.findings) == \
+        expected_identities(manifest.expected)
+    assert on_spark.summary == plain.summary
+    for table in ("findings", "final_offsets", "groups"):
+        assert pq.read_table(tmp_path / "spark" / f"{table}.parquet").equals(
+            pq.read_table(tmp_path / "plain" / f"{table}.parquet"))
+
+
+def test_spark_compaction_writes_the_same_bytes(spark, small, tmp_path):
+    directory, _manifest = small
+    options = Options(now_ms=SMALL.now_ms, segment_bytes=4096)
+    compact(directory, tmp_path / "spark", options, spark_map(spark))
+    compact(directory, tmp_path / "plain", options)
+    plain_dirs = list(partition_dirs(tmp_path / "plain").values())
+    assert len(plain_dirs) == SMALL.num_partitions
+    for d in plain_dirs:
+        names = [path.name for _b, path in segment_files(d)]
+        spark_dir = tmp_path / "spark" / d.name
+        assert [path.name for _b, path in segment_files(spark_dir)] == names
+        _match, mismatch, errors = filecmp.cmpfiles(d, spark_dir, names, shallow=False)
+        assert mismatch == errors == []
+    assert replay_state(tmp_path / "spark").offsets == replay_state(directory).offsets
+
+
+def test_cli_runs_on_spark_without_stopping_a_session_it_did_not_start(spark, small, tmp_path, capsys):
+    directory, _manifest = small
+    code = main(["audit", str(directory), "--out", str(tmp_path / "report"), "--master", "local[1]",
+                 "--now-ms", str(SMALL.now_ms), "--fail-on-findings"])
+    assert code == 2
+    assert "spark: session" in capsys.readouterr().out
+    assert spark.sparkContext.parallelize([1, 2]).count() == 2

@@ -1,0 +1,69 @@
+"""`kgc audit --upstream` against a real broker (Tansu): log bounds, lag, impossible offsets."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from coordinator import records
+from coordinator.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
+from storage.api import LogRecord
+from storage.format import encode_batch
+from storage.offline.cli import main
+from storage.offline.upstream import UpstreamOffsets
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+TOPIC = "audit-events"
+NOW_MS = 1_790_000_000_000
+
+
+def produce(bootstrap: str, counts: dict[int, int]) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(TOPIC, len(counts), 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        for partition, count in counts.items():
+            for _ in range(count):
+                # One record per batch: this Tansu build advances its log end per batch.
+                producer.send(TOPIC, b"x", partition=partition).get(timeout=10)
+    finally:
+        producer.close()
+
+
+def write_group(data_dir, committed: dict[int, int]) -> None:
+    member = MemberMetadata("m-1", None, "c-1", "/127.0.0.1", 60_000, 30_000, b"", b"")
+    group = records.new_group_metadata_record(
+        "audited", GroupMetadataValue("consumer", 1, "range", "m-1", NOW_MS, (member,)), member_id="m-1")
+    commits = [records.new_offset_commit_record("audited", TOPIC, p, OffsetCommitValue(o, -1, "", NOW_MS),
+                                                member_id="m-1", generation=1, client_id="c-1")
+               for p, o in committed.items()]
+    log_records = [LogRecord(records.serialize_key(r.key), records.serialize_value(r.value), r.headers)
+                   for r in (group, *commits)]
+    directory = data_dir / "__consumer_offsets-3"
+    directory.mkdir(parents=True)
+    (directory / "00000000000000000000.log").write_bytes(encode_batch(0, log_records, NOW_MS))
+
+
+def test_log_offsets_lag_and_offsets_past_the_log_end(tansu, tmp_path):
+    bootstrap = f"{tansu.host}:{tansu.port}"
+    produce(bootstrap, {0: 5, 1: 3})
+    assert {tp: v for tp, v in UpstreamOffsets(bootstrap).log_offsets().items() if tp[0] == TOPIC} == \
+        {(TOPIC, 0): (0, 5), (TOPIC, 1): (0, 3)}
+
+    write_group(tmp_path / "data", {0: 2, 1: 7})
+    report = tmp_path / "report"
+    code = main(["audit", str(tmp_path / "data"), "--out", str(report), "--upstream", bootstrap,
+                 "--engine", "python", "--now-ms", str(NOW_MS)])
+    assert code == 0
+    final = {row["partition"]: row for row in pq.read_table(report / "final_offsets.parquet").to_pylist()}
+    assert (final[0]["log_start_offset"], final[0]["log_end_offset"], final[0]["lag"]) == (0, 5, 3)
+    assert (final[1]["log_end_offset"], final[1]["lag"]) == (3, None)
+    findings = pq.read_table(report / "findings.parquet").to_pylist()
+    assert [(f["type"], f["partition"], f["committed_offset"], f["previous_offset"], f["member_id"])
+            for f in findings] == [("offset_above_log_end", 1, 7, 3, "m-1")]
