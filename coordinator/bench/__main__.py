@@ -1,0 +1,14 @@
+"""`python -m coordinator.bench run|compare ...`: `kgc bench` before the CLI wires it in."""
+
+import argparse
+import logging
+import sys
+
+from coordinator.bench.cli import add_bench_parser
+
+parser = argparse.ArgumentParser(prog="python -m coordinator.bench")
+add_bench_parser(parser.add_subparsers(dest="command", required=True))
+args = parser.parse_args(["bench", *sys.argv[1:]])
+args.prog_name = "python -m coordinator.bench"
+logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+sys.exit(args.handler(args))

@@ -1,0 +1,231 @@
+"""A simulated group member that behaves like a classic consumer, and the bookkeeping
+that says when a group has settled.
+
+A member joins (twice when the coordinator asks for a member id, KIP-394), syncs (the
+leader hands out the topic's partitions round-robin), then heartbeats every
+`heartbeat_interval_ms`. A heartbeat or sync answered REBALANCE_IN_PROGRESS or
+ILLEGAL_GENERATION sends it back to JoinGroup; UNKNOWN_MEMBER_ID makes it join afresh.
+That is what librdkafka and the Java client do, and it works against coordinators that
+park joins (Kafka, kgc) and against ones that answer them at once and let the members
+retry (Tansu).
+
+A `Phase` is settled when every member it expects holds a successful SyncGroup on one
+generation (at least `min_generation`): then nobody is rebalancing any more. It records
+when the first and the last JoinGroup of the phase were sent and when it settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from coordinator.bench import messages
+from coordinator.bench.wire import BenchConnection
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TOPIC = "bench-topic"
+TOPIC_PARTITIONS = 64
+RETRY_BACKOFF_S = 0.01
+MAX_ROUNDS = 10_000    # joins per member per phase: a bound, never reached by a sane target
+
+_REJOIN = (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION)
+_RETRY = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+          ErrorCode.NOT_COORDINATOR)
+
+
+class BenchError(Exception):
+    """The target answered something a consumer could not carry on from."""
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class Phase:
+    def __init__(self, expected: list[Member], min_generation: int = 0):
+        self.expected = set(expected)
+        self.min_generation = min_generation
+        self.synced: dict[Member, int] = {}
+        self.settled = asyncio.Event()
+        self.first_join_ns: int | None = None
+        self.last_join_ns: int | None = None
+        self.settled_ns: int | None = None
+        self.generation: int | None = None
+
+    def join_sent(self, at_ns: int) -> None:
+        if self.settled.is_set():
+            return
+        if self.first_join_ns is None:
+            self.first_join_ns = at_ns
+        self.last_join_ns = at_ns
+
+    def lost(self, member: Member) -> None:
+        self.synced.pop(member, None)
+
+    def sync_done(self, member: Member, generation: int, at_ns: int) -> None:
+        if member not in self.expected or self.settled.is_set():
+            return
+        self.synced[member] = generation
+        if (generation >= self.min_generation and len(self.synced) == len(self.expected)
+                and all(g == generation for g in self.synced.values())):
+            self.generation = generation
+            self.settled_ns = at_ns
+            self.settled.set()
+
+    def progress(self) -> str:
+        generations = sorted(set(self.synced.values()))
+        return f"{len(self.synced)}/{len(self.expected)} synced, generations {generations}"
+
+
+class Member:
+    def __init__(self, conn: BenchConnection, group: str, *, session_timeout_ms: int,
+                 rebalance_timeout_ms: int, heartbeat_interval_ms: int):
+        self.conn = conn
+        self.group = group
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.member_id = ""
+        self.generation = -1
+        self.leader_id = ""
+        self.phase: Phase | None = None
+        self.joins_sent = 0
+        self._stopping = False
+        self._metadata = messages.subscription(TOPIC)
+
+    async def _call(self, request) -> bytes:
+        cid = self.conn.next_correlation_id()
+        return await self.conn.send(messages.encode(request, cid), cid)
+
+    async def join_and_sync(self) -> None:
+        for _ in range(MAX_ROUNDS):
+            if self.phase is not None:
+                self.phase.lost(self)
+                self.phase.join_sent(time.perf_counter_ns())
+            self.joins_sent += 1
+            join = messages.decode_join(await self._call(messages.join_request(
+                self.group, self.member_id, self.session_timeout_ms, self.rebalance_timeout_ms, self._metadata)))
+            if join.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+                self.member_id = join.member_id
+                continue
+            if not await self._carry_on(join.error_code, "JoinGroup"):
+                continue
+            self.member_id = join.member_id
+            self.generation = join.generation_id
+            self.leader_id = join.leader
+            sync = messages.decode_sync(await self._call(messages.sync_request(
+                self.group, self.generation, self.member_id, self._assign(join))))
+            if await self._carry_on(sync.error_code, "SyncGroup"):
+                if self.phase is not None:
+                    self.phase.sync_done(self, self.generation, time.perf_counter_ns())
+                return
+        raise BenchError(f"[group={self.group}] {self.member_id} did not settle in {MAX_ROUNDS} joins")
+
+    async def _carry_on(self, code: int, api: str) -> bool:
+        """True on NONE; False (after any reset or backoff) when the member must rejoin."""
+        if code == ErrorCode.NONE:
+            return True
+        if code == ErrorCode.UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+        elif code in _RETRY:
+            await asyncio.sleep(RETRY_BACKOFF_S)
+        elif code not in _REJOIN:
+            raise BenchError(f"[group={self.group}] {api} failed: {_error_name(code)}")
+        return False
+
+    def _assign(self, join) -> dict[str, bytes]:
+        if join.leader != join.member_id:
+            return {}
+        ids = sorted(m.member_id for m in join.members)
+        return {mid: messages.assignment(TOPIC, range(i, TOPIC_PARTITIONS, len(ids))) for i, mid in enumerate(ids)}
+
+    async def heartbeat(self) -> int:
+        template = messages.heartbeat_template(self.group, self.generation, self.member_id)
+        cid = self.conn.next_correlation_id()
+        return messages.heartbeat_error(await self.conn.send(template.frame(cid), cid))
+
+    async def run(self) -> None:
+        """Join, then heartbeat and rejoin whenever told to, until `stop()`."""
+        await self.join_and_sync()
+        while not self._stopping:
+            await asyncio.sleep(self.heartbeat_interval_s)
+            if self._stopping:
+                return
+            code = await self.heartbeat()
+            if code != ErrorCode.NONE and not await self._carry_on(code, "Heartbeat"):
+                await self.join_and_sync()
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    async def leave(self) -> int:
+        leave = messages.decode_leave(await self._call(messages.leave_request(self.group, self.member_id)))
+        return leave.error_code
+
+
+class Swarm:
+    """Members of one or more groups, each on its own connection, running as tasks."""
+
+    def __init__(self, members: list[Member]):
+        self.members = members
+        self.tasks: dict[Member, asyncio.Task] = {}
+
+    def start(self) -> None:
+        for member in self.members:
+            self.tasks[member] = asyncio.create_task(member.run(), name=f"member {member.group}")
+
+    async def until(self, phases: list[Phase], timeout_s: float) -> None:
+        """Wait until every phase settles; a member that fails fails the wait."""
+        waiters = [asyncio.create_task(p.settled.wait()) for p in phases]
+        try:
+            async with asyncio.timeout(timeout_s):
+                pending = set(waiters)
+                while pending:
+                    done, _ = await asyncio.wait(pending | set(self.tasks.values()),
+                                                 return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        if task not in waiters and task.exception() is not None:
+                            raise task.exception()
+                        if task not in waiters:
+                            self.tasks = {m: t for m, t in self.tasks.items() if t is not task}
+                    pending -= done
+        except TimeoutError:
+            states = "; ".join(p.progress() for p in phases if not p.settled.is_set())[:300]
+            raise TimeoutError(f"not settled after {timeout_s:.0f}s ({states})") from None
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def stop(self, members: list[Member] | None = None) -> None:
+        """Stop members' loops and wait for them (a request in flight finishes first)."""
+        chosen = members or list(self.tasks)
+        for member in chosen:
+            member.stop()
+        tasks = [self.tasks.pop(m) for m in chosen if m in self.tasks]
+        if tasks:
+            done, pending = await asyncio.wait(tasks, timeout=30)
+            for task in pending:
+                task.cancel()
+            for task in done:
+                if not task.cancelled() and task.exception() is not None:
+                    log.debug("member stopped with %r", task.exception())
+
+    async def leave(self) -> None:
+        """Stop every member and send LeaveGroup for each that has an id, so the group is
+        gone before whatever is measured next (errors ignored: this is cleanup)."""
+        await self.stop()
+        await asyncio.gather(*(m.leave() for m in self.members if m.member_id), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        self.tasks.clear()
+        for member in self.members:
+            member.conn.close()

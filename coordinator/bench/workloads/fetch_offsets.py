@@ -1,0 +1,110 @@
+"""Workload 5, fetch offsets: G groups each hold committed offsets for N partitions;
+C clients fetch a whole group's N partitions per OffsetFetch in a closed loop (round-robin
+over the groups); fetches/s, partitions/s and p50/p99 over the window.
+
+Every client decodes its first answer per group and one in `VERIFY_EVERY` fully and checks
+each offset; the rest are checked by group error code and size (an answer of the same size
+carries the same partitions), so decoding 1 k partitions in Python does not cap the rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from coordinator.bench import messages
+from coordinator.bench.context import Context
+from coordinator.bench.member import TOPIC, BenchError
+from coordinator.bench.stats import Figure, Latencies
+from coordinator.bench.wire import BenchConnection, Template
+
+VERIFY_EVERY = 64
+COMMIT_CHUNK = 250
+
+
+async def run(ctx: Context) -> list[Figure]:
+    s = ctx.sizes
+    label = f"fetch offsets {s.fetch_partitions} partitions x {s.fetch_groups} groups, {s.fetch_clients} clients"
+    async with ctx.launch() as target:
+        await target.create_topic(TOPIC, max(s.commit_partitions, s.fetch_partitions))
+        groups = [ctx.group_name("fetch", g) for g in range(s.fetch_groups)]
+        expected = {group: 1_000 + g for g, group in enumerate(groups)}
+        conns = await target.connections(s.fetch_clients)
+        try:
+            await _commit_all(conns[0], expected, s.fetch_partitions)
+            templates = {}
+            for group in groups:
+                request = messages.offset_fetch_request(group, TOPIC, s.fetch_partitions)
+                templates[group] = Template(messages.encode(request, 0))
+            latencies = Latencies()
+            counts = [0]
+            start = time.perf_counter()
+            measure_from = start + s.warmup_s
+            end = measure_from + s.duration_s
+            await asyncio.gather(*(
+                _client(conns[i], groups[i % len(groups):] + groups[:i % len(groups)], templates, expected,
+                        s.fetch_partitions, measure_from, end, latencies, counts)
+                for i in range(s.fetch_clients)))
+        finally:
+            for conn in conns:
+                conn.close()
+    fetches = counts[0]
+    note = f"{fetches} OffsetFetches in {s.duration_s:g} s"
+    return [
+        Figure(f"{label}: fetches/s", fetches / s.duration_s, "/s", "higher", target.config, note),
+        Figure(f"{label}: partitions/s", fetches * s.fetch_partitions / s.duration_s, "/s", "higher",
+               target.config, note),
+        Figure(f"{label}: p50", latencies.percentile_ms(50), "ms", "lower", target.config, note),
+        Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
+    ]
+
+
+async def _commit_all(conn: BenchConnection, expected: dict[str, int], partitions: int) -> None:
+    """Commit each group's offset to every partition, in requests of COMMIT_CHUNK partitions."""
+    for group, offset in expected.items():
+        for low in range(0, partitions, COMMIT_CHUNK):
+            count = min(COMMIT_CHUNK, partitions - low)
+            request = messages.offset_commit_request(group, TOPIC, count, offset)
+            for p, partition in enumerate(request.topics[0].partitions):
+                partition.partition_index = low + p
+            cid = conn.next_correlation_id()
+            answered, failed = messages.offset_commit_errors(await conn.send(messages.encode(request, cid), cid))
+            if failed or answered != count:
+                raise BenchError(f"[group={group}] set-up commit: {failed} of {answered} partitions failed")
+
+
+def _verify(payload: bytes, group: str, offset: int, partitions: int) -> None:
+    response = messages.decode_offset_fetch(payload)
+    got = {(t.name, p.partition_index): (p.committed_offset, p.error_code)
+           for t in response.topics for p in t.partitions}
+    want = {(TOPIC, p): (offset, 0) for p in range(partitions)}
+    if response.error_code or got != want:
+        wrong = [k for k in want if got.get(k) != want[k]][:3]
+        raise BenchError(f"[group={group}] OffsetFetch answered error {response.error_code}, "
+                         f"{len(wrong)}+ partitions wrong, e.g. {[(k, got.get(k)) for k in wrong]}")
+
+
+async def _client(conn: BenchConnection, groups: list[str], templates: dict[str, Template],
+                  expected: dict[str, int], partitions: int, measure_from: float, end: float,
+                  latencies: Latencies, counts: list[int]) -> None:
+    sizes: dict[str, int] = {}
+    turn = 0
+    while True:
+        group = groups[turn % len(groups)]
+        turn += 1
+        cid = conn.next_correlation_id()
+        sent = time.perf_counter_ns()
+        payload = await conn.send(templates[group].frame(cid), cid)
+        now_ns = time.perf_counter_ns()
+        if group not in sizes or turn % VERIFY_EVERY == 0:
+            _verify(payload, group, expected[group], partitions)
+            sizes[group] = len(payload)
+        elif messages.offset_fetch_error(payload) or len(payload) != sizes[group]:
+            raise BenchError(f"[group={group}] OffsetFetch answered error {messages.offset_fetch_error(payload)} "
+                             f"in {len(payload)} bytes (verified answers had {sizes[group]})")
+        now = now_ns / 1e9
+        if now >= end:
+            return
+        if now >= measure_from:
+            latencies.add(now_ns - sent)
+            counts[0] += 1

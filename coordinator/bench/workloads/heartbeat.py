@@ -1,0 +1,68 @@
+"""Workload 3, heartbeat: M members in G stable groups heartbeat as fast as the target
+answers (each member keeps one Heartbeat in flight, as a client does); throughput and
+p50/p99 round-trip latency over the measured window, after a warm-up.
+
+A heartbeat answered with an error still counts as a round trip but is reported: it
+means a group was rebalancing, and the figure would not be steady-state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from coordinator.bench import messages
+from coordinator.bench.context import Context
+from coordinator.bench.member import BenchError, Member
+from coordinator.bench.stats import Figure, Latencies, not_measured
+from coordinator.bench.workloads.groups import form_groups
+
+
+async def run(ctx: Context) -> list[Figure]:
+    s = ctx.sizes
+    label = f"heartbeat {s.heartbeat_members} members in {s.heartbeat_groups} groups"
+    names = (f"{label}: heartbeats/s", f"{label}: p50", f"{label}: p99")
+    per_group = max(1, s.heartbeat_members // s.heartbeat_groups)
+    async with ctx.launch() as target:
+        try:
+            groups = [ctx.group_name("heartbeat", g) for g in range(s.heartbeat_groups)]
+            swarm, _ = await form_groups(ctx, target, groups, per_group)
+        except (TimeoutError, BenchError) as exc:
+            return [not_measured(n, u, b, f"groups did not form: {exc}", target.config)
+                    for n, u, b in zip(names, ("/s", "ms", "ms"), ("higher", "lower", "lower"), strict=True)]
+        try:
+            await swarm.stop()
+            latencies = Latencies()
+            counts = [0, 0]  # answered in the window, with an error
+            start = time.perf_counter()
+            measure_from = start + s.warmup_s
+            end = measure_from + s.duration_s
+            await asyncio.gather(*(_flat_out(m, measure_from, end, latencies, counts) for m in swarm.members))
+        finally:
+            await swarm.close()
+    answered, failed = counts
+    note = f"{answered} heartbeats in {s.duration_s:g} s, {failed} with an error"
+    return [
+        Figure(names[0], answered / s.duration_s, "/s", "higher", target.config, note),
+        Figure(names[1], latencies.percentile_ms(50), "ms", "lower", target.config, note),
+        Figure(names[2], latencies.percentile_ms(99), "ms", "lower", target.config, note),
+    ]
+
+
+async def _flat_out(member: Member, measure_from: float, end: float, latencies: Latencies,
+                    counts: list[int]) -> None:
+    template = messages.heartbeat_template(member.group, member.generation, member.member_id)
+    conn = member.conn
+    while True:
+        cid = conn.next_correlation_id()
+        sent = time.perf_counter_ns()
+        payload = await conn.send(template.frame(cid), cid)
+        now_ns = time.perf_counter_ns()
+        now = now_ns / 1e9
+        if now >= end:
+            return
+        if now >= measure_from:
+            latencies.add(now_ns - sent)
+            counts[0] += 1
+            if messages.heartbeat_error(payload):
+                counts[1] += 1

@@ -1,0 +1,136 @@
+"""Workload 7, memory: resident memory of the target per committed offset and per member.
+
+RSS is VmRSS from /proc/<pid>/status, so the target's pid must be known. Each figure
+comes from a fresh target: RSS after a warm-up (the code paths and allocator pools are in
+use, as in a server that has been up), then again after the load, the difference over
+the count.
+
+- offsets: `memory_offsets` distinct (group, partition) offsets, groups of
+  `OFFSETS_PER_GROUP` partitions;
+- members: `memory_members` members in groups of `memory_group_size`, each on its own
+  connection and heartbeating like a client (every `HEARTBEAT_INTERVAL_MS`), so the figure
+  includes what the target spends per connection;
+- idle connections: as many connections that only asked ApiVersions, which is the
+  connection part of the member figure; the member's own state is the difference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from coordinator.bench import messages
+from coordinator.bench.context import Context
+from coordinator.bench.member import TOPIC, BenchError
+from coordinator.bench.stats import Figure, not_measured
+from coordinator.bench.targets import Target, rss_bytes
+from coordinator.bench.workloads.groups import form_groups
+
+OFFSETS_PER_GROUP = 1_000
+COMMIT_CHUNK = 250
+HEARTBEAT_INTERVAL_MS = 3_000   # Kafka's default heartbeat.interval.ms
+SESSION_TIMEOUT_MS = 20_000
+
+
+async def run(ctx: Context) -> list[Figure]:
+    s = ctx.sizes
+    offsets_name = f"memory: RSS per committed offset ({s.memory_offsets} offsets)"
+    member_name = f"memory: RSS per member incl. its connection ({s.memory_members} members)"
+    conn_name = f"memory: RSS per idle connection ({s.memory_members} connections)"
+    state_name = "memory: RSS per member, connection excluded"
+    figures = []
+    async with ctx.launch() as target:
+        if target.pid is None:
+            return [not_measured(n, "bytes", "lower", "the target's pid is unknown (give --pid)", target.config)
+                    for n in (offsets_name, member_name, conn_name, state_name)]
+        figures.append(await _per_offset(ctx, target, offsets_name))
+    async with ctx.launch() as target:
+        per_connection = await _per_idle_connection(target, s.memory_members, conn_name)
+    async with ctx.launch() as target:
+        per_member = await _per_member(ctx, target, member_name)
+    figures += [per_member, per_connection]
+    if per_member.value is not None:
+        figures.append(Figure(state_name, per_member.value - per_connection.value, "bytes", "lower", target.config,
+                              "the two figures above, subtracted"))
+    return figures
+
+
+async def _per_offset(ctx: Context, target: Target, name: str) -> Figure:
+    await target.create_topic(TOPIC, OFFSETS_PER_GROUP)
+    conn = await target.connect()
+    try:
+        await _commit(conn, ctx.group_name("memory-warmup", 0), OFFSETS_PER_GROUP)
+        before = rss_bytes(target.pid)
+        groups = -(-ctx.sizes.memory_offsets // OFFSETS_PER_GROUP)
+        committed = 0
+        for g in range(groups):
+            count = min(OFFSETS_PER_GROUP, ctx.sizes.memory_offsets - committed)
+            await _commit(conn, ctx.group_name("memory", g), count)
+            committed += count
+        after = rss_bytes(target.pid)
+    finally:
+        conn.close()
+    return Figure(name, (after - before) / committed, "bytes", "lower", target.config,
+                  f"RSS {before / 2**20:.1f} to {after / 2**20:.1f} MiB")
+
+
+async def _commit(conn, group: str, partitions: int) -> None:
+    requests = []
+    for low in range(0, partitions, COMMIT_CHUNK):
+        request = messages.offset_commit_request(group, TOPIC, min(COMMIT_CHUNK, partitions - low), 42)
+        for p, partition in enumerate(request.topics[0].partitions):
+            partition.partition_index = low + p
+        cid = conn.next_correlation_id()
+        requests.append(conn.send(messages.encode(request, cid), cid))
+    for payload in await asyncio.gather(*requests):
+        answered, failed = messages.offset_commit_errors(payload)
+        if failed:
+            raise BenchError(f"[group={group}] {failed} of {answered} partition commits failed")
+
+
+async def _per_idle_connection(target: Target, count: int, name: str) -> Figure:
+    warmup = await target.connections(1)
+    await _api_versions(warmup)
+    before = rss_bytes(target.pid)
+    conns = await target.connections(count)
+    try:
+        await _api_versions(conns)
+        after = rss_bytes(target.pid)
+    finally:
+        for conn in conns + warmup:
+            conn.close()
+    return Figure(name, (after - before) / count, "bytes", "lower", target.config,
+                  f"RSS {before / 2**20:.1f} to {after / 2**20:.1f} MiB")
+
+
+async def _api_versions(conns) -> None:
+    async def one(conn):
+        cid = conn.next_correlation_id()
+        await conn.send(messages.encode(messages.api_versions_request(), cid), cid)
+    await asyncio.gather(*(one(c) for c in conns))
+
+
+async def _per_member(ctx: Context, target: Target, name: str) -> Figure:
+    s = ctx.sizes
+    size = s.memory_group_size
+    groups = [ctx.group_name("memory-members", g) for g in range(-(-s.memory_members // size))]
+    options = {"session_timeout_ms": SESSION_TIMEOUT_MS, "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS}
+    try:
+        warmup, _ = await form_groups(ctx, target, [ctx.group_name("memory-warmup", 0)], size, **options)
+    except (TimeoutError, BenchError) as exc:
+        return not_measured(name, "bytes", "lower", f"warm-up group did not form: {exc}", target.config)
+    try:
+        before = rss_bytes(target.pid)
+        try:
+            swarm, _ = await form_groups(ctx, target, groups, size, **options)
+        except (TimeoutError, BenchError) as exc:
+            return not_measured(name, "bytes", "lower", f"groups did not form: {exc}", target.config)
+        try:
+            after = rss_bytes(target.pid)
+        finally:
+            await swarm.close()
+    finally:
+        await warmup.close()
+    members = len(groups) * size
+    return Figure(name, (after - before) / members, "bytes", "lower", target.config,
+                  f"RSS {before / 2**20:.1f} to {after / 2**20:.1f} MiB, groups of {size}, "
+                  f"heartbeat every {HEARTBEAT_INTERVAL_MS} ms")

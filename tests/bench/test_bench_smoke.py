@@ -1,0 +1,97 @@
+"""Every workload at tiny size against a real kgc process, so the bench keeps working.
+
+No timing is asserted: what must hold is that each workload measures what it names (every
+figure has a value, round trips happened, nothing failed), and that the compare driver
+and the CLI put kgc and Tansu side by side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coordinator.bench import compare as driver
+from coordinator.bench import datadir
+from coordinator.bench.context import Sizes
+from coordinator.records import GroupMetadataKey, OffsetCommitKey, deserialize
+from storage.file_store import FileLogStore
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+EXPECTED = {
+    "join": ["join 1: first JoinGroup to all synced", "join 1: last JoinGroup to all synced",
+             "join 3: first JoinGroup to all synced", "join 3: last JoinGroup to all synced"],
+    "rebalance": ["rebalance 3: LeaveGroup to all others synced", "rebalance 3: last JoinGroup to all others synced"],
+    "heartbeat": ["heartbeat 4 members in 2 groups: heartbeats/s", "heartbeat 4 members in 2 groups: p50",
+                  "heartbeat 4 members in 2 groups: p99"],
+    "commit": ["commit 2 clients x 5 partitions: partition-commits/s",
+               "commit 2 clients x 5 partitions: OffsetCommit requests/s",
+               "commit 2 clients x 5 partitions: p50", "commit 2 clients x 5 partitions: p99"] * 2,
+    "fetch-offsets": [f"fetch offsets 20 partitions x 2 groups, 2 clients: {m}"
+                      for m in ("fetches/s", "partitions/s", "p50", "p99")],
+    "load": ["load 0 records (empty data dir): spawn to all partitions loaded",
+             "load 2000 records: spawn to all partitions loaded", "load 2000 records: replay rate"],
+    "memory": ["memory: RSS per committed offset (1000 offsets)",
+               "memory: RSS per member incl. its connection (20 members)",
+               "memory: RSS per idle connection (20 connections)",
+               "memory: RSS per member, connection excluded"],
+}
+
+
+@pytest.mark.parametrize("workload", list(driver.WORKLOADS))
+def test_each_workload_measures_every_figure_on_kgc(workload, tmp_path):
+    samples = asyncio.run(driver.run_all([driver.choose_target("kgc")], [workload], Sizes.tiny(), 1, tmp_path))
+    figures = [s.figure for s in samples]
+    assert [f.metric for f in figures] == EXPECTED[workload]
+    assert all(f.value is not None for f in figures), [f for f in figures if f.value is None]
+    assert all(f.config.startswith("kgc fsync=") for f in figures)
+    throughputs = [f for f in figures if f.unit == "/s"]
+    assert all(f.value > 0 for f in throughputs)
+    if workload == "commit":
+        assert {f.config.split(",")[0] for f in figures} == {"kgc fsync=always", "kgc fsync=never"}
+
+
+def test_generated_data_dir_holds_exactly_the_records_asked_for(tmp_path):
+    asyncio.run(datadir.generate(tmp_path / "d", 3_000, groups=10, partitions_per_group=8))
+
+    async def read_back():
+        store = FileLogStore(tmp_path / "d", fsync="never")
+        await store.open()
+        try:
+            return [deserialize(r.key, r.value)
+                    for p in range(store.num_partitions) for b in store.read(p) for r in b.records]
+        finally:
+            await store.close()
+
+    decoded = asyncio.run(read_back())
+    assert len(decoded) == 3_000
+    assert sum(isinstance(key, GroupMetadataKey) for key, _ in decoded) == 10
+    commits = [(key, value) for key, value in decoded if isinstance(key, OffsetCommitKey)]
+    assert len({(k.group, k.partition) for k, _ in commits}) == 10 * 8
+    assert max(v.offset for _, v in commits) == -(-(3_000 - 10) // 80)
+
+
+def test_compare_cli_reports_kgc_beside_tansu_with_ratios(tmp_path):
+    report = tmp_path / "report.md"
+    raw = tmp_path / "samples.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "coordinator.bench", "compare", "--tiny", "--repeats", "2",
+         "--workloads", "commit,load", "--markdown", str(report), "--json", str(raw)],
+        cwd=REPO, capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = report.read_text()
+    assert "| figure | kgc config | kgc (median) | tansu (median) | kgc/tansu |" in text
+    commit_rows = [line for line in text.splitlines() if line.startswith("| commit 2 clients x 5 partitions:")]
+    assert len(commit_rows) == 8  # four figures, with fsync always and never
+    assert all(" n/a |" not in row.split("|")[5] for row in commit_rows)
+    assert "keeps groups in its own storage engine" in text   # load: n/a on Tansu, with the reason
+    assert "cores (nproc)" in text and "kgc commit" in text
+    samples = json.loads(raw.read_text())["samples"]
+    assert {(s["target"], s["repeat"]) for s in samples} == {("kgc", 1), ("kgc", 2), ("tansu", 1), ("tansu", 2)}
