@@ -25,7 +25,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from coordinator.config import GroupConfig, ServerConfig
-from coordinator.embedded import EmbeddedBroker, EmbeddedUnavailable, free_port, request_response
+from coordinator.embedded import EmbeddedBroker, EmbeddedUnavailable, free_port
+from coordinator.probe import request_response
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,7 @@ class Story:
         return {tp.partition: meta.offset for tp, meta in offsets.items()}
 
     def _upstream_view(self) -> tuple[str, int]:
-        response = request_response(self.broker.host, self.broker.port, DescribeGroupsRequest[5](
+        response = request_response(self.broker.address, DescribeGroupsRequest[5](
             groups=[GROUP], include_authorized_operations=False), DescribeGroupsResponse)
         [group] = response.groups
         return group.group_state, len(group.members)

@@ -21,7 +21,6 @@ import logging
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from kafka.protocol.metadata import (
 )
 
 from coordinator.config import ServerConfig
+from coordinator.probe import request_response
 
 log = logging.getLogger(__name__)
 
@@ -64,26 +64,6 @@ def free_port(host: str = HOST) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def request_response(host: str, port: int, request, response_class, *, timeout_s: float = 2.0):
-    """One blocking round trip with kafka-python codecs: enough to probe a broker."""
-    request.with_header(correlation_id=1, client_id="kgc-embedded")
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-        payload = _read_exactly(sock, size)
-    return response_class.decode(payload, version=request.API_VERSION, header=True)
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed mid-frame")
-        chunks += chunk
-    return bytes(chunks)
 
 
 def _die_with_parent() -> None:
@@ -148,8 +128,9 @@ class EmbeddedBroker:
             if self._process.poll() is not None:
                 raise RuntimeError(f"tansu exited with {self._process.returncode}: {self.log_text()}")
             try:
-                versions = request_response(self.host, self.port, ApiVersionsRequest[0](), ApiVersionsResponse)
-                metadata = request_response(self.host, self.port, MetadataRequest[1](topics=[]),
+                versions = request_response(self.address, ApiVersionsRequest[0](), ApiVersionsResponse,
+                                            client_id="kgc-embedded")
+                metadata = request_response(self.address, MetadataRequest[1](topics=[]),
                                             MetadataResponse)
             except OSError as exc:
                 last_error = exc

@@ -26,6 +26,7 @@ from typing import Any
 
 from coordinator import metrics
 from coordinator.group.state import GroupState
+from coordinator.periodic import run_every
 from coordinator.runtime.partition import PartitionState
 
 log = logging.getLogger(__name__)
@@ -132,13 +133,4 @@ class GroupStatsSampler:
                 metrics.upstream_state(self._cluster.reachable, len(self._cluster.brokers))
 
     async def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._stopping.wait(), self.interval_ms / 1000)
-                return
-            except TimeoutError:
-                pass
-            try:
-                await self.sample()
-            except Exception:
-                log.exception("group stats sample failed")
+        await run_every(self.interval_ms, self._stopping, self.sample, "group stats sample")

@@ -25,6 +25,7 @@ import time
 from typing import Any, Protocol
 
 from coordinator import metrics
+from coordinator.periodic import run_every
 from coordinator.runtime.partition import PartitionState
 from storage.api import StorageError
 
@@ -84,13 +85,4 @@ class CleanerSchedule:
         return reports
 
     async def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._stopping.wait(), self.interval_ms / 1000)
-                return
-            except TimeoutError:
-                pass
-            try:
-                await self.run_pass()
-            except Exception:
-                log.exception("cleaner pass failed")
+        await run_every(self.interval_ms, self._stopping, self.run_pass, "cleaner pass")

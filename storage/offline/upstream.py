@@ -11,12 +11,12 @@ reports no lag for it rather than a wrong one.
 from __future__ import annotations
 
 import logging
-import socket
-import struct
 from collections import defaultdict
 
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+from coordinator.probe import request_response
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,6 @@ LATEST = -1
 # "all topics". Newer versions add nothing this needs, so stay with well-trodden ones.
 LIST_OFFSETS_VERSIONS = (1, 5)
 METADATA_VERSIONS = (1, 8)
-_SIZE = struct.Struct(">i")
 
 
 class UpstreamError(Exception):
@@ -103,28 +102,14 @@ class UpstreamOffsets:
 
     def _call(self, address: tuple[str, int], request, response_class):
         self._correlation_id += 1
-        request.with_header(correlation_id=self._correlation_id, client_id=self.client_id)
         try:
-            with socket.create_connection(address, timeout=self.timeout_s) as sock:
-                sock.sendall(request.encode(header=True, framed=True))
-                (size,) = _SIZE.unpack(_read_exactly(sock, _SIZE.size))
-                payload = _read_exactly(sock, size)
+            return request_response(address, request, response_class, timeout_s=self.timeout_s,
+                                    correlation_id=self._correlation_id, client_id=self.client_id)
         except OSError as e:
             raise UpstreamError(f"{address[0]}:{address[1]}: {e}") from e
-        return response_class.decode(payload, version=request.API_VERSION, header=True)
 
 
 def _pick(ours: tuple[int, int], theirs: tuple[int, int] | None, name: str) -> int:
     if theirs is None or theirs[1] < ours[0] or theirs[0] > ours[1]:
         raise UpstreamError(f"upstream serves no {name} version in {ours[0]}..{ours[1]} (it has {theirs})")
     return min(ours[1], theirs[1])
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("connection closed mid-frame")
-        chunks += chunk
-    return bytes(chunks)

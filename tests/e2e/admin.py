@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
-from coordinator.embedded import request_response
+from coordinator.probe import request_response
 from tests.e2e.clients import Consumed
 
 ADMIN_TIMEOUT_MS = 10_000
@@ -95,7 +95,7 @@ def group_at_broker(host: str, port: int, group: str) -> tuple[str, int]:
     a group it does not know; its ListGroups lists nothing, not even its own groups, so it
     cannot serve as the probe). A raw request, because kafka-python's admin cannot decode
     Tansu's authorized-operations bits."""
-    described = request_response(host, port, DescribeGroupsRequest[5](
+    described = request_response((host, port), DescribeGroupsRequest[5](
         groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
     [state] = described.groups
     assert state.error_code == 0, state

@@ -12,7 +12,7 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from coordinator.config import ServerConfig
-from coordinator.embedded import request_response
+from coordinator.probe import request_response
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
 from tests.e2e.clients import Member, MemberSettings, wait_until
 from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
@@ -39,7 +39,7 @@ def process_exists(pid: int) -> bool:
 
 
 def metadata(port: int) -> MetadataResponse:
-    return request_response("127.0.0.1", port, MetadataRequest[1](topics=None), MetadataResponse)
+    return request_response(("127.0.0.1", port), MetadataRequest[1](topics=None), MetadataResponse)
 
 
 def test_serve_without_upstream_runs_the_embedded_broker_says_so_and_stops_it(tansu, tmp_path):

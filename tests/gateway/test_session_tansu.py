@@ -62,7 +62,7 @@ async def client(cluster, tansu):
 
 def end_offset_at_upstream(broker: TansuBroker, topic: str) -> int:
     """Asked of Tansu directly: its end offsets are its own (see tests/support/tansu.py)."""
-    response = request_response(broker.host, broker.port, list_offsets(topic), ListOffsetsResponse)
+    response = request_response(broker.address, list_offsets(topic), ListOffsetsResponse)
     return response.topics[0].partitions[0].offset
 
 

@@ -22,7 +22,8 @@ What this Tansu build (v0.6.0-510f3e2) does, as found by probing it:
 
 from __future__ import annotations
 
-from coordinator.embedded import HOST, EmbeddedBroker, free_port, request_response
+from coordinator.embedded import HOST, EmbeddedBroker, free_port
+from coordinator.probe import request_response
 
 __all__ = ["HOST", "TansuBroker", "free_port", "request_response"]
 
