@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
@@ -67,34 +68,56 @@ class GroupCoordinatorService:
     def __init__(self, runtime: CoordinatorRuntime, node: CoordinatorNode):
         self._runtime = runtime
         self._node = node
-        self._handlers: dict[int, Callable[[RequestContext, Any], Awaitable[Any]]] = {
+        # Each returns the response, or a future of it (a runtime future, or a task for the
+        # APIs that fan out over partitions); it may raise, and `_refuse` answers that.
+        self._submitters: dict[int, Callable[[RequestContext, Any], Any]] = {
             ApiKey.FindCoordinator: self._find_coordinator,
-            ApiKey.JoinGroup: self._join_group,
-            ApiKey.SyncGroup: self._sync_group,
-            ApiKey.Heartbeat: self._heartbeat,
-            ApiKey.LeaveGroup: self._leave_group,
-            ApiKey.OffsetCommit: self._offset_commit,
+            ApiKey.JoinGroup: partial(self._single_group_write, _join_group),
+            ApiKey.SyncGroup: partial(self._single_group_write, _sync_group),
+            ApiKey.Heartbeat: partial(self._single_group_write, _heartbeat),
+            ApiKey.LeaveGroup: partial(self._single_group_write, _leave_group),
+            ApiKey.OffsetCommit: partial(self._single_group_write, _offset_commit),
+            ApiKey.OffsetDelete: partial(self._single_group_write, _offset_delete),
             ApiKey.OffsetFetch: self._offset_fetch,
-            ApiKey.DescribeGroups: self._describe_groups,
-            ApiKey.ListGroups: self._list_groups,
-            ApiKey.DeleteGroups: self._delete_groups,
-            ApiKey.OffsetDelete: self._offset_delete,
+            ApiKey.DescribeGroups: _as_task(self._describe_groups),
+            ApiKey.ListGroups: _as_task(self._list_groups),
+            ApiKey.DeleteGroups: _as_task(self._delete_groups),
         }
 
     @property
     def api_keys(self) -> frozenset[int]:
-        return frozenset(self._handlers)
+        return frozenset(self._submitters)
 
     async def handle(self, ctx: RequestContext, api_key: int, request: Any) -> Any:
-        handler = self._handlers[api_key]
+        outcome = self.submit(ctx, api_key, request)
+        if not isinstance(outcome, asyncio.Future):
+            return outcome
         try:
-            return await handler(ctx, request)
+            return await outcome
         except Exception as exc:
-            code = error_code_for(api_key, exc)
-            log.debug("%s v%d from %s answered %s: %r", ApiKey(api_key).name, ctx.api_version,
-                      ctx.client_id, code.name, exc)
-            message = exc.message if isinstance(exc, ApiError) else None
-            return error_response(api_key, ctx.api_version, request, code, message)
+            return self._refuse(ctx, api_key, request, exc)
+
+    def submit(self, ctx: RequestContext, api_key: int, request: Any) -> Any:
+        """`handle` without a coroutine: the response when the partition answered inline,
+        otherwise a future to pass to `answer` once it is done."""
+        try:
+            return self._submitters[api_key](ctx, request)
+        except Exception as exc:
+            return self._refuse(ctx, api_key, request, exc)
+
+    def answer(self, ctx: RequestContext, api_key: int, request: Any, done: asyncio.Future) -> Any:
+        """The response a future from `submit` stands for; `done` is done and not cancelled."""
+        exc = done.exception()
+        if exc is None:
+            return done.result()
+        return self._refuse(ctx, api_key, request, exc)
+
+    def _refuse(self, ctx: RequestContext, api_key: int, request: Any, exc: BaseException) -> Any:
+        code = error_code_for(api_key, exc)
+        log.debug("%s v%d from %s answered %s: %r", ApiKey(api_key).name, ctx.api_version,
+                  ctx.client_id, code.name, exc)
+        message = exc.message if isinstance(exc, ApiError) else None
+        return error_response(api_key, ctx.api_version, request, code, message)
 
     # ---- routing ---------------------------------------------------------------------
 
@@ -103,8 +126,8 @@ class GroupCoordinatorService:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "null group id")
         return partition_for(group_id, self._runtime.num_partitions)
 
-    async def _write(self, group_id: str | None, op: Callable[[Any, Any], Any]) -> Any:
-        return await self._runtime.write(self._partition(group_id), op)
+    def _single_group_write(self, op: Callable[..., Any], ctx: RequestContext, request: Any) -> Any:
+        return self._runtime.submit_write(self._partition(request.group_id), partial(op, ctx, request))
 
     async def _per_partition(self, api_key: int, items: Sequence[Any], group_of: Callable[[Any], str | None],
                              run: Callable[[int, list[Any]], Awaitable[list[Any]]]) -> list[Any]:
@@ -131,7 +154,7 @@ class GroupCoordinatorService:
 
     # ---- FindCoordinator -------------------------------------------------------------
 
-    async def _find_coordinator(self, ctx: RequestContext, request: Any) -> Any:
+    def _find_coordinator(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
         key_type = request.key_type if version >= 1 else CoordinatorType.GROUP
         match key_type:
@@ -155,41 +178,21 @@ class GroupCoordinatorService:
                                                 port=node.port, error_code=ErrorCode.NONE, error_message=None)
             for key in request.coordinator_keys])
 
-    # ---- single-group writes ---------------------------------------------------------
-
-    async def _join_group(self, ctx: RequestContext, request: Any) -> Any:
-        return await self._write(request.group_id, lambda shard, handle: shard.join_group(ctx, request, handle))
-
-    async def _sync_group(self, ctx: RequestContext, request: Any) -> Any:
-        return await self._write(request.group_id, lambda shard, handle: shard.sync_group(ctx, request, handle))
-
-    async def _heartbeat(self, ctx: RequestContext, request: Any) -> Any:
-        return await self._write(request.group_id, lambda shard, handle: shard.heartbeat(ctx, request))
-
-    async def _leave_group(self, ctx: RequestContext, request: Any) -> Any:
-        return await self._write(request.group_id, lambda shard, handle: shard.leave_group(ctx, request))
-
-    async def _offset_commit(self, ctx: RequestContext, request: Any) -> Any:
-        return await self._write(request.group_id, lambda shard, handle: shard.commit_offsets(ctx, request))
-
-    async def _offset_delete(self, ctx: RequestContext, request: Any) -> Any:
-        return await self._write(request.group_id, lambda shard, handle: shard.delete_offsets(ctx, request))
-
     # ---- OffsetFetch -----------------------------------------------------------------
 
-    async def _offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
+    def _offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
+        if version >= 8:
+            return asyncio.ensure_future(self._offset_fetch_groups(ctx, request))
         require_stable = request.require_stable if version >= 7 else False
-        if version < 8:
-            topics = _requested_topics(request.topics)
-            group = await self._runtime.read(
-                self._partition(request.group_id),
-                lambda shard: shard.fetch_offsets(ctx, request.group_id, topics, require_stable))
-            if group.error is not ErrorCode.NONE:
-                # v0-1 copy a group error into every partition, v2-7 carry it on top.
-                raise ApiError(group.error)
-            return OffsetFetchResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                       topics=_fetched_topics_v0(version, group))
+        return self._runtime.submit_read(
+            self._partition(request.group_id),
+            partial(_offset_fetch_one_group, ctx, request, _requested_topics(request.topics), require_stable))
+
+    async def _offset_fetch_groups(self, ctx: RequestContext, request: Any) -> Any:
+        """v8+ (KIP-709): several groups, each routed to its own partition."""
+        version = ctx.api_version
+        require_stable = request.require_stable
 
         def fetch(partition: int, groups: list[Any]) -> Awaitable[list[Any]]:
             return self._runtime.read(partition, lambda shard: [
@@ -252,6 +255,48 @@ class GroupCoordinatorService:
         return DeleteGroupsResponse(version=version, throttle_time_ms=0, results=[
             DeleteGroupsResponse.DeletableGroupResult(version=version, group_id=group_id, error_code=code)
             for group_id, code in zip(request.groups_names, outcomes, strict=True)])
+
+
+# The single-group writes, as `op(ctx, request, shard, handle)` for `partial`: one C call
+# per request instead of a closure.
+
+def _join_group(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
+    return shard.join_group(ctx, request, handle)
+
+
+def _sync_group(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
+    return shard.sync_group(ctx, request, handle)
+
+
+def _heartbeat(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
+    return shard.heartbeat(ctx, request)
+
+
+def _leave_group(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
+    return shard.leave_group(ctx, request)
+
+
+def _offset_commit(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
+    return shard.commit_offsets(ctx, request)
+
+
+def _offset_delete(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
+    return shard.delete_offsets(ctx, request)
+
+
+def _offset_fetch_one_group(ctx: RequestContext, request: Any, topics: list[tuple[str, list[int]]] | None,
+                            require_stable: bool, shard: Any) -> Any:
+    """OffsetFetch v0-7, as a read op."""
+    group = shard.fetch_offsets(ctx, request.group_id, topics, require_stable)
+    if group.error is not ErrorCode.NONE:
+        # v0-1 copy a group error into every partition, v2-7 carry it on top.
+        raise ApiError(group.error)
+    return OffsetFetchResponse(version=ctx.api_version, throttle_time_ms=0, error_code=ErrorCode.NONE,
+                               topics=_fetched_topics_v0(ctx.api_version, group))
+
+
+def _as_task(handler: Callable[[RequestContext, Any], Awaitable[Any]]) -> Callable[[RequestContext, Any], Any]:
+    return lambda ctx, request: asyncio.ensure_future(handler(ctx, request))
 
 
 def _answer_or_code(call: Callable[[], Any]) -> Any:

@@ -12,6 +12,9 @@ adds the checks Kafka makes (generated `*Data.read`):
 Trailing bytes after the body are ignored, as Kafka does (`AbstractRequest.parseRequest`
 never checks `buffer.hasRemaining()`); they are logged at debug.
 
+Heartbeat, the hottest message, has hand-written codecs (`protocol.fast_codecs`) for the
+common case; anything unusual still goes through kafka-python.
+
 Responses are framed here: size, response header (v0, or v1 for flexible versions except
 ApiVersions, see `api_keys`), body. Response objects must be built with `version=`
 (kafka-python raises when `encode(version=...)` is called on a decoded object).
@@ -62,6 +65,7 @@ from kafka.protocol.metadata import (
 from kafka.protocol.schemas import BaseField
 
 from protocol.api_keys import response_header_version
+from protocol.fast_codecs import decode_heartbeat_request, heartbeat_response_frame
 from protocol.headers import RequestHeader
 
 log = logging.getLogger(__name__)
@@ -117,6 +121,11 @@ def decode_request(api_key: int, version: int, payload: bytes | bytearray | memo
     if not 0 <= version <= cls.max_version:
         raise MalformedRequest(f"{cls.name} v{version} is outside the codec's 0-{cls.max_version}")
     data = payload if isinstance(payload, memoryview) else memoryview(payload)
+    if api_key == ApiKey.Heartbeat:
+        # Hand-decoded (protocol.fast_codecs); None means the generic path must judge it.
+        request = decode_heartbeat_request(version, data)
+        if request is not None:
+            return request
     decode, check = _decoder(api_key, version)
     try:
         request, end = decode(data, 0)
@@ -135,6 +144,10 @@ def encode_response(header: RequestHeader, response: ApiMessage, version: int) -
     """The whole response frame: size, response header, body."""
     if response.API_KEY != header.api_key:
         raise ValueError(f"{response.name} does not answer api key {header.api_key}")
+    if type(response) is HeartbeatResponse and response.version in (None, version):
+        frame = heartbeat_response_frame(header.correlation_id, version, response)
+        if frame is not None:
+            return frame
     if response.version is None:
         body = response.encode(version=version)
     elif response.version == version:

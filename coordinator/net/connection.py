@@ -96,23 +96,27 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._flush()
 
-    def _on_slot_done(self, _fut: asyncio.Future) -> None:
-        self._flush()
+    def _on_slot_done(self, fut: asyncio.Future) -> None:
+        # Only the oldest response can unblock writing; a later one waits its turn.
+        if self._slots and self._slots[0] is fut:
+            self._flush()
 
     def _flush(self) -> None:
         slots = self._slots
-        transport = self._transport
+        ready: list[bytes] = []
         while slots and self.state in _WRITING:
             head = slots[0]
             if isinstance(head, asyncio.Future):
                 if not head.done():
                     break
                 if head.cancelled():
+                    self._write(ready)
                     self.close()
                     return
                 exc = head.exception()
                 if exc is not None:
                     log.warning("closing connection from %s: %s", self.peer_host, exc)
+                    self._write(ready)
                     self.close()
                     return
                 frame = head.result()
@@ -120,8 +124,15 @@ class KafkaConnection(asyncio.Protocol):
                 frame = head
             slots.popleft()
             if frame is not None:
-                transport.write(frame)
+                ready.append(frame)
+        self._write(ready)
         self._apply_backpressure()
+
+    def _write(self, ready: list[bytes]) -> None:
+        # One write per flush: responses completed together (a pipelined batch, a group
+        # commit releasing many) go out in one send.
+        if ready and self.state in _WRITING:
+            self._transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
 
     def _apply_backpressure(self) -> None:
         if self.state is not ConnectionState.ACTIVE:

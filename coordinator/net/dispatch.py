@@ -104,7 +104,15 @@ class Dispatcher:
             # Transactions stay upstream's business; the gateway points the answer at our listener.
             return session.upstream.forward(header, payload)
         ctx = RequestContext(version, header.client_id or "", session.client_host)
-        return self._loop.create_task(self._serve(ctx, header, request, request_metrics))
+        outcome = self._service.submit(ctx, api_key, request)
+        if not isinstance(outcome, asyncio.Future):
+            # Answered inline (a Heartbeat on an idle partition): no task, no future.
+            metrics.response(request_metrics, api_key, version, outcome)
+            return encode_response(header, outcome, version)
+        frame = self._loop.create_future()
+        outcome.add_done_callback(partial(self._finish, ctx, header, request, request_metrics, frame))
+        frame.add_done_callback(partial(_cancel_if_abandoned, outcome))
+        return frame
 
     def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int) -> bytes:
         """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
@@ -127,10 +135,26 @@ class Dispatcher:
         except MalformedRequest as exc:
             raise ProtocolViolation(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {exc}") from exc
 
-    async def _serve(self, ctx: RequestContext, header, request, request_metrics: metrics.RequestMetrics) -> bytes:
-        response = await self._service.handle(ctx, header.api_key, request)
-        metrics.response(request_metrics, header.api_key, header.api_version, response)
-        return encode_response(header, response, header.api_version)
+    def _finish(self, ctx: RequestContext, header, request, request_metrics: metrics.RequestMetrics,
+                frame: asyncio.Future, outcome: asyncio.Future) -> None:
+        if frame.done():
+            return      # the client went away
+        if outcome.cancelled():
+            frame.cancel()
+            return
+        try:
+            response = self._service.answer(ctx, header.api_key, request, outcome)
+            metrics.response(request_metrics, header.api_key, header.api_version, response)
+            frame.set_result(encode_response(header, response, header.api_version))
+        except Exception as exc:
+            frame.set_exception(exc)
+
+
+def _cancel_if_abandoned(outcome: asyncio.Future, frame: asyncio.Future) -> None:
+    # The connection cancels a frame its client will never read; the partition then
+    # skips the request if it has not run yet.
+    if frame.cancelled():
+        outcome.cancel()
 
 
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:

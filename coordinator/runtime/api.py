@@ -4,6 +4,10 @@
 its records, and returns the response once the batch is durable; if the op parked the
 request (Result.response is None), it returns what a later `Reply` to `handle` carries.
 `read` runs `op(shard)` after every write before it is durable and returns its value.
+`submit_write` and `submit_read` are the same without a coroutine, for the request path:
+they return the answer itself when the partition could give it at once (an idle
+partition runs the op inline), otherwise a future of it; they raise what `write` and
+`read` raise.
 
 Both raise `PartitionLoading` (answer COORDINATOR_LOAD_IN_PROGRESS),
 `PartitionNotActive` (NOT_COORDINATOR: failed, unloaded or not owned), or
@@ -37,3 +41,7 @@ class CoordinatorRuntime(Protocol):
     async def write(self, partition: int, op: Callable[[Any, ReplyHandle], Result]) -> Any: ...
 
     async def read(self, partition: int, op: Callable[[Any], Any]) -> Any: ...
+
+    def submit_write(self, partition: int, op: Callable[[Any, ReplyHandle], Result]) -> Any: ...
+
+    def submit_read(self, partition: int, op: Callable[[Any], Any]) -> Any: ...

@@ -13,7 +13,9 @@ and FAILED raise `PartitionNotActive`, a closing runtime raises `RuntimeClosed`.
 Write path, in order (STYLE B4); one consumer task runs the events, and an op never
 awaits, so nothing else touches the shard while it runs:
 1. `write(op)` makes a `FutureReplyHandle` and enqueues the event.
-2. The consumer runs `result = op(shard, handle)`.
+2. The consumer runs `result = op(shard, handle)`. When the partition is idle (nothing
+   queued, nothing waiting on durability) the op runs inline in `submit_write` instead,
+   and an answer that needs no durable write comes back without a future.
 3. Its records are replayed into the shard at the offsets they will get (unless
    `result.replay` is False), then appended as one batch.
 4. `result.response` (to this request's handle), every `Reply` and `after_commit` are
@@ -28,7 +30,8 @@ awaits, so nothing else touches the shard while it runs:
    shard is dropped, and the consumer recovers the store and reloads from the durable
    log. Nothing that was replayed but not made durable survives.
 
-Reads (`read(op)`) run on the same queue and return once every earlier write is durable.
+Reads (`read(op)`) run on the same queue and return once every earlier write is durable
+(inline, when the partition is idle).
 A handle whose future is already done or cancelled (the client went away) is skipped.
 """
 
@@ -84,6 +87,28 @@ class FutureReplyHandle:
 
     def __init__(self, future: asyncio.Future):
         self.future = future
+
+
+class _InlineHandle:
+    """The handle of an op run inline: its future exists only once something needs it
+    (the op parked the request, or the answer waits on durability), since most inline
+    answers (Heartbeat) are returned at once and a future per request is measurable."""
+
+    __slots__ = ("_future", "_new_waiter")
+
+    def __init__(self, new_waiter: Callable[[], asyncio.Future]):
+        self._future: asyncio.Future | None = None
+        self._new_waiter = new_waiter
+
+    @property
+    def future(self) -> asyncio.Future:
+        if self._future is None:
+            self._future = self._new_waiter()
+        return self._future
+
+    @property
+    def materialized(self) -> bool:
+        return self._future is not None
 
 
 @dataclass(slots=True)
@@ -177,15 +202,59 @@ class PartitionRuntime:
 
     async def write(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
         self._check_serving()
-        handle = FutureReplyHandle(self._new_waiter())
         self.stats.writes += 1
-        self._enqueue(_Event(lambda: self._run_write(op, handle), handle.future))
-        return await handle.future
+        return await self._enqueue_write(op)
 
     async def read(self, op: Callable[[Any], Any]) -> Any:
         self._check_serving()
         self.stats.reads += 1
         return await self._enqueue(self._read_event(op))
+
+    def submit_write(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+        """`write` without a coroutine, for the request path: the response itself when the
+        op ran inline and its answer needs no durable write, otherwise a future of it."""
+        self._check_serving()
+        self.stats.writes += 1
+        if self._idle():
+            return self._write_inline(op)
+        return self._enqueue_write(op)
+
+    def submit_read(self, op: Callable[[Any], Any]) -> Any:
+        """`read` without a coroutine: the value itself when nothing is pending ahead of it."""
+        self._check_serving()
+        self.stats.reads += 1
+        if self._idle():
+            return op(self._shard)
+        return self._enqueue(self._read_event(op))
+
+    def _enqueue_write(self, op: Callable[[Any, FutureReplyHandle], Result]) -> asyncio.Future:
+        handle = FutureReplyHandle(self._new_waiter())
+        self._enqueue(_Event(lambda: self._run_write(op, handle), handle.future))
+        return handle.future
+
+    def _idle(self) -> bool:
+        # Nothing queued and nothing waiting on durability: an op run right here sees what
+        # the consumer would see next, and since ops never await (and asyncio is one
+        # thread) running it here is still serial. The consumer only runs events taken
+        # from the queue, so an empty queue means it is not between two steps.
+        return self._queue.empty() and not self._parked and self._last_written <= self._last_durable
+
+    def _write_inline(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+        handle = _InlineHandle(self._new_waiter)
+        try:
+            result = op(self._shard, handle)
+        except Exception:
+            if handle.materialized:
+                handle.future.cancel()  # kept by the op before it failed; nobody will await it
+            raise
+        if result.records or result.response is None:
+            fut = handle.future     # made before the append, so a failure there reaches it
+            self._guarded(lambda: self._apply(result, handle))
+            return fut
+        if result.replies or result.after_commit is not None:
+            # Idle, so nothing is pending: these are released right away, as the queue would.
+            self._guarded(lambda: self._apply(result, None))
+        return result.response
 
     def _check_serving(self) -> None:
         if self._closing:
@@ -266,7 +335,7 @@ class PartitionRuntime:
             return
         self._apply(result, None)
 
-    def _apply(self, result: Result, handle: FutureReplyHandle | None) -> None:
+    def _apply(self, result: Result, handle: FutureReplyHandle | _InlineHandle | None) -> None:
         completions: list[tuple[asyncio.Future, Any]] = []
         if handle is not None and result.response is not None:
             completions.append((handle.future, result.response))

@@ -72,6 +72,13 @@ class CoordinatorRuntime:
     async def read(self, partition: int, op: Callable[[Any], Any]) -> Any:
         return await self._partition(partition).read(op)
 
+    def submit_write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+        """`write` without a coroutine: the response, or a future of it (see `PartitionRuntime`)."""
+        return self._partition(partition).submit_write(op)
+
+    def submit_read(self, partition: int, op: Callable[[Any], Any]) -> Any:
+        return self._partition(partition).submit_read(op)
+
     def partition_state(self, partition: int) -> PartitionState:
         return self._partitions[partition].state
 
