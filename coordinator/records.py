@@ -41,6 +41,7 @@ reads -1 as "use the session timeout").
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -110,6 +111,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I64_I32 = struct.Struct(">qi")
+_V3_NO_METADATA = struct.Struct(">hqihq")    # an OffsetCommitValue v3 with empty metadata
 
 
 # ---------------------------------------------------------------- encoding
@@ -128,10 +130,15 @@ def _bytes(b: bytes) -> bytes:
     return _I32.pack(len(b)) + b
 
 
+@functools.lru_cache(maxsize=4096)
+def _offset_commit_key_prefix(group: str, topic: str) -> bytes:
+    # One commit writes many partitions of the same group and topic.
+    return _I16.pack(OFFSET_COMMIT_KEY_TYPE) + _string(group) + _string(topic)
+
+
 def serialize_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return (_I16.pack(OFFSET_COMMIT_KEY_TYPE) + _string(key.group) + _string(key.topic)
-                + _I32.pack(key.partition))
+        return _offset_commit_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
     if isinstance(key, GroupMetadataKey):
         return _I16.pack(GROUP_METADATA_KEY_TYPE) + _string(key.group)
     raise TypeError(f"not a record key: {key!r}")
@@ -145,6 +152,9 @@ def serialize_value(value: RecordValue | None) -> bytes | None:
             return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY) + _I64.pack(value.offset)
                     + _string(value.metadata) + _I64.pack(value.commit_timestamp_ms)
                     + _I64.pack(value.expire_timestamp_ms))
+        if not value.metadata:
+            return _V3_NO_METADATA.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, 0,
+                                        value.commit_timestamp_ms)
         return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64_I32.pack(value.offset, value.leader_epoch)
                 + _string(value.metadata) + _I64.pack(value.commit_timestamp_ms))
     if isinstance(value, GroupMetadataValue):
@@ -306,8 +316,20 @@ def _decode_group_metadata_value(r: _Reader, version: int) -> GroupMetadataValue
 
 def deserialize(key_bytes: bytes, value_bytes: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
     """Decode one record; None for record types this coordinator does not know (skip them)."""
+    key = deserialize_key(key_bytes)
+    if key is None:
+        return None
+    return key, None if value_bytes is None else deserialize_value(key, value_bytes)
+
+
+def deserialize_key(key_bytes: bytes) -> RecordKey | None:
+    """A record's key; None for record types this coordinator does not know."""
     if key_bytes is None:
         raise RecordDecodeError("record without a key")
+    if key_bytes[:2] == _OFFSET_COMMIT_KEY_PREFIX:
+        fast = _plain_offset_commit_key(key_bytes)
+        if fast is not None:
+            return fast
     kr = _Reader(key_bytes)
     record_type = kr.int16()
     key: RecordKey
@@ -320,11 +342,19 @@ def deserialize(key_bytes: bytes, value_bytes: bytes | None) -> tuple[RecordKey,
     else:
         return None
     kr.done()
-    if value_bytes is None:
-        return key, None
+    return key
+
+
+def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
+    """The value of a record whose key `deserialize_key` gave; a tombstone has none."""
+    if isinstance(key, OffsetCommitKey):
+        fast = _plain_offset_commit_value(value_bytes)
+        if fast is not None:
+            return fast
     vr = _Reader(value_bytes)
     version = vr.int16()
     if not 0 <= version <= FLEXIBLE_VERSION:
+        record_type = OFFSET_COMMIT_KEY_TYPE if isinstance(key, OffsetCommitKey) else GROUP_METADATA_KEY_TYPE
         raise RecordDecodeError(f"unknown value version {version} for record type {record_type}")
     vr.flexible = version >= FLEXIBLE_VERSION
     value: RecordValue
@@ -333,15 +363,62 @@ def deserialize(key_bytes: bytes, value_bytes: bytes | None) -> tuple[RecordKey,
     else:
         value = _decode_group_metadata_value(vr, version)
     vr.done()
-    return key, value
+    return value
+
+
+# Loading decodes millions of OffsetCommit records: the shapes this coordinator writes
+# (key type 1, value v3) are read with two struct calls and no cursor. Anything else,
+# or anything that does not fit exactly, goes through `_Reader`, which words the error.
+_OFFSET_COMMIT_KEY_PREFIX = _I16.pack(OFFSET_COMMIT_KEY_TYPE)
+_OFFSET_COMMIT_V3_PREFIX = _I16.pack(OFFSET_COMMIT_VALUE_VERSION)
+_V3_HEAD = struct.Struct(">hqih")       # version, offset, leader_epoch, metadata length
+_V3_MIN_SIZE = _V3_HEAD.size + _I64.size
+
+
+def _plain_offset_commit_key(buf: bytes) -> OffsetCommitKey | None:
+    size = len(buf)
+    group_end = 4 + _I16.unpack_from(buf, 2)[0] if size >= 4 else -1
+    if group_end < 4 or group_end + 6 > size:
+        return None
+    topic_end = group_end + 2 + _I16.unpack_from(buf, group_end)[0]
+    if topic_end < group_end + 2 or topic_end + 4 != size:
+        return None
+    try:
+        return OffsetCommitKey(buf[4:group_end].decode("utf-8"), buf[group_end + 2:topic_end].decode("utf-8"),
+                               _I32.unpack_from(buf, topic_end)[0])
+    except UnicodeDecodeError:
+        return None
+
+
+def _plain_offset_commit_value(buf: bytes) -> OffsetCommitValue | None:
+    if len(buf) == _V3_MIN_SIZE and buf[:2] == _OFFSET_COMMIT_V3_PREFIX:
+        # No metadata, the usual commit: one unpack.
+        _version, offset, leader_epoch, n, commit_timestamp_ms = _V3_NO_METADATA.unpack(buf)
+        if n == 0:
+            return OffsetCommitValue(offset, leader_epoch, "", commit_timestamp_ms)
+        return None
+    if len(buf) < _V3_MIN_SIZE or buf[:2] != _OFFSET_COMMIT_V3_PREFIX:
+        return None
+    _version, offset, leader_epoch, n = _V3_HEAD.unpack_from(buf)
+    end = _V3_HEAD.size + n
+    if n < 0 or end + _I64.size != len(buf):
+        return None
+    try:
+        metadata = buf[_V3_HEAD.size:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return OffsetCommitValue(offset, leader_epoch, metadata, _I64.unpack_from(buf, end)[0])
 
 
 # ---------------------------------------------------------------- record constructors
 
 
+@functools.lru_cache(maxsize=4096)
 def _audit_headers(member_id: str, generation: int, client_id: str,
                    client_host: str) -> tuple[tuple[str, bytes | None], ...]:
     # Kafka ignores headers in this topic; the offline audit reads them to say who wrote what.
+    # Cached: every partition of one commit shares them, and the batch encoder encodes a
+    # run of records holding the same tuple once.
     return (
         ("member_id", member_id.encode("utf-8")),
         ("generation", str(generation).encode("utf-8")),

@@ -172,12 +172,33 @@ def encode_varint(value: int, out: bytearray) -> None:
     out.append(v)
 
 
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    encode_varint(value, out)
+    return bytes(out)
+
+
+# Offset deltas, key and value lengths and record lengths are nearly always small:
+# a table lookup instead of a loop of appends.
+_SMALL_VARINTS = tuple(_varint_bytes(n) for n in range(4096))
+
+
 def _encode_bytes(data: bytes | None, out: bytearray) -> None:
     if data is None:
         out.append(1)                  # varint(-1)
     else:
         encode_varint(len(data), out)
         out += data
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    """A record's header count and headers, as the record ends with them."""
+    out = bytearray()
+    encode_varint(len(headers), out)
+    for name, header_value in headers:
+        _encode_bytes(name.encode(), out)
+        _encode_bytes(header_value, out)
+    return bytes(out)
 
 
 def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
@@ -188,10 +209,7 @@ def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
     encode_varint(offset_delta, body)
     _encode_bytes(key, body)
     _encode_bytes(value, body)
-    encode_varint(len(headers), body)
-    for name, header_value in headers:
-        _encode_bytes(name.encode(), body)
-        _encode_bytes(header_value, body)
+    body += _encode_headers(headers)
     encode_varint(len(body), out)
     out += body
 
@@ -213,10 +231,44 @@ def encode_batch(base_offset: int, records: Sequence[LogRecord], timestamp_ms: i
     """One uncompressed CREATE_TIME batch; record i gets offset base_offset + i."""
     if not records:
         raise ValueError("a batch holds at least one record")
-    body = bytearray()
+    if len(records) > len(_SMALL_VARINTS):
+        body = bytearray()
+        for delta, record in enumerate(records):
+            _encode_record(delta, 0, record.key, record.value, record.headers, body)
+        return _frame(base_offset, len(records) - 1, timestamp_ms, timestamp_ms, len(records), body)
+    return _frame(base_offset, len(records) - 1, timestamp_ms, timestamp_ms, len(records),
+                  _encode_small_records(records))
+
+
+def _encode_small_records(records: Sequence[LogRecord]) -> bytes:
+    """`_encode_record` for each record at timestamp delta 0, for batches whose offset
+    deltas fit the varint table: the commit path's hot loop. A run of records holding the
+    same headers tuple (one commit's audit headers) encodes it once."""
+    small = _SMALL_VARINTS
+    limit = len(small)
+    parts = []
+    last_headers: object = None
+    header_block = b""
     for delta, record in enumerate(records):
-        _encode_record(delta, 0, record.key, record.value, record.headers, body)
-    return _frame(base_offset, len(records) - 1, timestamp_ms, timestamp_ms, len(records), body)
+        key, value, headers = record.key, record.value, record.headers
+        if headers is not last_headers:
+            header_block = _encode_headers(headers)
+            last_headers = headers
+        if key is None or value is None or len(key) >= limit or len(value) >= limit:
+            body = bytearray(b"\x00\x00")       # attributes, timestamp delta 0
+            body += small[delta]
+            _encode_bytes(key, body)
+            _encode_bytes(value, body)
+            body += header_block
+            length = len(body)
+            parts.append(small[length] if length < limit else _varint_bytes(length))
+            parts.append(body)
+            continue
+        body = b"".join((b"\x00\x00", small[delta], small[len(key)], key, small[len(value)], value, header_block))
+        length = len(body)
+        parts.append(small[length] if length < limit else _varint_bytes(length))
+        parts.append(body)
+    return b"".join(parts)
 
 
 def encode_stored_batch(batch: StoredBatch) -> bytes:
@@ -275,6 +327,44 @@ def _decompress(codec: int, data: bytes, position: int) -> bytes:
     return getattr(kafka_codec, decoder)(data)
 
 
+def _decode_headers(data: bytes, pos: int, names: dict[bytes, str]) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
+    """A record's header count and headers from `pos`; the position after them."""
+    b = data[pos]
+    if b < 0x80:
+        header_count = (b >> 1) ^ -(b & 1)
+        pos += 1
+    else:
+        header_count, pos = _varint_slow(data, pos)
+    if not header_count:
+        return (), pos
+    items = []
+    for _h in range(header_count):
+        b = data[pos]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n, pos = _varint_slow(data, pos)
+        raw_name = data[pos:pos + n]
+        name = names.get(raw_name)
+        if name is None:
+            name = names[raw_name] = raw_name.decode()
+        pos += n
+        b = data[pos]
+        if b < 0x80:
+            n = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            n, pos = _varint_slow(data, pos)
+        if n < 0:
+            header_value = None
+        else:
+            header_value = data[pos:pos + n]
+            pos += n
+        items.append((name, header_value))
+    return tuple(items), pos
+
+
 def _decode_records(data: bytes, count: int, header: BatchHeader, position: int) -> tuple[StoredRecord, ...]:
     """Decode `count` records from `data`; the hot loop of loading, so varints of one byte
     (nearly all of them) are read inline and only longer ones take the slow path."""
@@ -283,6 +373,8 @@ def _decode_records(data: bytes, count: int, header: BatchHeader, position: int)
     log_append_time = header.attributes & TIMESTAMP_TYPE_MASK
     records = []
     names: dict[bytes, str] = {}     # a batch repeats the same few header names
+    header_blocks: dict[bytes, tuple[tuple[str, bytes | None], ...]] = {}
+    new_record = tuple.__new__       # skips the NamedTuple's Python-level __new__
     pos = 0
     end = len(data)
     try:
@@ -291,6 +383,11 @@ def _decode_records(data: bytes, count: int, header: BatchHeader, position: int)
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                # A record of 64..8191 bytes (ours, with audit headers): a 2-byte length.
+                v = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (v >> 1) ^ -(v & 1)
+                pos += 2
             else:
                 length, pos = _varint_slow(data, pos)
             record_end = pos + length
@@ -329,46 +426,21 @@ def _decode_records(data: bytes, count: int, header: BatchHeader, position: int)
             else:
                 value = data[pos:pos + n]
                 pos += n
-            b = data[pos]
-            if b < 0x80:
-                header_count = (b >> 1) ^ -(b & 1)
-                pos += 1
+            # One commit's records carry the same header block (member, generation,
+            # client): parse each distinct block once per batch, share the tuple.
+            raw_headers = data[pos:record_end]
+            headers = header_blocks.get(raw_headers)
+            if headers is None or record_end > end:
+                headers, pos = _decode_headers(data, pos, names)
+                header_blocks[raw_headers] = headers
             else:
-                header_count, pos = _varint_slow(data, pos)
-            headers: tuple[tuple[str, bytes | None], ...] = ()
-            if header_count:
-                items = []
-                for _h in range(header_count):
-                    b = data[pos]
-                    if b < 0x80:
-                        n = (b >> 1) ^ -(b & 1)
-                        pos += 1
-                    else:
-                        n, pos = _varint_slow(data, pos)
-                    raw_name = data[pos:pos + n]
-                    name = names.get(raw_name)
-                    if name is None:
-                        name = names[raw_name] = raw_name.decode()
-                    pos += n
-                    b = data[pos]
-                    if b < 0x80:
-                        n = (b >> 1) ^ -(b & 1)
-                        pos += 1
-                    else:
-                        n, pos = _varint_slow(data, pos)
-                    if n < 0:
-                        header_value = None
-                    else:
-                        header_value = data[pos:pos + n]
-                        pos += n
-                    items.append((name, header_value))
-                headers = tuple(items)
+                pos = record_end
             if pos != record_end or pos > end:
                 raise RecordDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
-            records.append(StoredRecord(
+            records.append(new_record(StoredRecord, (
                 base_offset + offset_delta,
                 header.max_timestamp if log_append_time else base_ts + ts_delta,
-                key, value, headers))
+                key, value, headers)))
     except RecordDecodeError:
         raise
     except IndexError:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,9 +30,13 @@ from storage.api import LogRecord, LogStore, StoredRecord
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK_RECORDS = 2_000
+_UNSEEN = object()
 
 
 class RecordSerde(Protocol):
+    """A serde may also offer `for_load()`: a `deserialize` for one partition's load,
+    free to remember what it decoded until the load ends."""
+
     def serialize(self, record: CoordinatorRecord) -> LogRecord: ...
 
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
@@ -49,6 +54,24 @@ class KafkaRecordSerde:
             return None
         key, value = decoded
         return CoordinatorRecord(key, value, stored.headers)
+
+    def for_load(self) -> Callable[[StoredRecord], CoordinatorRecord | None]:
+        # A log repeats each key (every commit of a partition, until compaction), and a
+        # decoded key is immutable: decode each distinct key once per load.
+        keys: dict[bytes, Any] = {}
+        deserialize_key, deserialize_value = records.deserialize_key, records.deserialize_value
+
+        def deserialize(stored: StoredRecord) -> CoordinatorRecord | None:
+            key_bytes = stored.key
+            key = keys.get(key_bytes, _UNSEEN)
+            if key is _UNSEEN:
+                key = keys[key_bytes] = deserialize_key(key_bytes)
+            if key is None:
+                return None
+            value = stored.value
+            return CoordinatorRecord(key, None if value is None else deserialize_value(key, value), stored.headers)
+
+        return deserialize
 
 
 class LoadError(Exception):
@@ -72,12 +95,15 @@ async def load_partition(store: LogStore, partition: int, shard: Any, serde: Rec
         raise error
     loaded = skipped = since_yield = 0
     warned_key_types: set[bytes] = set()
+    for_load = getattr(serde, "for_load", None)
+    deserialize = serde.deserialize if for_load is None else for_load()
+    replay = shard.replay
     for batch in store.read(partition, 0):
         if batch.is_control:
             continue
         for stored in batch.records:
             try:
-                record = serde.deserialize(stored)
+                record = deserialize(stored)
             except Exception as exc:
                 raise LoadError(partition, stored.offset, f"undecodable record: {exc!r}") from exc
             if record is None:
@@ -89,7 +115,7 @@ async def load_partition(store: LogStore, partition: int, shard: Any, serde: Rec
                                 partition, stored.offset, key_type.hex())
                 continue
             try:
-                shard.replay(stored.offset, record)
+                replay(stored.offset, record)
             except Exception as exc:
                 raise LoadError(partition, stored.offset, f"replay failed: {exc!r}") from exc
             loaded += 1
