@@ -2,8 +2,8 @@
 
 `submit` queues an encoded batch and returns its `durable` future. The writer task
 takes every batch queued since its last write, writes them with one `write` call (more
-when a segment rolls) in a worker thread, fsyncs there if the policy says so, and back
-on the event loop resolves every future the write covered, in offset order. While a
+when a segment rolls) in the writer's own thread, fsyncs there if the policy says so, and
+back on the event loop resolves every future the write covered, in offset order. While a
 write is in the thread, new batches queue up for the next one: under load one fsync
 releases many batches.
 
@@ -14,15 +14,24 @@ the partition (which truncates the log back to the durable mark) and calls `rese
 An optional `CommitObserver` hears of each group commit (batches, bytes, write and
 fsync time) and of each batch's append-to-durable time: the coordinator's metrics,
 passed in so that storage imports nothing from the coordinator.
+
+Each writer owns one thread for its disk work (writes and fsyncs, one at a time): a
+`SimpleQueue` hand-off costs far less than `asyncio.to_thread`'s executor round trip,
+which profiled at ~12% of commit CPU. `close` stops and joins it; a writer dropped
+without `close` stops its thread when collected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import queue
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from storage.api import StorageError
 from storage.fsync_policy import FsyncPolicy
@@ -73,6 +82,11 @@ class GroupCommitWriter:
         self._unsynced = False           # written since the last fsync
         self._last_fsync = asyncio.get_running_loop().time()
         self.failure: StorageError | None = None
+        self._loop = asyncio.get_running_loop()
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=_serve, args=(self._jobs,), name=f"group-commit-{partition}")
+        self._thread.start()
+        weakref.finalize(self, self._jobs.put, None)
         self._task = asyncio.create_task(self._run(), name=f"group-commit-{partition}")
 
     def submit(self, base_offset: int, data: bytes, last_offset: int, next_offset: int) -> asyncio.Future[int]:
@@ -92,7 +106,16 @@ class GroupCommitWriter:
     async def close(self) -> None:
         self._closing = True
         self._wake.set()
-        await self._task
+        try:
+            await self._task
+        finally:
+            self._jobs.put(None)
+            self._thread.join()
+
+    def _in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        done = self._loop.create_future()
+        self._jobs.put((self._loop, done, fn, args))
+        return done
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -106,7 +129,7 @@ class GroupCommitWriter:
             group, self._queue = self._queue, []
             fsync = self._policy.fsync_with_write((loop.time() - self._last_fsync) * 1000)
             try:
-                segment, size, write_s, fsync_s = await asyncio.to_thread(
+                segment, size, write_s, fsync_s = await self._in_thread(
                     self._write_group, [(q.base_offset, q.data) for q in group], fsync)
             except Exception as e:
                 self._fail(e, "write")
@@ -125,7 +148,7 @@ class GroupCommitWriter:
         await self._final_fsync()
 
     def _write_group(self, batches: list[tuple[int, bytes]], fsync: bool):
-        """In the worker thread: the write, then the fsync, timed apart."""
+        """In the writer thread: the write, then the fsync, timed apart."""
         started = time.perf_counter()
         segment, size = self._log.write_group(batches, False)
         written = time.perf_counter()
@@ -136,7 +159,7 @@ class GroupCommitWriter:
 
     async def _fsync(self) -> None:
         started = time.perf_counter()
-        await asyncio.to_thread(self._log.fsync)
+        await self._in_thread(self._log.fsync)
         self._observer.fsynced(time.perf_counter() - started)
 
     async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -182,3 +205,25 @@ def _settle(future: asyncio.Future[int], outcome: int | StorageError) -> None:
         future.set_exception(outcome)
     else:
         future.set_result(outcome)
+
+
+def _serve(jobs: queue.SimpleQueue) -> None:
+    """The writer thread: run each job in turn until `None`, answering on the job's loop."""
+    while (job := jobs.get()) is not None:
+        loop, done, fn, args = job
+        try:
+            outcome = fn(*args)
+        except BaseException as e:   # every job must be answered, or its writer waits forever
+            loop.call_soon_threadsafe(_answer, done, None, e)
+        else:
+            loop.call_soon_threadsafe(_answer, done, outcome, None)
+
+
+def _answer(done: asyncio.Future, outcome: Any, error: BaseException | None) -> None:
+    # Cancelled when the writer task was cancelled mid-write.
+    if done.cancelled():
+        return
+    if error is None:
+        done.set_result(outcome)
+    else:
+        done.set_exception(error)
