@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import sys
 from collections import Counter
 from dataclasses import dataclass
 
@@ -50,12 +51,14 @@ class ClassicGroupMember:
                  protocols: Protocols, assignment: bytes = b""):
         self.member_id = member_id
         self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
+        # Interned: thousands of members repeat a few client ids, hosts and protocol names,
+        # and each decoded request would otherwise leave every member its own copy.
+        self.client_id = sys.intern(client_id)
+        self.client_host = sys.intern(client_host)
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
+        self.protocol_type = sys.intern(protocol_type)
+        self.protocols = interned_names(protocols)
         self.assignment = assignment
         self.awaiting_join: Parked | None = None
         self.awaiting_sync: Parked | None = None
@@ -216,7 +219,7 @@ class ClassicGroup:
     def update_member(self, member: ClassicGroupMember, protocols: Protocols, rebalance_timeout_ms: int,
                       session_timeout_ms: int, parked: Parked | None) -> None:
         self.supported_protocols.subtract(member.protocol_names())
-        member.protocols = protocols
+        member.protocols = interned_names(protocols)
         self.supported_protocols.update(member.protocol_names())
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
@@ -306,6 +309,10 @@ class ClassicGroup:
                 return None
             topics.update(parsed)
         return frozenset(topics)
+
+
+def interned_names(protocols: Protocols) -> Protocols:
+    return tuple((sys.intern(name), metadata) for name, metadata in protocols)
 
 
 def subscription_topics(metadata: bytes) -> list[str] | None:

@@ -56,6 +56,21 @@ def group_metadata_value(group: ClassicGroup, assignment: dict[str, bytes]) -> G
                               group.leader_id, group.current_state_timestamp_ms, tuple(members))
 
 
+class HeartbeatExpiry:
+    """A member's session-timeout op. Every member holds one, and a slotted object is about
+    a third of the size of the closure it replaces."""
+
+    __slots__ = ("membership", "group_id", "member_id")
+
+    def __init__(self, membership: Membership, group_id: str, member_id: str):
+        self.membership = membership
+        self.group_id = group_id
+        self.member_id = member_id
+
+    def __call__(self) -> Result:
+        return self.membership.finish(self.membership.expire_heartbeat(self.group_id, self.member_id))
+
+
 class Membership:
     def __init__(self, groups: dict[str, ClassicGroup], config: GroupConfig, timer: Timer,
                  clock: Callable[[], int], new_member_id: Callable[[str], str]):
@@ -114,12 +129,12 @@ class Membership:
         group_id, member_id = group.group_id, member.member_id
         self.timer.schedule(heartbeat_key(group_id, member_id),
                             member.session_timeout_ms if timeout_ms is None else timeout_ms,
-                            lambda: self.finish(self.expire_heartbeat(group_id, member_id)))
+                            HeartbeatExpiry(self, group_id, member_id))
 
     def schedule_pending_member_expiry(self, group: ClassicGroup, member_id: str, session_timeout_ms: int) -> None:
         group_id = group.group_id
         self.timer.schedule(heartbeat_key(group_id, member_id), session_timeout_ms,
-                            lambda: self.finish(self.expire_heartbeat(group_id, member_id)))
+                            HeartbeatExpiry(self, group_id, member_id))
 
     def expire_heartbeat(self, group_id: str, member_id: str) -> Result:
         group = self.groups.get(group_id)

@@ -5,22 +5,44 @@ partition (`on_expired`), which enqueues a write event; when that event runs, th
 run only if the entry is still the one scheduled under its key. A heartbeat that
 reschedules `heartbeat-g-m` after the old deadline passed, but before the expiry event
 ran, must win (Kafka's `EventBasedCoordinatorTimer` makes the same check).
+
+Memory: a partition holds one deadline heap and at most one loop handle, armed for the
+earliest deadline, rather than a loop handle per timer. A session timer is rescheduled on
+every heartbeat, so a later deadline only moves the entry's `deadline`; the entry keeps
+its place in the heap (at the older `heap_deadline`) and is pushed back when that place
+comes due. Each entry is in the heap at most once, so the heap never grows with
+heartbeats. A cancelled entry is left in the heap (lazy deletion) with its op dropped;
+the heap is rebuilt when such leftovers outnumber the live entries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from coordinator.group.timer import TimerOp
 
+# uvloop rounds timers to whole milliseconds and may wake up to a millisecond early;
+# deadlines that close are treated as due rather than re-armed for a sub-ms wait.
+_SLACK_S = 0.001
+_MIN_HEAP_TO_COMPACT = 64
 
-@dataclass(eq=False, slots=True)
+
 class TimerEntry:
-    key: str
-    op: TimerOp
-    handle: asyncio.TimerHandle | None = field(default=None, repr=False)
+    __slots__ = ("key", "op", "deadline", "heap_deadline", "in_heap")
+
+    def __init__(self, key: str, op: TimerOp, deadline: float):
+        self.key = key
+        self.op: TimerOp | None = op
+        self.deadline = deadline
+        # The deadline this entry was pushed with; the heap orders by it, so it must not
+        # change while the entry is in the heap (`deadline` may move later meanwhile).
+        self.heap_deadline = deadline
+        self.in_heap = True
+
+    def __lt__(self, other: TimerEntry) -> bool:
+        return self.heap_deadline < other.heap_deadline
 
 
 class LoopTimer:
@@ -28,17 +50,30 @@ class LoopTimer:
         self._loop = loop
         self._on_expired = on_expired
         self._entries: dict[str, TimerEntry] = {}
+        self._heap: list[TimerEntry] = []
+        self._armed: asyncio.TimerHandle | None = None
+        self._armed_at = 0.0
 
     def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None:
+        deadline = self._loop.time() + max(delay_ms, 0) / 1000
+        entry = self._entries.get(key)
+        if entry is not None and entry.in_heap and deadline >= entry.heap_deadline:
+            entry.op = op
+            entry.deadline = deadline
+            return
         self.cancel(key)
-        entry = TimerEntry(key, op)
-        entry.handle = self._loop.call_later(max(delay_ms, 0) / 1000, self._on_expired, self, entry)
+        entry = TimerEntry(key, op, deadline)
         self._entries[key] = entry
+        self._push(entry)
+        if self._heap[0] is entry:
+            self._arm()
 
     def cancel(self, key: str) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
-            entry.handle.cancel()
+            entry.op = None     # a leftover in the heap must not keep the op's closure alive
+            if len(self._heap) > max(2 * len(self._entries), _MIN_HEAP_TO_COMPACT):
+                self._compact()
 
     def is_scheduled(self, key: str) -> bool:
         return key in self._entries
@@ -51,9 +86,62 @@ class LoopTimer:
         return True
 
     def cancel_all(self) -> None:
+        if self._armed is not None:
+            self._armed.cancel()
+            self._armed = None
         for entry in self._entries.values():
-            entry.handle.cancel()
+            entry.op = None
         self._entries.clear()
+        self._heap.clear()
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def _is_live(self, entry: TimerEntry) -> bool:
+        return self._entries.get(entry.key) is entry
+
+    def _push(self, entry: TimerEntry) -> None:
+        entry.heap_deadline = entry.deadline
+        entry.in_heap = True
+        heapq.heappush(self._heap, entry)
+
+    def _arm(self) -> None:
+        if not self._heap:
+            if self._armed is not None:
+                self._armed.cancel()
+                self._armed = None
+            return
+        when = self._heap[0].heap_deadline
+        if self._armed is not None:
+            if self._armed_at == when:
+                return
+            self._armed.cancel()
+        self._armed = self._loop.call_at(when, self._fire)
+        self._armed_at = when
+
+    def _fire(self) -> None:
+        self._armed = None
+        now = self._loop.time() + _SLACK_S
+        heap = self._heap
+        due = []
+        while heap and heap[0].heap_deadline <= now:
+            entry = heapq.heappop(heap)
+            entry.in_heap = False
+            if not self._is_live(entry):
+                continue
+            if entry.deadline > now:
+                self._push(entry)
+            else:
+                due.append(entry)
+        self._arm()
+        for entry in due:
+            self._on_expired(self, entry)
+
+    def _compact(self) -> None:
+        live = [e for e in self._heap if self._is_live(e)]
+        for entry in self._heap:
+            if not self._is_live(entry):
+                entry.in_heap = False
+        heapq.heapify(live)
+        self._heap = live
+        self._arm()
