@@ -116,17 +116,6 @@ class Parker:
         return Result()
 
 
-@pytest.fixture
-def store():
-    return MemoryLogStore(num_partitions=1, manual_commit=True)
-
-
-@pytest.fixture
-async def harness(store):
-    h = Harness(store, [1_000])
-    await h.start()
-    yield h
-    await h.partition.close(drain_timeout_s=0)
 
 
 async def test_response_is_released_only_once_its_batch_is_durable(harness, store):

@@ -7,25 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from coordinator.group.result import Reply, Result
 from protocol.errors import ApiError, ErrorCode
-from storage.memory_store import MemoryLogStore
-from tests.coordinator.test_runtime import Harness, P, Parker, respond, settle
-
-
-@pytest.fixture
-def store():
-    return MemoryLogStore(num_partitions=1, manual_commit=True)
-
-
-@pytest.fixture
-async def harness(store):
-    h = Harness(store, [1_000])
-    await h.start()
-    yield h
-    await h.partition.close(drain_timeout_s=0)
+from tests.coordinator.test_runtime import P, Parker, respond, settle
 
 
 async def test_an_answer_without_records_on_an_idle_partition_comes_back_at_once(harness):
