@@ -150,11 +150,7 @@ def rewrite_describe_cluster(payload: bytes, version: int, address_for: AddressF
     r.skip(4)  # controller_id
     out = _Splice(payload)
     for _ in range(r.count(True)):
-        node_id = r.int32()
-        start = r.pos
-        r.skip_string(True)
-        r.skip(4)
-        out.replace(start, r.pos, _address(address_for(node_id), True))
+        _rewrite_node_address(r, out, address_for, True)
         r.skip_string(True)  # rack
         if version >= 2:
             r.skip(1)  # is_fenced
@@ -174,19 +170,21 @@ def rewrite_find_coordinator(payload: bytes, version: int, address_for: AddressF
         r.skip(2)  # error_code
         if version >= 1:
             r.skip_string(flexible)  # error_message
-        _rewrite_coordinator(r, out, address_for, flexible)
+        _rewrite_node_address(r, out, address_for, flexible)
         return out.result()
     # v4+ (KIP-699): one entry per coordinator key
     for _ in range(r.count(True)):
         r.skip_string(True)  # key
-        _rewrite_coordinator(r, out, address_for, True)
+        _rewrite_node_address(r, out, address_for, True)
         r.skip(2)  # error_code
         r.skip_string(True)  # error_message
         r.skip_tagged()
     return out.result()
 
 
-def _rewrite_coordinator(r: Reader, out: _Splice, address_for: AddressFor, flexible: bool) -> None:
+def _rewrite_node_address(r: Reader, out: _Splice, address_for: AddressFor, flexible: bool) -> None:
+    """`node_id int32, host string, port int32`: host and port become kgc's listener for
+    that node. A negative id names no node (e.g. FindCoordinator's error answer): untouched."""
     node_id = r.int32()
     start = r.pos
     r.skip_string(flexible)
@@ -256,11 +254,7 @@ def _node_endpoints(data: bytes, address_for: AddressFor) -> bytes:
     r = Reader(data)
     out = _Splice(data)
     for _ in range(r.count(True)):
-        node_id = r.int32()
-        start = r.pos
-        r.skip_string(True)
-        r.skip(4)
-        out.replace(start, r.pos, _address(address_for(node_id), True))
+        _rewrite_node_address(r, out, address_for, True)
         r.skip_string(True)  # rack
         r.skip_tagged()
     if not r.at_end():
