@@ -15,8 +15,11 @@ from coordinator.bench.targets import Target
 class Sizes:
     join_members: tuple[int, ...] = (1, 10, 50, 200)
     rebalance_members: int = 50
-    heartbeat_members: int = 200
-    heartbeat_groups: int = 20
+    # Each member keeps one Heartbeat in flight, so by Little's law the mean latency is
+    # members / throughput: 200 members at 30 k/s already average 6.7 ms. Both sizes are
+    # reported, so the throughput and the latency targets are each seen where they apply.
+    heartbeat_members: tuple[int, ...] = (50, 200)
+    heartbeat_group_size: int = 10
     commit_clients: int = 8
     commit_partitions: int = 50
     commit_pipeline: int = 1
@@ -37,7 +40,7 @@ class Sizes:
     @classmethod
     def tiny(cls) -> Sizes:
         """Seconds-long runs that still exercise every code path (the smoke tests)."""
-        return cls(join_members=(1, 3), rebalance_members=3, heartbeat_members=4, heartbeat_groups=2,
+        return cls(join_members=(1, 3), rebalance_members=3, heartbeat_members=(4,), heartbeat_group_size=2,
                    commit_clients=2, commit_partitions=5, fetch_groups=2, fetch_partitions=20, fetch_clients=2,
                    load_records=(2_000,), memory_offsets=1_000, memory_members=20, memory_group_size=2,
                    memory_wave_groups=5, duration_s=0.3, warmup_s=0.1, timeout_s=30.0)

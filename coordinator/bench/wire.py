@@ -8,7 +8,11 @@ workloads give each simulated member a connection of its own.
 
 Built on asyncio's Protocol rather than streams: the heartbeat and commit workloads push
 tens of thousands of requests a second through one generator process, and the protocol
-path saves a task switch per response.
+path saves a task switch per response. `repeat` goes further for the heartbeat
+workload: the next request is sent from the callback that receives the answer, with no
+future or coroutine per round trip, so the generator spends less of the shared cores
+than the target it measures (an echo server on this machine does ~57 k round trips/s
+over 200 connections against it).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import struct
+import time
+from collections.abc import Callable
 
 from protocol.framing import FrameReader
 
@@ -52,6 +58,7 @@ class BenchConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._failure: Exception | None = None
         self._next_id = 0
+        self._repeating: _Repeat | None = None
 
     @classmethod
     async def open(cls, host: str, port: int, timeout_s: float = 10.0) -> BenchConnection:
@@ -78,7 +85,9 @@ class BenchConnection(asyncio.Protocol):
             if got != expected:
                 self._fail(WireError(f"correlation id {got} answered request {expected}"))
                 return
-            if not future.done():
+            if future is None:
+                self._repeat_answered(payload)
+            elif not future.done():
                 future.set_result(payload)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -89,8 +98,10 @@ class BenchConnection(asyncio.Protocol):
             self._failure = error
         while self._waiting:
             _cid, future = self._waiting.popleft()
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(self._failure)
+        if self._repeating is not None and not self._repeating.done.done():
+            self._repeating.done.set_exception(self._failure)
         if self._transport is not None:
             self._transport.close()
 
@@ -107,7 +118,50 @@ class BenchConnection(asyncio.Protocol):
         self._transport.write(frame)
         return future
 
+    def repeat(self, template: Template, until: float,
+               on_answer: Callable[[bytes, int, int], None]) -> asyncio.Future[None]:
+        """Keep one request of `template` in flight until `time.perf_counter()` passes
+        `until`; `on_answer(payload, sent_ns, answered_ns)` sees every response. Nothing
+        else may be sent on this connection meanwhile."""
+        if self._failure is not None:
+            raise self._failure
+        if self._waiting or self._repeating is not None:
+            raise WireError("repeat needs an idle connection")
+        done = asyncio.get_running_loop().create_future()
+        self._repeating = _Repeat(template, int(until * 1e9), on_answer, done)
+        self._repeat_send()
+        return done
+
+    def _repeat_send(self) -> None:
+        repeat = self._repeating
+        cid = self.next_correlation_id()
+        self._waiting.append((cid, None))
+        repeat.sent_ns = time.perf_counter_ns()
+        self._transport.write(repeat.template.frame(cid))
+
+    def _repeat_answered(self, payload: bytes) -> None:
+        repeat = self._repeating
+        now_ns = time.perf_counter_ns()
+        if now_ns >= repeat.until_ns:
+            self._repeating = None
+            repeat.done.set_result(None)
+            return
+        repeat.on_answer(payload, repeat.sent_ns, now_ns)
+        self._repeat_send()
+
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
         self._failure = self._failure or WireError("closed by the generator")
+
+
+class _Repeat:
+    __slots__ = ("template", "until_ns", "on_answer", "done", "sent_ns")
+
+    def __init__(self, template: Template, until_ns: int, on_answer: Callable[[bytes, int, int], None],
+                 done: asyncio.Future[None]):
+        self.template = template
+        self.until_ns = until_ns
+        self.on_answer = on_answer
+        self.done = done
+        self.sent_ns = 0

@@ -1,6 +1,7 @@
-"""Workload 3, heartbeat: M members in G stable groups heartbeat as fast as the target
-answers (each member keeps one Heartbeat in flight, as a client does); throughput and
-p50/p99 round-trip latency over the measured window, after a warm-up.
+"""Workload 3, heartbeat: M members in stable groups of `heartbeat_group_size` heartbeat
+as fast as the target answers (each member keeps one Heartbeat in flight, as a client
+does); throughput and p50/p99 round-trip latency over the measured window, after a
+warm-up, for each M in `heartbeat_members` on a fresh target.
 
 A heartbeat answered with an error still counts as a round trip but is reported: it
 means a group was rebalancing, and the figure would not be steady-state.
@@ -19,13 +20,21 @@ from coordinator.bench.workloads.groups import form_groups
 
 
 async def run(ctx: Context) -> list[Figure]:
+    figures: list[Figure] = []
+    for members in ctx.sizes.heartbeat_members:
+        figures += await _run_size(ctx, members)
+    return figures
+
+
+async def _run_size(ctx: Context, members: int) -> list[Figure]:
     s = ctx.sizes
-    label = f"heartbeat {s.heartbeat_members} members in {s.heartbeat_groups} groups"
+    per_group = min(members, s.heartbeat_group_size)
+    group_count = max(1, members // per_group)
+    label = f"heartbeat {group_count * per_group} members in {group_count} groups"
     names = (f"{label}: heartbeats/s", f"{label}: p50", f"{label}: p99")
-    per_group = max(1, s.heartbeat_members // s.heartbeat_groups)
     async with ctx.launch() as target:
         try:
-            groups = [ctx.group_name("heartbeat", g) for g in range(s.heartbeat_groups)]
+            groups = [ctx.group_name("heartbeat", g) for g in range(group_count)]
             swarm, _ = await form_groups(ctx, target, groups, per_group)
         except (TimeoutError, BenchError) as exc:
             return [not_measured(n, u, b, f"groups did not form: {exc}", target.config)
@@ -52,17 +61,14 @@ async def run(ctx: Context) -> list[Figure]:
 async def _flat_out(member: Member, measure_from: float, end: float, latencies: Latencies,
                     counts: list[int]) -> None:
     template = messages.heartbeat_template(member.group, member.generation, member.member_id)
-    conn = member.conn
-    while True:
-        cid = conn.next_correlation_id()
-        sent = time.perf_counter_ns()
-        payload = await conn.send(template.frame(cid), cid)
-        now_ns = time.perf_counter_ns()
-        now = now_ns / 1e9
-        if now >= end:
-            return
-        if now >= measure_from:
-            latencies.add(now_ns - sent)
+    measure_from_ns = int(measure_from * 1e9)
+    heartbeat_error = messages.heartbeat_error
+
+    def answered(payload: bytes, sent_ns: int, now_ns: int) -> None:
+        if now_ns >= measure_from_ns:
+            latencies.add(now_ns - sent_ns)
             counts[0] += 1
-            if messages.heartbeat_error(payload):
+            if heartbeat_error(payload):
                 counts[1] += 1
+
+    await member.conn.repeat(template, end, answered)
