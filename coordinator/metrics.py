@@ -5,9 +5,11 @@ Metric objects live here and nowhere else; the network layer, runtime, storage (
 call one recorder per event. The group state machine never imports this module: group
 counts, members and rebalances are sampled from the shards (`coordinator.group_stats`).
 
-Hot paths look label children up once: a `.labels()` call per request costs more than
-the increment, so children are cached per (api, version) and per (api, error).
-Label values are bounded: an API key kgc has no name for is "unknown", a version outside
+The per-request metrics (requests, their latency, response error codes, committed
+offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and read
+by a collector at scrape time: prometheus-client's `inc`/`observe` took about 4 µs per
+request, an eighth of a Heartbeat's whole CPU (BENCHMARKS.md). Only the event-loop
+thread counts them. Label values are bounded: an API key kgc has no name for is "unknown", a version outside
 0-99 is "other", so a client sending garbage cannot grow the series without limit.
 
 | metric | type | labels | what |
@@ -43,6 +45,7 @@ Label values are bounded: an API key kgc has no name for is "unknown", a version
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterable
 from functools import cache
@@ -58,6 +61,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
 from protocol.errors import ErrorCode
 
@@ -71,16 +75,8 @@ SLOW_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 30
 COUNT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 BYTE_BUCKETS = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
 
-REQUESTS = Counter("kgc_requests", "Kafka requests received, local and forwarded", ["api", "version"],
-                   registry=REGISTRY)
-REQUEST_SECONDS = Histogram("kgc_request_duration_seconds", "Request arrival to response ready",
-                            ["api", "version"], buckets=LATENCY_BUCKETS, registry=REGISTRY)
-RESPONSE_ERRORS = Counter("kgc_response_errors", "Error codes in responses of the APIs kgc serves "
-                          "(NONE included)", ["api", "error"], registry=REGISTRY)
 CONNECTIONS = Gauge("kgc_connections", "Open client connections", registry=REGISTRY)
 CONNECTIONS_ACCEPTED = Counter("kgc_connections_accepted", "Client connections accepted", registry=REGISTRY)
-OFFSETS_COMMITTED = Counter("kgc_offsets_committed", "Partition offsets committed and acknowledged",
-                            registry=REGISTRY)
 
 GROUPS = Gauge("kgc_groups", "Groups per state (sampled)", ["state"], registry=REGISTRY)
 GROUP_MEMBERS = Gauge("kgc_group_members", "Members of all groups (sampled)", registry=REGISTRY)
@@ -141,24 +137,30 @@ def api_name(api_key: int) -> str:
 
 
 class RequestMetrics:
-    """The label children of one (api, version), looked up once."""
+    """The counts of one (api, version): requests, latency buckets, response error codes."""
 
-    __slots__ = ("api", "_count", "_latency")
+    __slots__ = ("api", "version", "count", "buckets", "seconds", "errors")
 
     def __init__(self, api: str, version: str):
         self.api = api
-        self._count = REQUESTS.labels(api, version)
-        self._latency = REQUEST_SECONDS.labels(api, version)
+        self.version = version
+        self.count = 0
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)     # the last one is +Inf
+        self.seconds = 0.0
+        self.errors: Tally[int] = Tally()
 
     def received(self) -> float:
-        self._count.inc()
+        self.count += 1
         return time.perf_counter()
 
     def answered(self, started: float) -> None:
-        self._latency.observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self.buckets[bisect_left(LATENCY_BUCKETS, elapsed)] += 1
+        self.seconds += elapsed
 
 
 _requests: dict[tuple[int, int], RequestMetrics] = {}
+_offsets_committed = [0]
 
 
 def request(api_key: int, version: int) -> RequestMetrics:
@@ -168,6 +170,56 @@ def request(api_key: int, version: int) -> RequestMetrics:
         label = str(version) if name != "unknown" and 0 <= version <= _MAX_VERSION_LABEL else "other"
         metrics = _requests.setdefault((api_key, version), RequestMetrics(name, label))
     return metrics
+
+
+class _RequestCollector:
+    """Publishes the `RequestMetrics` tallies as the families they stand for."""
+
+    def collect(self) -> Iterable[Any]:
+        requests = CounterMetricFamily("kgc_requests", "Kafka requests received, local and forwarded",
+                                       labels=["api", "version"])
+        latency = HistogramMetricFamily("kgc_request_duration_seconds", "Request arrival to response ready",
+                                        labels=["api", "version"])
+        errors = CounterMetricFamily("kgc_response_errors", "Error codes in responses of the APIs kgc serves "
+                                     "(NONE included)", labels=["api", "error"])
+        by_error: Tally[tuple[str, str]] = Tally()
+        # Several versions (and unknown api keys) share a label set: sum them.
+        counts: Tally[tuple[str, str]] = Tally()
+        histograms: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
+        for m in list(_requests.values()):
+            labels = (m.api, m.version)
+            counts[labels] += m.count
+            buckets, total = histograms.setdefault(labels, ([0] * len(m.buckets), [0.0]))
+            for i, n in enumerate(m.buckets):
+                buckets[i] += n
+            total[0] += m.seconds
+            for code, n in m.errors.items():
+                by_error[m.api, _error_name(code)] += n
+        for labels, n in counts.items():
+            requests.add_metric(list(labels), n)
+        for labels, (buckets, total) in histograms.items():
+            cumulative, running = [], 0
+            for bound, n in zip((*map(str, LATENCY_BUCKETS), "+Inf"), buckets, strict=True):
+                running += n
+                cumulative.append((bound, running))
+            latency.add_metric(list(labels), cumulative, total[0])
+        for labels, n in by_error.items():
+            errors.add_metric(list(labels), n)
+        yield requests
+        yield latency
+        yield errors
+        yield CounterMetricFamily("kgc_offsets_committed", "Partition offsets committed and acknowledged",
+                                  value=_offsets_committed[0])
+
+
+REGISTRY.register(_RequestCollector())
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 @cache
@@ -199,29 +251,21 @@ def _collect_codes(node: Any, path: tuple[str, ...], tally: Tally[int]) -> None:
         _collect_codes(value, path[1:], tally)
 
 
-_error_children: dict[tuple[str, int], Any] = {}
-
-
-def _error_child(api: str, code: int) -> Any:
-    child = _error_children.get((api, code))
-    if child is None:
-        try:
-            error = ErrorCode(code).name
-        except ValueError:
-            error = str(code)
-        child = _error_children.setdefault((api, code), RESPONSE_ERRORS.labels(api, error))
-    return child
-
-
 def response(metrics: RequestMetrics, api_key: int, version: int, answer: Any) -> None:
     """Counts the error codes of a local API's response (and acknowledged commits)."""
-    tally: Tally[int] = Tally()
-    for path in _error_paths(type(answer), version):
+    paths = _error_paths(type(answer), version)
+    if paths == _TOP_LEVEL_ONLY:
+        metrics.errors[answer.error_code] += 1
+        return
+    tally = metrics.errors
+    before = tally[ErrorCode.NONE]
+    for path in paths:
         _collect_codes(answer, path, tally)
-    for code, count in tally.items():
-        _error_child(metrics.api, code).inc(count)
-    if api_key == ApiKey.OffsetCommit and tally[ErrorCode.NONE]:
-        OFFSETS_COMMITTED.inc(tally[ErrorCode.NONE])
+    if api_key == ApiKey.OffsetCommit:
+        _offsets_committed[0] += tally[ErrorCode.NONE] - before
+
+
+_TOP_LEVEL_ONLY = (("error_code",),)
 
 
 # ---- connections, partitions, cleaner, upstream ----------------------------------------
