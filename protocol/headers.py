@@ -17,7 +17,7 @@ API we know nothing about only the v1 part can be read; `header_len` then ends a
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.api_keys import is_flexible
 
@@ -28,8 +28,9 @@ class HeaderError(ValueError):
     """The request header cannot be read: the connection must close."""
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
+    # A NamedTuple, not a frozen dataclass: one is made per request, and a frozen
+    # dataclass's __init__ (one object.__setattr__ per field) costs several times more.
     api_key: int
     api_version: int
     correlation_id: int

@@ -87,6 +87,10 @@ _CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
 }
 
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")
+# Plain ints: the heartbeat path checks them per request, and ApiKey members and the
+# codecs' class properties cost Python calls.
+_HEARTBEAT = int(ApiKey.Heartbeat)
+_HEARTBEAT_MAX_VERSION = HeartbeatRequest.max_version
 _EMPTY_TAGGED_FIELDS = b"\x00"
 
 
@@ -114,18 +118,18 @@ def response_class(api_key: int) -> type[ApiMessage]:
 
 def decode_request(api_key: int, version: int, payload: bytes | bytearray | memoryview) -> ApiMessage:
     """Decode a request body (the payload after the request header)."""
+    data = payload if isinstance(payload, memoryview) else memoryview(payload)
+    if api_key == _HEARTBEAT and 0 <= version <= _HEARTBEAT_MAX_VERSION:
+        # Hand-decoded (protocol.fast_codecs); None means the generic path must judge it.
+        request = decode_heartbeat_request(version, data)
+        if request is not None:
+            return request
     classes = _CLASSES.get(api_key)
     if classes is None:
         raise MalformedRequest(f"no codec for api key {api_key}")
     cls = classes[0]
     if not 0 <= version <= cls.max_version:
         raise MalformedRequest(f"{cls.name} v{version} is outside the codec's 0-{cls.max_version}")
-    data = payload if isinstance(payload, memoryview) else memoryview(payload)
-    if api_key == ApiKey.Heartbeat:
-        # Hand-decoded (protocol.fast_codecs); None means the generic path must judge it.
-        request = decode_heartbeat_request(version, data)
-        if request is not None:
-            return request
     decode, check = _decoder(api_key, version)
     try:
         request, end = decode(data, 0)
@@ -142,12 +146,12 @@ def decode_request(api_key: int, version: int, payload: bytes | bytearray | memo
 
 def encode_response(header: RequestHeader, response: ApiMessage, version: int) -> bytes:
     """The whole response frame: size, response header, body."""
-    if response.API_KEY != header.api_key:
-        raise ValueError(f"{response.name} does not answer api key {header.api_key}")
-    if type(response) is HeartbeatResponse and response.version in (None, version):
+    if type(response) is HeartbeatResponse and header.api_key == _HEARTBEAT and response.version in (None, version):
         frame = heartbeat_response_frame(header.correlation_id, version, response)
         if frame is not None:
             return frame
+    if response.API_KEY != header.api_key:
+        raise ValueError(f"{response.name} does not answer api key {header.api_key}")
     if response.version is None:
         body = response.encode(version=version)
     elif response.version == version:

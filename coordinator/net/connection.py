@@ -81,20 +81,31 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.state is not ConnectionState.ACTIVE:
             return
+        slots = self._slots
+        # Answers made while no earlier response is owed skip the slot queue (the common
+        # case: one Heartbeat per read); they go out in one write, before any slot.
+        ready: list[bytes] = []
         try:
-            payloads = self._reader.feed(data)
-            for payload in payloads:
+            for payload in self._reader.feed(data):
                 outcome = self._dispatcher.dispatch(self._session, payload)
                 if outcome is None:
                     continue
-                self._slots.append(outcome)
+                if not slots and type(outcome) is bytes:
+                    ready.append(outcome)
+                    continue
+                slots.append(outcome)
                 if isinstance(outcome, asyncio.Future):
                     outcome.add_done_callback(self._on_slot_done)
         except (FrameError, ProtocolViolation) as exc:
             log.warning("closing connection from %s: %s", self.peer_host, exc)
+            self._write(ready)
             self.close()
             return
-        self._flush()
+        self._write(ready)
+        if slots:
+            self._flush()
+        elif self._reading_paused:
+            self._apply_backpressure()
 
     def _on_slot_done(self, fut: asyncio.Future) -> None:
         # Only the oldest response can unblock writing; a later one waits its turn.
