@@ -34,6 +34,10 @@ class LogRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+# (offset, key, value) of one record: what a load reads (`LogStore.read_fields`).
+RecordFields = tuple[int, bytes | None, bytes | None]
+
+
 class StoredRecord(NamedTuple):
     """A tuple, not a frozen dataclass: loading builds one per record, and a tuple is
     several times cheaper to build."""
@@ -95,6 +99,9 @@ class LogStore(Protocol):
     async def close(self) -> None: ...
 
     def read(self, partition: int, from_offset: int = 0) -> Iterator[StoredBatch]: ...
+
+    def read_fields(self, partition: int, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
+        """`read` for a load: each batch as (is a control batch, its records' fields)."""
 
     def end_offset(self, partition: int) -> int: ...
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from storage.api import Append, LogRecord, StorageError, StoredBatch
+from storage.api import Append, LogRecord, RecordFields, StorageError, StoredBatch
 from storage.cleaner import CleanReport, SegmentCleaner
 from storage.format import encode_batch
 from storage.fsync_policy import FsyncPolicy
@@ -97,6 +97,12 @@ class FileLogStore:
     def read(self, partition: int, from_offset: int = 0) -> Iterator[StoredBatch]:
         self._check(partition)
         return self._logs[partition].read(from_offset)
+
+    def read_fields(self, partition: int, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
+        """`read` for a load: each batch as (is a control batch, its records' `(offset,
+        key, value)`), without timestamps, headers or a `StoredRecord` per record."""
+        self._check(partition)
+        return self._logs[partition].read_fields(from_offset)
 
     def end_offset(self, partition: int) -> int:
         self._check(partition)

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from storage.api import Append, LogRecord, StorageError, StoredBatch, StoredRecord
+from storage.api import Append, LogRecord, RecordFields, StorageError, StoredBatch, StoredRecord
 
 
 @dataclass(slots=True)
@@ -56,6 +56,10 @@ class MemoryLogStore:
     def read(self, partition: int, from_offset: int = 0) -> Iterator[StoredBatch]:
         batches = list(self._check(partition).durable)
         return (b for b in batches if b.last_offset >= from_offset)
+
+    def read_fields(self, partition: int, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
+        return ((b.is_control, [(r.offset, r.key, r.value) for r in b.records])
+                for b in self.read(partition, from_offset))
 
     def end_offset(self, partition: int) -> int:
         return self._check(partition).next_offset

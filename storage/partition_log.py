@@ -27,20 +27,31 @@ import logging
 import mmap
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
-from storage.api import CorruptLogError, StoredBatch
-from storage.format import BatchReader, ScanStop, StopReason, find_sound_batch
+from storage.api import CorruptLogError, RecordFields, StoredBatch
+from storage.format import (
+    CONTROL_FLAG,
+    BatchHeader,
+    BatchReader,
+    RecordDecodeError,
+    ScanStop,
+    StopReason,
+    decode_batch,
+    find_sound_batch,
+    record_fields,
+)
 from storage.segment import (
     CLEANED_SUFFIX,
     LOG_SUFFIX,
+    READ_CHUNK_BYTES,
     SWAP_SUFFIX,
     TORN_SUFFIX,
     Segment,
     SegmentIO,
     parse_segment_name,
-    read_segment,
     segment_name,
 )
 
@@ -50,6 +61,8 @@ log = logging.getLogger(__name__)
 # grew but the data never landed (length 0), or a batch whose pages did not all reach
 # the disk (CRC). A whole batch with a bad magic or offsets going back is no tear.
 TORN_WRITE_REASONS = frozenset({StopReason.SHORT, StopReason.BAD_LENGTH, StopReason.BAD_CRC})
+
+T = TypeVar("T")
 
 
 class PartitionLog:
@@ -253,6 +266,14 @@ class PartitionLog:
     def read(self, from_offset: int = 0) -> Iterator[StoredBatch]:
         """The durable batches with offsets at or past `from_offset`. The files are opened
         now, so a later compaction or roll does not change what this iterator sees."""
+        return self._read(from_offset, decode_batch)
+
+    def read_fields(self, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
+        """`read`, each batch as (is a control batch, `record_fields`): what a load needs.
+        A control batch's records are not walked."""
+        return self._read(from_offset, _batch_fields)
+
+    def _read(self, from_offset: int, decode: Callable[[Any, int, BatchHeader], T]) -> Iterator[T]:
         with self.lock:
             segments = self.segments[:self.segments.index(self.durable_segment) + 1]
             chosen = []
@@ -262,13 +283,14 @@ class PartitionLog:
                     continue
                 size = self.durable_size if segment is self.durable_segment else segment.size
                 chosen.append((segment.path, os.open(segment.path, os.O_RDONLY), size))
-        return self._read_files(chosen, from_offset)
+        return self._read_files(chosen, from_offset, decode)
 
     @staticmethod
-    def _read_files(files: list[tuple[Path, int, int]], from_offset: int) -> Iterator[StoredBatch]:
+    def _read_files(files: list[tuple[Path, int, int]], from_offset: int,
+                    decode: Callable[[Any, int, BatchHeader], T]) -> Iterator[T]:
         try:
             for path, fd, size in files:
-                yield from read_segment(path, fd, size, from_offset)
+                yield from _read_segment(path, fd, size, from_offset, decode)
         finally:
             for _path, fd, _size in files:
                 os.close(fd)
@@ -282,6 +304,42 @@ class PartitionLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _read_segment(path: Path, fd: int, size: int, from_offset: int,
+                  decode: Callable[[Any, int, BatchHeader], T]) -> Iterator[T]:
+    """`decode(buffer, position, header)` of each batch of a segment's first `size` bytes
+    with offsets at or past `from_offset`, read in chunks through `fd` (which may outlive
+    a rename of `path`). A batch that does not decode is a `CorruptLogError` naming the
+    file and byte."""
+    position = 0
+    min_offset = 0
+    buf = b""
+    while position < size:
+        want = max(READ_CHUNK_BYTES, len(buf) * 2)
+        chunk = os.pread(fd, min(want, size - position - len(buf)), position + len(buf))
+        if not chunk:
+            raise CorruptLogError(str(path), position + len(buf), "segment shorter than when it was opened")
+        buf += chunk
+        reader = BatchReader(buf, 0, min_offset)
+        try:
+            for batch_position, header in reader.headers():
+                if header.last_offset >= from_offset:
+                    yield decode(buf, batch_position, header)
+        except RecordDecodeError as e:
+            raise CorruptLogError(str(path), position + e.position, e.detail) from None
+        stop = reader.stop
+        if stop is not None and not (stop.reason is StopReason.SHORT and position + len(buf) < size):
+            raise CorruptLogError(str(path), position + stop.position, str(stop))
+        position += reader.end
+        min_offset = reader.next_offset
+        buf = buf[reader.end:]
+
+
+def _batch_fields(buf: Any, position: int, header: BatchHeader) -> tuple[bool, list[RecordFields]]:
+    if header.attributes & CONTROL_FLAG:
+        return True, []
+    return False, record_fields(buf, position, header)
 
 
 class _mapped:

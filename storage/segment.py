@@ -17,12 +17,8 @@ test can count fsyncs or make one fail (ZODB's swappable `_finish_finish`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from storage.api import CorruptLogError, StoredBatch
-from storage.format import BatchReader, RecordDecodeError, StopReason
 
 LOG_SUFFIX = ".log"
 CLEANED_SUFFIX = ".cleaned"
@@ -91,30 +87,3 @@ class Segment:
     path: Path
     base_offset: int
     size: int                    # bytes of whole, known-good batches
-
-
-def read_segment(path: Path, fd: int, size: int, from_offset: int = 0) -> Iterator[StoredBatch]:
-    """The batches of a segment's first `size` bytes with offsets at or past
-    `from_offset`, read in chunks through `fd` (which may outlive a rename of `path`)."""
-    position = 0
-    min_offset = 0
-    buf = b""
-    while position < size:
-        want = max(READ_CHUNK_BYTES, len(buf) * 2)
-        chunk = os.pread(fd, min(want, size - position - len(buf)), position + len(buf))
-        if not chunk:
-            raise CorruptLogError(str(path), position + len(buf), "segment shorter than when it was opened")
-        buf += chunk
-        reader = BatchReader(buf, 0, min_offset)
-        try:
-            for _position, batch in reader:
-                if batch.last_offset >= from_offset:
-                    yield batch
-        except RecordDecodeError as e:
-            raise CorruptLogError(str(path), position + e.position, e.detail) from None
-        stop = reader.stop
-        if stop is not None and not (stop.reason is StopReason.SHORT and position + len(buf) < size):
-            raise CorruptLogError(str(path), position + stop.position, str(stop))
-        position += reader.end
-        min_offset = reader.next_offset
-        buf = buf[reader.end:]
