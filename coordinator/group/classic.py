@@ -15,15 +15,20 @@ first remaining member in join order (Kafka: hash-map order).
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from coordinator.group.result import ReplyHandle
 from coordinator.group.state import VALID_PREVIOUS, GroupState, IllegalTransition
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.group.rebalance import HeartbeatExpiry
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +49,7 @@ class Parked:
 class ClassicGroupMember:
     __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms",
                  "session_timeout_ms", "protocol_type", "protocols", "assignment", "awaiting_join",
-                 "awaiting_sync", "is_new")
+                 "awaiting_sync", "is_new", "session_timer")
 
     def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
                  rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
@@ -55,8 +60,8 @@ class ClassicGroupMember:
         # and each decoded request would otherwise leave every member its own copy.
         self.client_id = sys.intern(client_id)
         self.client_host = sys.intern(client_host)
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = shared_int(rebalance_timeout_ms)
+        self.session_timeout_ms = shared_int(session_timeout_ms)
         self.protocol_type = sys.intern(protocol_type)
         self.protocols = interned_names(protocols)
         self.assignment = assignment
@@ -64,6 +69,8 @@ class ClassicGroupMember:
         self.awaiting_sync: Parked | None = None
         # A new member may expire while its JoinGroup is parked (new-member join timeout).
         self.is_new = False
+        # Its session timer's op and key (`rebalance.HeartbeatExpiry`), made on first use.
+        self.session_timer: HeartbeatExpiry | None = None
 
     @property
     def is_static(self) -> bool:
@@ -201,7 +208,7 @@ class ClassicGroup:
             self.num_awaiting_join += 1
         if self.leader_id is None:
             self.leader_id = member.member_id
-        self.pending_join_members.discard(member.member_id)
+        discard_member_id(self.pending_join_members, member.member_id)
 
     def remove(self, member_id: str) -> None:
         removed = self.members.pop(member_id, None)
@@ -213,16 +220,16 @@ class ClassicGroup:
                 self.static_members.pop(removed.group_instance_id, None)
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
-        self.pending_join_members.discard(member_id)
-        self.pending_sync_members.discard(member_id)
+        discard_member_id(self.pending_join_members, member_id)
+        discard_member_id(self.pending_sync_members, member_id)
 
     def update_member(self, member: ClassicGroupMember, protocols: Protocols, rebalance_timeout_ms: int,
                       session_timeout_ms: int, parked: Parked | None) -> None:
         self.supported_protocols.subtract(member.protocol_names())
         member.protocols = interned_names(protocols)
         self.supported_protocols.update(member.protocol_names())
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = shared_int(rebalance_timeout_ms)
+        member.session_timeout_ms = shared_int(session_timeout_ms)
         if parked is not None and not member.is_awaiting_join:
             self.num_awaiting_join += 1
         elif parked is None and member.is_awaiting_join:
@@ -309,6 +316,21 @@ class ClassicGroup:
                 return None
             topics.update(parsed)
         return frozenset(topics)
+
+
+def discard_member_id(ids: set[str], member_id: str) -> None:
+    ids.discard(member_id)
+    if not ids:
+        # A set emptied one id at a time keeps its grown table (728 B for 10 ids) for
+        # good; clear() gives it back. Every group empties its pending sets this way.
+        ids.clear()
+
+
+@functools.lru_cache(maxsize=64)
+def shared_int(value: int) -> int:
+    """One object per distinct timeout: CPython caches no int above 256, so every decoded
+    request brings its own (32 B), and thousands of members repeat a few values."""
+    return value
 
 
 def interned_names(protocols: Protocols) -> Protocols:

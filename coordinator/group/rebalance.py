@@ -6,7 +6,7 @@ Answers to parked JoinGroup/SyncGroup requests are collected in an outbox while 
 handler or timer runs and handed out as `Reply`s by `finish`.
 
 Timers (keys from `coordinator.group.timer`):
-- `heartbeat-<g>-<m>`: the member's session (or the new-member join timeout, or the
+- `heartbeat_key(g, m)`: the member's session (or the new-member join timeout, or the
   pending-member timeout after MEMBER_ID_REQUIRED); on expiry the member is removed
   unless it is parked in a join or sync (a *new* member is removed even then).
 - `join-<g>`: the initial delay (extended while members keep arriving, up to the group's
@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 
 from coordinator.config import GroupConfig
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic import ClassicGroup, ClassicGroupMember, discard_member_id
 from coordinator.group.responses import JoinAnswer, SyncAnswer, join_response, sync_response
 from coordinator.group.result import EMPTY_RESULT, Reply, RequestContext, Result
 from coordinator.group.state import GroupState
@@ -57,18 +57,21 @@ def group_metadata_value(group: ClassicGroup, assignment: dict[str, bytes]) -> G
 
 
 class HeartbeatExpiry:
-    """A member's session-timeout op. Every member holds one, and a slotted object is about
-    a third of the size of the closure it replaces."""
+    """A member's session-timeout op and the key it is scheduled under.
 
-    __slots__ = ("membership", "group_id", "member_id")
+    A member keeps its own (`ClassicGroupMember.session_timer`), so the reschedule every
+    heartbeat makes builds neither a key nor an op. Slotted, the pair costs about a
+    third of the closure and joined-string key it replaces."""
+
+    __slots__ = ("membership", "key")
 
     def __init__(self, membership: Membership, group_id: str, member_id: str):
         self.membership = membership
-        self.group_id = group_id
-        self.member_id = member_id
+        self.key = heartbeat_key(group_id, member_id)
 
     def __call__(self) -> Result:
-        return self.membership.finish(self.membership.expire_heartbeat(self.group_id, self.member_id))
+        _, group_id, member_id = self.key
+        return self.membership.finish(self.membership.expire_heartbeat(group_id, member_id))
 
 
 class Membership:
@@ -126,15 +129,16 @@ class Membership:
 
     def reschedule_heartbeat(self, group: ClassicGroup, member: ClassicGroupMember,
                              timeout_ms: int | None = None) -> None:
-        group_id, member_id = group.group_id, member.member_id
-        self.timer.schedule(heartbeat_key(group_id, member_id),
-                            member.session_timeout_ms if timeout_ms is None else timeout_ms,
-                            HeartbeatExpiry(self, group_id, member_id))
+        op = member.session_timer
+        if op is None:
+            op = member.session_timer = HeartbeatExpiry(self, group.group_id, member.member_id)
+        self.timer.schedule(op.key, member.session_timeout_ms if timeout_ms is None else timeout_ms, op)
 
     def schedule_pending_member_expiry(self, group: ClassicGroup, member_id: str, session_timeout_ms: int) -> None:
-        group_id = group.group_id
-        self.timer.schedule(heartbeat_key(group_id, member_id), session_timeout_ms,
-                            HeartbeatExpiry(self, group_id, member_id))
+        # A pending member has no member object yet; its id's timer is taken over by the
+        # member's own op (same key) once it rejoins.
+        op = HeartbeatExpiry(self, group.group_id, member_id)
+        self.timer.schedule(op.key, session_timeout_ms, op)
 
     def expire_heartbeat(self, group_id: str, member_id: str) -> Result:
         group = self.groups.get(group_id)
@@ -176,7 +180,7 @@ class Membership:
         return self.prepare_rebalance(group, f"pending sync expired for {missing}")
 
     def remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
+        discard_member_id(group.pending_sync_members, member_id)
         if group.is_in(DEAD, EMPTY, PREPARING) or group.has_received_sync_from_all_members():
             self.timer.cancel(sync_key(group.group_id))
 

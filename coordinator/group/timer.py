@@ -3,11 +3,16 @@
 An expired timer's op runs on its partition's executor like a request and returns a
 `Result` that goes through the same write path. Scheduling a key that is already
 scheduled replaces it.
+
+Keys are hashable values: strings for the per-group and per-partition timers, and for
+a member's session a tuple of ids the member already holds (`heartbeat_key`), which a
+member builds once and keeps with its expiry op (`rebalance.HeartbeatExpiry`), so a
+heartbeat builds no key. A tuple never equals a string, so the two kinds cannot collide.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Protocol
 
 from coordinator.group.result import Result
@@ -16,15 +21,17 @@ TimerOp = Callable[[], Result]
 
 
 class Timer(Protocol):
-    def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None: ...
+    def schedule(self, key: Hashable, delay_ms: int, op: TimerOp) -> None: ...
 
-    def cancel(self, key: str) -> None: ...
+    def cancel(self, key: Hashable) -> None: ...
 
-    def is_scheduled(self, key: str) -> bool: ...
+    def is_scheduled(self, key: Hashable) -> bool: ...
 
 
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat-{group_id}-{member_id}"
+def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    # A 3-tuple (64 B) shares the two id strings; "heartbeat-<g>-<m>" was a fresh ~140 B
+    # string per member, and a new one per heartbeat.
+    return ("heartbeat", group_id, member_id)
 
 
 def join_key(group_id: str) -> str:

@@ -52,6 +52,23 @@ async def test_a_later_reschedule_moves_the_deadline_and_runs_the_newest_op():
 
 
 @pytest.mark.looptime
+async def test_a_reschedule_under_an_equal_key_keeps_the_newer_key_object():
+    # A member takes over the timer of its pending id with a key of its own: the timer must
+    # let go of the pending key (and the id strings in it), not keep it as the dict key.
+    expired: list[TimerEntry] = []
+    timer = _timer(expired)
+    pending_key = ("heartbeat", "g", "".join(["m", "-1"]))
+    member_key = ("heartbeat", "g", "m-1")
+    assert pending_key == member_key and pending_key is not member_key
+    timer.schedule(pending_key, 1_000, _op("pending"))
+    timer.schedule(member_key, 2_000, _op("member"))
+    assert [k for k in timer._entries if k is member_key] == [member_key]
+    await asyncio.sleep(2.1)
+    [entry] = expired
+    assert entry.key is member_key and timer.claim(entry) and entry.op().response == "member"
+
+
+@pytest.mark.looptime
 async def test_an_earlier_reschedule_rearms_the_loop_handle():
     expired: list[TimerEntry] = []
     timer = _timer(expired)

@@ -11,6 +11,7 @@ timers one by one through the same path.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,7 +95,7 @@ class GroupTestContext:
             self._apply(op())
         return fired
 
-    def deadline_in(self, key: str) -> int | None:
+    def deadline_in(self, key: Hashable) -> int | None:
         deadline = self.timer.deadline_ms(key)
         return None if deadline is None else deadline - self.clock.now_ms()
 
