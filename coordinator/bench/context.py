@@ -30,7 +30,6 @@ class Sizes:
     memory_offsets: int = 100_000
     memory_members: int = 10_000
     memory_group_size: int = 10
-    memory_wave_groups: int = 100
     duration_s: float = 5.0
     warmup_s: float = 1.0
     heartbeat_interval_ms: int = 100
@@ -43,7 +42,7 @@ class Sizes:
         return cls(join_members=(1, 3), rebalance_members=3, heartbeat_members=(4,), heartbeat_group_size=2,
                    commit_clients=2, commit_partitions=5, fetch_groups=2, fetch_partitions=20, fetch_clients=2,
                    load_records=(2_000,), memory_offsets=1_000, memory_members=20, memory_group_size=2,
-                   memory_wave_groups=5, duration_s=0.3, warmup_s=0.1, timeout_s=30.0)
+                   duration_s=0.3, warmup_s=0.1, timeout_s=30.0)
 
 
 Launcher = Callable[..., contextlib.AbstractAsyncContextManager[Target]]
