@@ -26,7 +26,7 @@ thread counts them. Label values are bounded: an API key kgc has no name for is 
 | kgc_group_rebalance_duration_seconds | histogram | | PreparingRebalance entered until Stable or Empty (sampled) |
 | kgc_partitions | gauge | state | `__consumer_offsets` partitions per runtime state |
 | kgc_partition_load_duration_seconds | histogram | | time to replay a partition from the log |
-| kgc_partition_loaded_records_total | counter | | records replayed by loads |
+| kgc_partition_loaded_records_total | counter | | records read by loads (replayed or superseded) |
 | kgc_partition_failures_total | counter | | partitions failed (and reloaded) after a write error |
 | kgc_log_append_duration_seconds | histogram | | per batch, from append to durable |
 | kgc_log_write_duration_seconds | histogram | | per group commit, the write call(s) |
@@ -49,6 +49,7 @@ from bisect import bisect_left
 from collections import Counter as Tally
 from collections.abc import Iterable
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
@@ -90,7 +91,7 @@ PARTITIONS = Gauge("kgc_partitions", "__consumer_offsets partitions per runtime 
                    registry=REGISTRY)
 PARTITION_LOAD_SECONDS = Histogram("kgc_partition_load_duration_seconds", "Replay of a partition from the log",
                                    buckets=SLOW_BUCKETS, registry=REGISTRY)
-PARTITION_LOADED_RECORDS = Counter("kgc_partition_loaded_records", "Records replayed by partition loads",
+PARTITION_LOADED_RECORDS = Counter("kgc_partition_loaded_records", "Records read by partition loads",
                                    registry=REGISTRY)
 PARTITION_FAILURES = Counter("kgc_partition_failures", "Partitions failed after a write error",
                              registry=REGISTRY)
@@ -253,19 +254,37 @@ def _collect_codes(node: Any, path: tuple[str, ...], tally: Tally[int]) -> None:
 
 def response(metrics: RequestMetrics, api_key: int, version: int, answer: Any) -> None:
     """Counts the error codes of a local API's response (and acknowledged commits)."""
+    if api_key == _OFFSET_COMMIT:
+        _offset_commit_codes(answer, metrics.errors)
+        return
     paths = _error_paths(type(answer), version)
     if paths == _TOP_LEVEL_ONLY:
         metrics.errors[answer.error_code] += 1
         return
     tally = metrics.errors
-    before = tally[ErrorCode.NONE]
     for path in paths:
         _collect_codes(answer, path, tally)
-    if api_key == ApiKey.OffsetCommit:
-        _offsets_committed[0] += tally[ErrorCode.NONE] - before
+
+
+def _offset_commit_codes(answer: Any, tally: Tally[int]) -> None:
+    # One code per committed partition, nearly all NONE: counted per topic, not walked
+    # one call per partition as `_collect_codes` would.
+    committed = 0
+    for topic in answer.topics:
+        codes = list(map(_ERROR_CODE, topic.partitions))
+        ok = codes.count(_NONE)
+        committed += ok
+        if ok != len(codes):
+            tally.update(code for code in codes if code != _NONE)
+    if committed:
+        tally[_NONE] += committed
+        _offsets_committed[0] += committed
 
 
 _TOP_LEVEL_ONLY = (("error_code",),)
+_OFFSET_COMMIT = int(ApiKey.OffsetCommit)
+_NONE = int(ErrorCode.NONE)
+_ERROR_CODE = attrgetter("error_code")
 
 
 # ---- connections, partitions, cleaner, upstream ----------------------------------------

@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from coordinator.group.result import CoordinatorRecord
 
@@ -61,15 +62,15 @@ class RecordDecodeError(ValueError):
     """Bytes that claim to be a known record but cannot be decoded: the log is corrupt."""
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitKey:
+# The two records of every partition commit are tuples, not frozen dataclasses: a commit
+# builds one of each per partition, and `tuple.__new__` builds them several times faster.
+class OffsetCommitKey(NamedTuple):
     group: str
     topic: str
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitValue:
+class OffsetCommitValue(NamedTuple):
     offset: int
     leader_epoch: int
     metadata: str
@@ -136,9 +137,15 @@ def _offset_commit_key_prefix(group: str, topic: str) -> bytes:
     return _I16.pack(OFFSET_COMMIT_KEY_TYPE) + _string(group) + _string(topic)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _offset_commit_key(key: OffsetCommitKey) -> bytes:
+    # Every commit of a partition writes the same key again.
+    return _offset_commit_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
+
+
 def serialize_key(key: RecordKey) -> bytes:
-    if isinstance(key, OffsetCommitKey):
-        return _offset_commit_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
+    if type(key) is OffsetCommitKey:
+        return _offset_commit_key(key)
     if isinstance(key, GroupMetadataKey):
         return _I16.pack(GROUP_METADATA_KEY_TYPE) + _string(key.group)
     raise TypeError(f"not a record key: {key!r}")
@@ -147,16 +154,15 @@ def serialize_key(key: RecordKey) -> bytes:
 def serialize_value(value: RecordValue | None) -> bytes | None:
     if value is None:
         return None
-    if isinstance(value, OffsetCommitValue):
-        if value.expire_timestamp_ms != -1:
-            return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY) + _I64.pack(value.offset)
-                    + _string(value.metadata) + _I64.pack(value.commit_timestamp_ms)
-                    + _I64.pack(value.expire_timestamp_ms))
-        if not value.metadata:
-            return _V3_NO_METADATA.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch, 0,
-                                        value.commit_timestamp_ms)
-        return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64_I32.pack(value.offset, value.leader_epoch)
-                + _string(value.metadata) + _I64.pack(value.commit_timestamp_ms))
+    if type(value) is OffsetCommitValue:
+        offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms = value
+        if expire_timestamp_ms != -1:
+            return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY) + _I64.pack(offset)
+                    + _string(metadata) + _I64.pack(commit_timestamp_ms) + _I64.pack(expire_timestamp_ms))
+        if not metadata:
+            return _V3_NO_METADATA.pack(OFFSET_COMMIT_VALUE_VERSION, offset, leader_epoch, 0, commit_timestamp_ms)
+        return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64_I32.pack(offset, leader_epoch)
+                + _string(metadata) + _I64.pack(commit_timestamp_ms))
     if isinstance(value, GroupMetadataValue):
         parts = [
             _I16.pack(GROUP_METADATA_VALUE_VERSION),
@@ -432,6 +438,24 @@ def new_offset_commit_record(group: str, topic: str, partition: int, value: Offs
                              client_host: str = "") -> CoordinatorRecord:
     return CoordinatorRecord(OffsetCommitKey(group, topic, partition), value,
                              _audit_headers(member_id, generation, client_id, client_host))
+
+
+_new_tuple = tuple.__new__    # skips the NamedTuples' Python-level __new__
+
+
+def new_offset_commit_records(group: str, topic: str, commits: list[tuple[int, int, int, str]],
+                              commit_timestamp_ms: int, expire_timestamp_ms: int, *, member_id: str,
+                              generation: int, client_id: str, client_host: str) -> list[CoordinatorRecord]:
+    """`new_offset_commit_record` for each (partition, offset, leader epoch, metadata) of
+    one commit to one topic: the OffsetCommit hot path, so the shared audit headers are
+    looked up once and the tuples built without their constructors' Python calls."""
+    headers = _audit_headers(member_id, generation, client_id, client_host)
+    return [_new_tuple(CoordinatorRecord, (
+                _new_tuple(OffsetCommitKey, (group, topic, partition)),
+                _new_tuple(OffsetCommitValue, (offset, leader_epoch, metadata, commit_timestamp_ms,
+                                               expire_timestamp_ms)),
+                headers))
+            for partition, offset, leader_epoch, metadata in commits]
 
 
 def new_offset_commit_tombstone(group: str, topic: str, partition: int, *, member_id: str = "",

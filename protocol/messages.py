@@ -12,8 +12,9 @@ adds the checks Kafka makes (generated `*Data.read`):
 Trailing bytes after the body are ignored, as Kafka does (`AbstractRequest.parseRequest`
 never checks `buffer.hasRemaining()`); they are logged at debug.
 
-Heartbeat, the hottest message, has hand-written codecs (`protocol.fast_codecs`) for the
-common case; anything unusual still goes through kafka-python.
+Heartbeat and OffsetCommit, the hottest messages, have hand-written codecs
+(`protocol.fast_codecs`, `protocol.offset_commit_codec`) for the common case; anything
+unusual still goes through kafka-python.
 
 Responses are framed here: size, response header (v0, or v1 for flexible versions except
 ApiVersions, see `api_keys`), body. Response objects must be built with `version=`
@@ -64,6 +65,7 @@ from kafka.protocol.metadata import (
 )
 from kafka.protocol.schemas import BaseField
 
+from protocol import offset_commit_codec
 from protocol.api_keys import response_header_version
 from protocol.fast_codecs import decode_heartbeat_request, heartbeat_response_frame
 from protocol.headers import RequestHeader
@@ -91,6 +93,7 @@ _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")
 # codecs' class properties cost Python calls.
 _HEARTBEAT = int(ApiKey.Heartbeat)
 _HEARTBEAT_MAX_VERSION = HeartbeatRequest.max_version
+_OFFSET_COMMIT = int(ApiKey.OffsetCommit)
 _EMPTY_TAGGED_FIELDS = b"\x00"
 
 
@@ -124,6 +127,11 @@ def decode_request(api_key: int, version: int, payload: bytes | bytearray | memo
         request = decode_heartbeat_request(version, data)
         if request is not None:
             return request
+    elif api_key == _OFFSET_COMMIT and (offset_commit_codec.MIN_REQUEST_VERSION <= version
+                                        <= offset_commit_codec.MAX_REQUEST_VERSION):
+        request = offset_commit_codec.decode_offset_commit_request(version, data)
+        if request is not None:
+            return request
     classes = _CLASSES.get(api_key)
     if classes is None:
         raise MalformedRequest(f"no codec for api key {api_key}")
@@ -148,6 +156,11 @@ def encode_response(header: RequestHeader, response: ApiMessage, version: int) -
     """The whole response frame: size, response header, body."""
     if type(response) is HeartbeatResponse and header.api_key == _HEARTBEAT and response.version in (None, version):
         frame = heartbeat_response_frame(header.correlation_id, version, response)
+        if frame is not None:
+            return frame
+    elif (type(response) is OffsetCommitResponse and header.api_key == _OFFSET_COMMIT
+          and response.version in (None, version)):
+        frame = offset_commit_codec.offset_commit_response_frame(header.correlation_id, version, response)
         if frame is not None:
             return frame
     if response.API_KEY != header.api_key:

@@ -46,12 +46,16 @@ from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, Offs
 from coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
-    new_offset_commit_record,
+    new_offset_commit_records,
     new_offset_commit_tombstone,
 )
 from protocol.errors import ErrorCode
+from protocol.offset_commit_codec import offset_commit_response
 
 log = logging.getLogger(__name__)
+
+_UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
+_OFFSET_METADATA_TOO_LARGE = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
 
 # group → topic → partition → committed value
 OffsetMap = dict[str, dict[str, dict[int, OffsetCommitValue]]]
@@ -116,7 +120,7 @@ class Offsets:
         if error is not ErrorCode.NONE:
             log.debug("[group=%s] OffsetCommit from %r (generation %d) refused with %s",
                       group_id, member_id, generation, error.name)
-            return Result(response=_commit_response(version, request, lambda topic, p: error))
+            return Result(response=_refused_commit(version, request, error))
 
         if group is not None and group.is_in(STABLE, PREPARING):
             # Classic protocol: a commit keeps the member's session alive.
@@ -126,27 +130,28 @@ class Offsets:
         retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
         expire_ms = -1 if retention_ms == -1 else now + retention_ms
         max_bytes = self.config.offset_metadata_max_bytes
+        with_epoch = version >= 6
         records: list[CoordinatorRecord] = []
-        errors: dict[tuple[int, int], ErrorCode] = {}
+        errors: dict[tuple[int, int], int] = {}
         for t_index, topic in enumerate(request.topics):
             name = _topic_name(version, topic)
+            if name is None:
+                for p in topic.partitions:
+                    errors[t_index, p.partition_index] = _UNKNOWN_TOPIC_ID
+                continue
+            commits = []
             for p in topic.partitions:
-                if name is None:
-                    errors[t_index, p.partition_index] = ErrorCode.UNKNOWN_TOPIC_ID
-                    continue
                 metadata = p.committed_metadata
-                if metadata is not None and len(metadata) * 2 > max_bytes and utf16_length(metadata) > max_bytes:
+                if metadata and len(metadata) * 2 > max_bytes and utf16_length(metadata) > max_bytes:
                     log.debug("[group=%s] metadata of %s-%d too large", group_id, name, p.partition_index)
-                    errors[t_index, p.partition_index] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                    errors[t_index, p.partition_index] = _OFFSET_METADATA_TOO_LARGE
                     continue
-                leader_epoch = p.committed_leader_epoch if version >= 6 else -1
-                value = OffsetCommitValue(p.committed_offset, leader_epoch, metadata or "", now, expire_ms)
-                records.append(new_offset_commit_record(
-                    group_id, name, p.partition_index, value, member_id=member_id, generation=generation,
-                    client_id=ctx.client_id, client_host=ctx.client_host))
-        response = _commit_response(version, request,
-                                    lambda t_index, p: errors.get((t_index, p.partition_index), ErrorCode.NONE))
-        return Result(records=tuple(records), response=response)
+                commits.append((p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if with_epoch else -1, metadata or ""))
+            records += new_offset_commit_records(group_id, name, commits, now, expire_ms, member_id=member_id,
+                                                 generation=generation, client_id=ctx.client_id,
+                                                 client_host=ctx.client_host)
+        return Result(records=tuple(records), response=offset_commit_response(version, request, errors))
 
     @staticmethod
     def _validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
@@ -289,14 +294,7 @@ def _topic_name(version: int, topic) -> str | None:
     return getattr(topic, "name", None) or None
 
 
-def _commit_response(version: int, request: OffsetCommitRequest,
-                     error_of: Callable[[int, object], ErrorCode]) -> OffsetCommitResponse:
-    topic_cls = OffsetCommitResponse.OffsetCommitResponseTopic
-    part_cls = topic_cls.OffsetCommitResponsePartition
-    topics = []
-    for t_index, topic in enumerate(request.topics):
-        kw = {"topic_id": topic.topic_id} if version >= 10 else {"name": topic.name}
-        topics.append(topic_cls(**kw, partitions=[
-            part_cls(partition_index=p.partition_index, error_code=int(error_of(t_index, p)))
-            for p in topic.partitions]))
-    return OffsetCommitResponse(version=version, topics=topics)
+def _refused_commit(version: int, request: OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse:
+    code = int(error)
+    return offset_commit_response(version, request, {
+        (t_index, p.partition_index): code for t_index, topic in enumerate(request.topics) for p in topic.partitions})

@@ -21,10 +21,10 @@ from typing import Any, NamedTuple
 ReplyHandle = object
 
 
-@dataclass(frozen=True, slots=True)
-class CoordinatorRecord:
-    key: Any                 # a key dataclass from coordinator.records
-    value: Any | None        # its value dataclass; None is a tombstone
+class CoordinatorRecord(NamedTuple):
+    # A tuple, not a frozen dataclass: an OffsetCommit builds one per partition.
+    key: Any                 # a key from coordinator.records
+    value: Any | None        # its value; None is a tombstone
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 

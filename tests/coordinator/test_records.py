@@ -12,6 +12,7 @@ from coordinator.records import (
     deserialize,
     new_group_metadata_tombstone,
     new_offset_commit_record,
+    new_offset_commit_records,
     serialize_key,
     serialize_value,
 )
@@ -140,3 +141,13 @@ def test_record_constructors_carry_audit_headers():
                                     "client_host": b"/1.2.3.4"}
     tombstone = new_group_metadata_tombstone("g", generation=2)
     assert tombstone.value is None and dict(tombstone.headers)["generation"] == b"2"
+
+
+def test_one_commits_records_are_what_the_single_record_constructor_builds():
+    audit = {"member_id": "m-1", "generation": 4, "client_id": "cid", "client_host": "/1.2.3.4"}
+    many = new_offset_commit_records("g", "t", [(0, 5, -1, ""), (3, 9, 2, "meta")], 100, 200, **audit)
+    assert many == [new_offset_commit_record("g", "t", 0, OffsetCommitValue(5, -1, "", 100, 200), **audit),
+                    new_offset_commit_record("g", "t", 3, OffsetCommitValue(9, 2, "meta", 100, 200), **audit)]
+    assert [(type(r.key), type(r.value)) for r in many] == [(OffsetCommitKey, OffsetCommitValue)] * 2
+    assert [serialize_value(r.value) for r in many] == [
+        serialize_value(OffsetCommitValue(5, -1, "", 100, 200)), serialize_value(OffsetCommitValue(9, 2, "meta", 100, 200))]

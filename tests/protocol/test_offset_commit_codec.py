@@ -1,0 +1,187 @@
+"""The hand-written OffsetCommit codecs against kafka-python, over generated messages:
+a decoded request holds every attribute kafka-python's decoder sets, a built response
+every attribute kafka-python's constructor sets, response frames are byte-identical,
+and a malformed body is still judged exactly as kafka-python's path judges it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
+from kafka.protocol.data_container import DataContainer
+
+from protocol import messages, offset_commit_codec
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages import MalformedRequest, decode_request, encode_response
+
+REQUEST_VERSIONS = st.integers(offset_commit_codec.MIN_REQUEST_VERSION, offset_commit_codec.MAX_REQUEST_VERSION)
+TEXT = st.text(max_size=200)       # past 127 bytes a compact length takes two varint bytes
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+_RequestTopic = OffsetCommitRequest.OffsetCommitRequestTopic
+_RequestPartition = _RequestTopic.OffsetCommitRequestPartition
+_ResponseTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+_ResponsePartition = _ResponseTopic.OffsetCommitResponsePartition
+_UNSET = "<unset>"
+
+
+def _attributes(obj: object) -> object:
+    """Every slot as stored (not through `__getattr__` defaults), nested objects too."""
+    if isinstance(obj, list):
+        return [_attributes(item) for item in obj]
+    if not isinstance(obj, DataContainer):
+        return obj
+    out: dict[str, object] = {"type": type(obj).__name__}
+    for cls in type(obj).__mro__:
+        for name in cls.__dict__.get("__slots__", ()):
+            try:
+                out[name] = _attributes(cls.__dict__[name].__get__(obj))
+            except AttributeError:
+                out[name] = _UNSET
+    return out
+
+
+def _generic(version: int, body: bytes) -> tuple[str, object]:
+    """kafka-python's compiled decoder plus kgc's checks: the path decode_request took for
+    every OffsetCommit before the hand codec (and still takes when it answers None)."""
+    decode, check = messages._decoder(ApiKey.OffsetCommit, version)
+    try:
+        request, end = decode(memoryview(body), 0)
+        check(request)
+    except Exception as exc:
+        return "refused", type(exc).__name__
+    if end != len(body):
+        return "truncated" if end > len(body) else "trailing bytes", end
+    return "ok", _attributes(request)
+
+
+@st.composite
+def requests(draw):
+    version = draw(REQUEST_VERSIONS)
+    topics = []
+    for _ in range(draw(st.integers(0, 3))):
+        partitions = [
+            _RequestPartition(partition_index=draw(INT32), committed_offset=draw(INT64),
+                              committed_leader_epoch=draw(INT32),
+                              committed_metadata=draw(st.none() | st.just("") | TEXT))
+            for _ in range(draw(st.integers(0, 6)))]
+        topics.append(_RequestTopic(name=draw(TEXT), partitions=partitions))
+    return OffsetCommitRequest(
+        version=version, group_id=draw(TEXT), generation_id_or_member_epoch=draw(INT32),
+        member_id=draw(TEXT), group_instance_id=draw(st.none() | TEXT), retention_time_ms=draw(INT64),
+        topics=topics)
+
+
+@settings(max_examples=400, deadline=None)
+@given(requests())
+def test_a_decoded_request_is_what_kafka_python_decodes(request):
+    body = bytes(request.encode())
+    fast = offset_commit_codec.decode_offset_commit_request(request.version, memoryview(body))
+    assert fast is not None, "a well-formed request takes the fast path"
+    assert _generic(request.version, body) == ("ok", _attributes(fast))
+    assert bytes(fast.encode()) == body
+    assert _attributes(decode_request(ApiKey.OffsetCommit, request.version, body)) == _attributes(fast)
+
+
+@settings(max_examples=400, deadline=None)
+@given(requests(), st.data())
+def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
+    body = bytearray(request.encode())
+    match data.draw(st.sampled_from(["cut", "extend", "flip"])):
+        case "cut":
+            del body[data.draw(st.integers(0, len(body))):]
+        case "extend":
+            body += data.draw(st.binary(min_size=1, max_size=4))
+        case "flip":
+            index = data.draw(st.integers(0, len(body) - 1))
+            body[index] = data.draw(st.integers(0, 255))
+    body = bytes(body)
+    expected = _generic(request.version, body)
+    fast = offset_commit_codec.decode_offset_commit_request(request.version, memoryview(body))
+    if fast is not None:
+        assert expected == ("ok", _attributes(fast))
+    try:
+        outcome = "ok", _attributes(decode_request(ApiKey.OffsetCommit, request.version, body))
+    except MalformedRequest:
+        outcome = "malformed"
+    if expected[0] == "ok":
+        assert outcome == expected
+    elif expected[0] == "trailing bytes":
+        assert outcome[0] == "ok"      # ignored, as Kafka does
+    else:
+        assert outcome == "malformed"
+
+
+@pytest.mark.parametrize("version", [2, 7, 8, 9])
+def test_a_null_group_id_is_refused_as_before(version):
+    request = OffsetCommitRequest(version=version, group_id="g", generation_id_or_member_epoch=1, member_id="m",
+                                  group_instance_id=None, retention_time_ms=-1, topics=[])
+    body = bytes(request.encode())
+    body = (b"\x00" + body[2:]) if version >= 8 else (b"\xff\xff" + body[3:])   # "g" becomes null
+    assert offset_commit_codec.decode_offset_commit_request(version, memoryview(body)) is None
+    with pytest.raises(MalformedRequest, match="non-nullable field OffsetCommitRequest.GroupId"):
+        decode_request(ApiKey.OffsetCommit, version, body)
+
+
+ANSWERS = st.lists(st.tuples(TEXT, st.lists(st.tuples(INT32, st.sampled_from([int(e) for e in ErrorCode])),
+                                             max_size=6)), max_size=3)
+
+
+def _kafka_python_response(version: int, answers) -> OffsetCommitResponse:
+    """What the commit handler built with kafka-python's constructors before."""
+    topics = []
+    for name, partitions in answers:
+        kw = {"topic_id": name} if version >= 10 else {"name": name}
+        topics.append(_ResponseTopic(**kw, partitions=[
+            _ResponsePartition(partition_index=index, error_code=error) for index, error in partitions]))
+    return OffsetCommitResponse(version=version, topics=topics)
+
+
+def _request_for(version: int, answers) -> OffsetCommitRequest:
+    key = "topic_id" if version >= 10 else "name"
+    return OffsetCommitRequest(version=version, group_id="g", topics=[
+        _RequestTopic(**{key: name}, partitions=[_RequestPartition(partition_index=index) for index, _ in parts])
+        for name, parts in answers])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, OffsetCommitResponse.max_version), ANSWERS)
+def test_a_built_response_is_what_kafka_python_builds(version, answers):
+    errors = {}
+    for t_index, (_, parts) in enumerate(answers):
+        for index, error in parts:
+            errors.setdefault((t_index, index), error)
+    # A partition listed twice answers the first error given for it, as the handler did.
+    expected_answers = [(name, [(index, errors[t_index, index]) for index, _ in parts])
+                        for t_index, (name, parts) in enumerate(answers)]
+    built = offset_commit_codec.offset_commit_response(version, _request_for(version, answers), errors)
+    assert _attributes(built) == _attributes(_kafka_python_response(version, expected_answers))
+    no_errors = offset_commit_codec.offset_commit_response(version, _request_for(version, answers))
+    assert all(p.error_code == 0 for topic in no_errors.topics for p in topic.partitions)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, offset_commit_codec.MAX_RESPONSE_VERSION), INT32, ANSWERS, st.booleans())
+def test_a_response_frame_is_byte_identical_to_kafka_python(version, correlation_id, answers, built_bare):
+    header = RequestHeader(ApiKey.OffsetCommit, version, correlation_id, "c", 0)
+    response = _kafka_python_response(version, answers)
+    if built_bare:
+        response = OffsetCommitResponse(topics=response.topics)
+    body = bytes(_kafka_python_response(version, answers).encode())
+    header_bytes = correlation_id.to_bytes(4, "big", signed=True) + (b"\x00" if version >= 8 else b"")
+    expected = (len(header_bytes) + len(body)).to_bytes(4, "big") + header_bytes + body
+    assert offset_commit_codec.offset_commit_response_frame(correlation_id, version, response) == expected
+    assert encode_response(header, response, version) == expected
+
+
+def test_responses_it_does_not_cover_are_left_to_kafka_python():
+    tagged = OffsetCommitResponse(version=8, topics=[], _99=b"x")
+    assert offset_commit_codec.offset_commit_response_frame(1, 8, tagged) is None
+    by_id = _kafka_python_response(10, [("00000000-0000-0000-0000-000000000001", [(0, 0)])])
+    assert offset_commit_codec.offset_commit_response_frame(1, 10, by_id) is None
+    header = RequestHeader(ApiKey.OffsetCommit, 10, 1, "c", 0)
+    assert encode_response(header, by_id, 10)[8:] == b"\x00" + bytes(by_id.encode())
