@@ -8,7 +8,19 @@ what its durable records say. Rules (Kafka's `CoordinatorLoaderImpl`):
 - a record that cannot be decoded, or that replay rejects, stops the load: the partition
   must not come up with part of its state missing.
 
-Decoding runs on the event loop in chunks, yielding between them, so 50 partitions load
+A compacted log (`RecordSerde.compacted`, as `__consumer_offsets` is) loads the way
+Kafka's old `GroupMetadataManager` loaded it: a lean walk (`storage.format.record_fields`)
+keeps the latest record per key, and only those are decoded and replayed, in offset
+order. Replay must already give the same state from a compacted log, which Kafka's
+cleaner and ours produce, with one addition here: a key whose latest record is a
+tombstone also replays the last value it deleted, before it. An offset commit creates
+its group when the group is absent (a "simple" group, kept when its offsets are
+deleted), so that value may be the one that makes the group exist; replaying it keeps
+the load exact where a compacted log would lose the group. A superseded value is never
+decoded: like a compacted log, the load does not see it, corrupt or not (the CRC still
+covers it, and the offline audit decodes every record).
+
+Loading runs on the event loop in chunks, yielding between them, so 50 partitions load
 side by side without one holding the loop for long.
 
 `RecordSerde` turns coordinator records into log records and back; `KafkaRecordSerde`
@@ -19,34 +31,40 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Protocol
 
 from coordinator import records
 from coordinator.group.result import CoordinatorRecord
-from storage.api import LogRecord, LogStore, StoredRecord
+from storage.api import LogRecord, LogStore, RecordFields, StoredRecord
 
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK_RECORDS = 2_000
-_UNSEEN = object()
 
 
 class RecordSerde(Protocol):
-    """A serde may also offer `for_load()`: a `deserialize` for one partition's load,
-    free to remember what it decoded until the load ends."""
+    # True when replaying the latest record per key (and, under a tombstone, the value
+    # it deleted) gives the state a replay of every record gives; the loader then reads
+    # the log that way.
+    compacted: bool
 
     def serialize(self, record: CoordinatorRecord) -> LogRecord: ...
 
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
-        """None for a key type this coordinator does not know; raises if undecodable."""
+        """None for a key type this coordinator does not know; raises if undecodable.
+        On load, `stored` has no timestamp (-1) and no headers: replay reads neither."""
 
 
 class KafkaRecordSerde:
+    # `__consumer_offsets` is a compacted topic: see the module docstring.
+    compacted = True
+
     def serialize(self, record: CoordinatorRecord) -> LogRecord:
-        value = None if record.value is None else records.serialize_value(record.value)
-        return LogRecord(records.serialize_key(record.key), value, record.headers)
+        key, value, headers = record
+        return LogRecord(records.serialize_key(key), records.serialize_value(value), headers)
 
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
         decoded = records.deserialize(stored.key, stored.value)
@@ -54,24 +72,6 @@ class KafkaRecordSerde:
             return None
         key, value = decoded
         return CoordinatorRecord(key, value, stored.headers)
-
-    def for_load(self) -> Callable[[StoredRecord], CoordinatorRecord | None]:
-        # A log repeats each key (every commit of a partition, until compaction), and a
-        # decoded key is immutable: decode each distinct key once per load.
-        keys: dict[bytes, Any] = {}
-        deserialize_key, deserialize_value = records.deserialize_key, records.deserialize_value
-
-        def deserialize(stored: StoredRecord) -> CoordinatorRecord | None:
-            key_bytes = stored.key
-            key = keys.get(key_bytes, _UNSEEN)
-            if key is _UNSEEN:
-                key = keys[key_bytes] = deserialize_key(key_bytes)
-            if key is None:
-                return None
-            value = stored.value
-            return CoordinatorRecord(key, None if value is None else deserialize_value(key, value), stored.headers)
-
-        return deserialize
 
 
 class LoadError(Exception):
@@ -83,8 +83,8 @@ class LoadError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class LoadSummary:
-    records: int
-    skipped: int
+    records: int          # records read, control batches aside
+    skipped: int          # replayed records of unknown key types, skipped
     end_offset: int
 
 
@@ -93,34 +93,69 @@ async def load_partition(store: LogStore, partition: int, shard: Any, serde: Rec
     error = store.partition_error(partition)
     if error is not None:
         raise error
-    loaded = skipped = since_yield = 0
-    warned_key_types: set[bytes] = set()
-    for_load = getattr(serde, "for_load", None)
-    deserialize = serde.deserialize if for_load is None else for_load()
-    replay = shard.replay
-    for batch in store.read(partition, 0):
-        if batch.is_control:
+    batches = store.read_fields(partition, 0)
+    if serde.compacted:
+        read, survivors = await _latest_by_key(batches, chunk_records)
+        _replayed, skipped = await _replay(partition, survivors, shard, serde, chunk_records)
+    else:
+        every_record = (fields for is_control, batch in batches if not is_control for fields in batch)
+        read, skipped = await _replay(partition, every_record, shard, serde, chunk_records)
+    return LoadSummary(read, skipped, store.end_offset(partition))
+
+
+async def _latest_by_key(batches: Iterator[tuple[bool, list[RecordFields]]],
+                         chunk_records: int) -> tuple[int, list[RecordFields]]:
+    """The records a compacted load replays, in offset order, and how many were read."""
+    latest: dict[bytes | None, tuple[int, bytes | None]] = {}
+    deleted: dict[bytes | None, tuple[int, bytes | None]] = {}   # the last value under a tombstone
+    read = since_yield = 0
+    for is_control, batch in batches:
+        if is_control:
             continue
-        for stored in batch.records:
-            try:
-                record = deserialize(stored)
-            except Exception as exc:
-                raise LoadError(partition, stored.offset, f"undecodable record: {exc!r}") from exc
-            if record is None:
-                skipped += 1
-                key_type = stored.key[:2]
-                if key_type not in warned_key_types:
-                    warned_key_types.add(key_type)
-                    log.warning("partition %d offset %d: skipping records of unknown key type %s",
-                                partition, stored.offset, key_type.hex())
-                continue
-            try:
-                replay(stored.offset, record)
-            except Exception as exc:
-                raise LoadError(partition, stored.offset, f"replay failed: {exc!r}") from exc
-            loaded += 1
-        since_yield += len(batch.records)
+        for offset, key, value in batch:
+            if value is None:
+                before = latest.get(key)
+                if before is not None and before[1] is not None:
+                    deleted[key] = before
+            latest[key] = (offset, value)
+        read += len(batch)
+        since_yield += len(batch)
         if since_yield >= chunk_records:
             since_yield = 0
             await asyncio.sleep(0)
-    return LoadSummary(loaded, skipped, store.end_offset(partition))
+    survivors = [(offset, key, value) for key, (offset, value) in latest.items()]
+    survivors += [(offset, key, value) for key, (offset, value) in deleted.items() if latest[key][1] is None]
+    survivors.sort(key=itemgetter(0))
+    return read, survivors
+
+
+async def _replay(partition: int, fields: Iterable[RecordFields], shard: Any, serde: RecordSerde,
+                  chunk_records: int) -> tuple[int, int]:
+    """Decode and replay each record; how many were handled, and how many skipped."""
+    deserialize = serde.deserialize
+    replay = shard.replay
+    handled = skipped = since_yield = 0
+    warned_key_types: set[bytes] = set()
+    for offset, key, value in fields:
+        try:
+            record = deserialize(StoredRecord(offset, -1, key, value))
+        except Exception as exc:
+            raise LoadError(partition, offset, f"undecodable record: {exc!r}") from exc
+        handled += 1
+        since_yield += 1
+        if record is None:
+            skipped += 1
+            key_type = key[:2]
+            if key_type not in warned_key_types:
+                warned_key_types.add(key_type)
+                log.warning("partition %d offset %d: skipping records of unknown key type %s",
+                            partition, offset, key_type.hex())
+        else:
+            try:
+                replay(offset, record)
+            except Exception as exc:
+                raise LoadError(partition, offset, f"replay failed: {exc!r}") from exc
+        if since_yield >= chunk_records:
+            since_yield = 0
+            await asyncio.sleep(0)
+    return handled, skipped

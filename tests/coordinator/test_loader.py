@@ -62,14 +62,36 @@ def store():
     return MemoryLogStore(num_partitions=2)
 
 
-async def test_load_replays_every_record_as_it_was_written(store):
-    await durable(store, 0, [SERDE.serialize(COMMIT), SERDE.serialize(GROUP)])
-    await durable(store, 0, [SERDE.serialize(TOMBSTONE)])
+def fields(shard: RecordingShard) -> list:
+    """What replay was given: the loader reads no timestamps and no audit headers."""
+    assert all(record.headers == () for _, record in shard.replayed)
+    return [(offset, record.key, record.value) for offset, record in shard.replayed]
+
+
+def as_replayed(offset: int, record) -> tuple:
+    return offset, record.key, record.value
+
+
+async def test_load_replays_the_latest_record_of_each_key_in_offset_order(store):
+    older = new_offset_commit_record("g", "orders", 0, OffsetCommitValue(41, -1, "", 900))
+    await durable(store, 0, [SERDE.serialize(older), SERDE.serialize(GROUP)])
+    await durable(store, 0, [SERDE.serialize(TOMBSTONE), SERDE.serialize(COMMIT)])
     shard = RecordingShard()
     summary = await load_partition(store, 0, shard, SERDE)
-    # keys, values, tombstones and audit headers come back as they went in
-    assert shard.replayed == [(0, COMMIT), (1, GROUP), (2, TOMBSTONE)]
-    assert (summary.records, summary.skipped, summary.end_offset) == (3, 0, 3)
+    # keys, values and tombstones come back as they went in; the superseded commit is not replayed
+    assert fields(shard) == [as_replayed(1, GROUP), as_replayed(2, TOMBSTONE), as_replayed(3, COMMIT)]
+    assert (summary.records, summary.skipped, summary.end_offset) == (4, 0, 4)
+
+
+async def test_a_tombstone_replays_after_the_value_it_deleted(store):
+    # the commit may be what made its group exist: replay keeps it, then deletes it
+    deleted = new_offset_commit_tombstone("g", "orders", 0)
+    await durable(store, 0, [SERDE.serialize(GROUP), SERDE.serialize(COMMIT), SERDE.serialize(COMMIT)])
+    await durable(store, 0, [SERDE.serialize(deleted), SERDE.serialize(TOMBSTONE)])
+    shard = RecordingShard()
+    await load_partition(store, 0, shard, SERDE)
+    assert fields(shard) == [as_replayed(0, GROUP), as_replayed(2, COMMIT), as_replayed(3, deleted),
+                             as_replayed(4, TOMBSTONE)]
 
 
 async def test_unknown_record_types_are_skipped_with_one_warning(store, caplog):
@@ -77,8 +99,9 @@ async def test_unknown_record_types_are_skipped_with_one_warning(store, caplog):
     shard = RecordingShard()
     with caplog.at_level(logging.WARNING, logger="coordinator.runtime.loader"):
         summary = await load_partition(store, 0, shard, SERDE)
-    assert shard.replayed == [(1, COMMIT)]
-    assert (summary.records, summary.skipped) == (1, 2)
+    assert fields(shard) == [as_replayed(1, COMMIT)]
+    # every record read counts; the unknown key is skipped once, as its latest record
+    assert (summary.records, summary.skipped) == (3, 1)
     warnings = [r for r in caplog.records if "unknown key type 0003" in r.getMessage()]
     assert len(warnings) == 1
 
@@ -90,7 +113,7 @@ async def test_an_undecodable_record_stops_the_load_at_its_offset(store):
     with pytest.raises(LoadError) as err:
         await load_partition(store, 0, shard, SERDE)
     assert err.value.offset == 1
-    assert shard.replayed == [(0, COMMIT)]
+    assert fields(shard) == [as_replayed(0, COMMIT)]
 
 
 async def test_a_record_that_replay_rejects_stops_the_load(store):
@@ -109,8 +132,9 @@ async def test_a_failed_partition_is_not_loaded(store):
 
 async def test_partitions_load_side_by_side(store):
     for partition in (0, 1):
-        for _ in range(3):
-            await durable(store, partition, [SERDE.serialize(COMMIT)])
+        for p in range(3):
+            await durable(store, partition, [SERDE.serialize(
+                new_offset_commit_record("g", "orders", p, OffsetCommitValue(p, -1, "", 1_000)))])
     journal: list[tuple[int, int]] = []
     await asyncio.gather(*(load_partition(store, p, RecordingShard(p, journal), SERDE, chunk_records=1)
                            for p in (0, 1)))
@@ -141,6 +165,5 @@ async def test_control_batches_in_a_segment_file_are_skipped(tmp_path):
     finally:
         await store.close()
     # then the marker is not decoded as a coordinator record
-    assert [offset for offset, _ in shard.replayed] == [0, 2]
-    assert shard.replayed[1][1] == GROUP
+    assert fields(shard) == [as_replayed(0, COMMIT), as_replayed(2, GROUP)]
     assert summary.end_offset == 3

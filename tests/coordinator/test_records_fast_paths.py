@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import struct
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator import records
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, RecordDecodeError
-from coordinator.runtime.loader import KafkaRecordSerde
-from storage.api import StoredRecord
 
 names = st.text(max_size=30)
 int32 = st.integers(-(2**31), 2**31 - 1)
@@ -117,18 +114,3 @@ def test_the_audit_headers_of_one_commit_are_one_shared_tuple():
                                              client_host="/h") for p in (0, 1))
     assert a.headers is b.headers
     assert a.headers == (("member_id", b"m"), ("generation", b"2"), ("client_id", b"c"), ("client_host", b"/h"))
-
-
-def test_the_load_deserializer_decodes_each_record_as_deserialize_does():
-    serde = KafkaRecordSerde()
-    key = records.serialize_key(OffsetCommitKey("g", "t", 3))
-    group_key = records.serialize_key(records.GroupMetadataKey("g"))
-    stored = [StoredRecord(0, 1, key, records.serialize_value(OffsetCommitValue(1, -1, "", 5)), (("h", b"1"),)),
-              StoredRecord(1, 1, key, records.serialize_value(OffsetCommitValue(2, 4, "m", 6, 9))),
-              StoredRecord(2, 1, key, None),
-              StoredRecord(3, 1, group_key, None),
-              StoredRecord(4, 1, struct.pack(">hh", 5, 1) + b"g", b"\x00\x00")]
-    load = serde.for_load()
-    assert [load(s) for s in stored] == [serde.deserialize(s) for s in stored]
-    with pytest.raises(RecordDecodeError):
-        load(StoredRecord(5, 1, key, b"\x00\x03\x00"))
