@@ -20,6 +20,7 @@ A second signal exits at once (`serve`), stopping the embedded broker by PID fir
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -203,19 +204,38 @@ class ShutdownSignals:
             self._loop.remove_signal_handler(sig)
 
 
+# The cyclic garbage collector's first threshold (CPython's default is 700). Requests
+# allocate many short-lived containers that reference counting frees anyway; at 700 the
+# collector ran often enough to take ~20% of the OffsetCommit path's CPU
+# (BENCHMARKS.md). Only `kgc serve` sets it: it is a process-wide choice.
+GC_GEN0_THRESHOLD = 10_000
+
+
 async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[int], None]) -> None:
     stop = asyncio.Event()
     signals = ShutdownSignals(stop.set, on_second_signal)
     app = KgcApp(config)
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    frozen = None
     try:
         await app.start()
         http = f"; HTTP on {config.http_host}:{app.http.port}" if app.http is not None else ""
         print(f"kgc serving on {config.advertised}:{app.port}{http}", flush=True)
+        frozen = asyncio.create_task(_freeze_when_loaded(app.runtime))
         await stop.wait()
     finally:
+        if frozen is not None:
+            frozen.cancel()
         await app.stop()
         signals.remove()
     log.info("stopped")
+
+
+async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:
+    # What the load built (every group and offset) lives until it is replaced: the
+    # collector need not walk it again on every full collection.
+    await runtime.wait_loaded()
+    gc.freeze()
 
 
 def serve(config: ServerConfig) -> int:

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True, slots=True)
-class LogRecord:
+class LogRecord(NamedTuple):
+    # A tuple: every committed partition makes one, and a frozen dataclass costs more.
     key: bytes
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()

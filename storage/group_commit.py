@@ -145,6 +145,9 @@ class GroupCommitWriter:
             for queued in group:
                 self._observer.durable(now - queued.submitted_s)
                 _settle(queued.durable, queued.last_offset)
+            # Not kept alive while idle: after a burst, the last group's batch bytes would
+            # stay allocated until the next write.
+            del group
         await self._final_fsync()
 
     def _write_group(self, batches: list[tuple[int, bytes]], fsync: bool):
