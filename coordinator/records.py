@@ -137,15 +137,9 @@ def _offset_commit_key_prefix(group: str, topic: str) -> bytes:
     return _I16.pack(OFFSET_COMMIT_KEY_TYPE) + _string(group) + _string(topic)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _offset_commit_key(key: OffsetCommitKey) -> bytes:
-    # Every commit of a partition writes the same key again.
-    return _offset_commit_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
-
-
 def serialize_key(key: RecordKey) -> bytes:
     if type(key) is OffsetCommitKey:
-        return _offset_commit_key(key)
+        return _offset_commit_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
     if isinstance(key, GroupMetadataKey):
         return _I16.pack(GROUP_METADATA_KEY_TYPE) + _string(key.group)
     raise TypeError(f"not a record key: {key!r}")
