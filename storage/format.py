@@ -366,16 +366,17 @@ def _decode_headers(data: bytes, pos: int, names: dict[bytes, str]) -> tuple[tup
     return tuple(items), pos
 
 
-def _decode_records(data: bytes, count: int, header: BatchHeader, position: int) -> tuple[StoredRecord, ...]:
-    """Decode `count` records from `data`; the hot loop of loading, so varints of one byte
-    (nearly all of them) are read inline and only longer ones take the slow path."""
-    base_offset = header.base_offset
-    base_ts = header.base_timestamp
-    log_append_time = header.attributes & TIMESTAMP_TYPE_MASK
-    records = []
-    names: dict[bytes, str] = {}     # a batch repeats the same few header names
-    header_blocks: dict[bytes, tuple[tuple[str, bytes | None], ...]] = {}
-    new_record = tuple.__new__       # skips the NamedTuple's Python-level __new__
+# One record's framing, as `_walk_records` reads it: (timestamp delta, offset delta, key,
+# value, where its headers start, where it ends).
+_Span = tuple[int, int, bytes | None, bytes | None, int, int]
+
+
+def _walk_records(data: bytes, count: int, position: int) -> list[_Span]:
+    """The framing of `count` records in `data`, checked against each record's length;
+    the hot loop of loading, so varints of one byte (nearly all of them) are read inline
+    and only longer ones take the slow path. Headers are stepped over, not parsed."""
+    spans: list[_Span] = []
+    append = spans.append
     pos = 0
     end = len(data)
     try:
@@ -427,29 +428,49 @@ def _decode_records(data: bytes, count: int, header: BatchHeader, position: int)
             else:
                 value = data[pos:pos + n]
                 pos += n
-            # One commit's records carry the same header block (member, generation,
-            # client): parse each distinct block once per batch, share the tuple.
-            raw_headers = data[pos:record_end]
-            headers = header_blocks.get(raw_headers)
-            if headers is None or record_end > end:
-                headers, pos = _decode_headers(data, pos, names)
-                header_blocks[raw_headers] = headers
-            else:
-                pos = record_end
-            if pos != record_end or pos > end:
+            if pos > record_end or record_end > end:
                 raise RecordDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
-            records.append(new_record(StoredRecord, (
-                base_offset + offset_delta,
-                header.max_timestamp if log_append_time else base_ts + ts_delta,
-                key, value, headers)))
+            append((ts_delta, offset_delta, key, value, pos, record_end))
+            pos = record_end
     except RecordDecodeError:
         raise
     except IndexError:
-        raise RecordDecodeError(position, f"records end early ({len(records)} of {count})") from None
-    except ValueError as e:          # a bad header name (UnicodeDecodeError) or varint
+        raise RecordDecodeError(position, f"records end early ({len(spans)} of {count})") from None
+    except ValueError as e:          # a varint longer than 10 bytes
         raise RecordDecodeError(position, f"undecodable record: {e}") from None
     if pos != end:
         raise RecordDecodeError(position, f"{end - pos} bytes after the last of {count} records")
+    return spans
+
+
+def _decode_records(data: bytes, count: int, header: BatchHeader, position: int) -> tuple[StoredRecord, ...]:
+    """Decode `count` records from `data`, headers included."""
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append_time = header.attributes & TIMESTAMP_TYPE_MASK
+    records = []
+    names: dict[bytes, str] = {}     # a batch repeats the same few header names
+    header_blocks: dict[bytes, tuple[tuple[str, bytes | None], ...]] = {}
+    new_record = tuple.__new__       # skips the NamedTuple's Python-level __new__
+    for ts_delta, offset_delta, key, value, headers_pos, record_end in _walk_records(data, count, position):
+        # One commit's records carry the same header block (member, generation,
+        # client): parse each distinct block once per batch, share the tuple.
+        raw_headers = data[headers_pos:record_end]
+        headers = header_blocks.get(raw_headers)
+        if headers is None:
+            try:
+                headers, pos = _decode_headers(data, headers_pos, names)
+            except IndexError:
+                pos = -1
+            except ValueError as e:  # a bad header name (UnicodeDecodeError) or varint
+                raise RecordDecodeError(position, f"undecodable record: {e}") from None
+            if pos != record_end:
+                raise RecordDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
+            header_blocks[raw_headers] = headers
+        records.append(new_record(StoredRecord, (
+            base_offset + offset_delta,
+            header.max_timestamp if log_append_time else base_ts + ts_delta,
+            key, value, headers)))
     return tuple(records)
 
 
@@ -479,74 +500,11 @@ def decode_batch(buf: Any, position: int, header: BatchHeader) -> StoredBatch:
 
 def record_fields(buf: Any, position: int, header: BatchHeader) -> list[RecordFields]:
     """`(offset, key, value)` of each record of a batch whose framing `BatchReader` has
-    checked: what loading needs, in one lean pass. Timestamps and headers are stepped
-    over (headers by the record length, unparsed) and no `StoredRecord` is built; the
-    framing errors are `_decode_records`' own."""
-    data = _records_data(buf, position, header)
+    checked: what loading needs. Timestamps and headers are stepped over (headers by the
+    record length, unparsed) and no `StoredRecord` is built."""
     base_offset = header.base_offset
-    fields = []
-    append = fields.append
-    pos = 0
-    end = len(data)
-    try:
-        for _ in range(header.records_count):
-            b = data[pos]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                v = (b & 0x7F) | (data[pos + 1] << 7)
-                length = (v >> 1) ^ -(v & 1)
-                pos += 2
-            else:
-                length, pos = _varint_slow(data, pos)
-            record_end = pos + length
-            # the attributes byte, then the timestamp delta: skipped
-            if data[pos + 1] < 0x80:
-                pos += 2
-            else:
-                _ts_delta, pos = _varint_slow(data, pos + 1)
-            b = data[pos]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                offset_delta, pos = _varint_slow(data, pos)
-            b = data[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                n, pos = _varint_slow(data, pos)
-            if n < 0:
-                key = None
-            else:
-                key = data[pos:pos + n]
-                pos += n
-            b = data[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                n, pos = _varint_slow(data, pos)
-            if n < 0:
-                value = None
-            else:
-                value = data[pos:pos + n]
-                pos += n
-            if pos > record_end or record_end > end:
-                raise RecordDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
-            pos = record_end
-            append((base_offset + offset_delta, key, value))
-    except RecordDecodeError:
-        raise
-    except IndexError:
-        raise RecordDecodeError(position, f"records end early ({len(fields)} of {header.records_count})") from None
-    except ValueError as e:          # a varint longer than 10 bytes
-        raise RecordDecodeError(position, f"undecodable record: {e}") from None
-    if pos != end:
-        raise RecordDecodeError(position, f"{end - pos} bytes after the last of {header.records_count} records")
-    return fields
+    return [(base_offset + offset_delta, key, value) for _ts, offset_delta, key, value, _h, _e
+            in _walk_records(_records_data(buf, position, header), header.records_count, position)]
 
 
 def _check(buf: Any, position: int, size: int, min_offset: int) -> BatchHeader | ScanStop:
