@@ -88,3 +88,13 @@ def read_uvarint(payload: bytes | bytearray | memoryview, pos: int) -> tuple[int
                 break
             return value, pos
     raise HeaderError("varint longer than 32 bits")
+
+
+def encode_uvarint(value: int) -> bytes:
+    """Unsigned LEB128 varint, as `read_uvarint` reads it."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

@@ -37,6 +37,8 @@ from operator import attrgetter
 
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
+from protocol.headers import encode_uvarint
+
 MIN_REQUEST_VERSION = 2       # v0-1 (gone from Kafka 4) and v10 (topic ids) take kafka-python's path
 MAX_REQUEST_VERSION = 9
 MAX_RESPONSE_VERSION = 9
@@ -335,15 +337,7 @@ _UNKNOWN_TAGS = attrgetter("unknown_tags")
 
 def _count(n: int, flexible: bool) -> bytes:
     """An array count (or, flexible, a compact length): int32 n, or uvarint n+1."""
-    if not flexible:
-        return _INT32.pack(n)
-    n += 1
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return encode_uvarint(n + 1) if flexible else _INT32.pack(n)
 
 
 @functools.lru_cache(maxsize=256)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.headers import HeaderError, read_uvarint
+from protocol.headers import HeaderError, encode_uvarint, read_uvarint
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -100,32 +100,23 @@ class Reader:
         return self.pos == len(self.buf)
 
 
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def int32(n: int) -> bytes:
     return _INT32.pack(n)
 
 
 def count(n: int, compact: bool) -> bytes:
-    return uvarint(n + 1) if compact else _INT32.pack(n)
+    return encode_uvarint(n + 1) if compact else _INT32.pack(n)
 
 
 def string(s: str | None, compact: bool) -> bytes:
     if s is None:
-        return uvarint(0) if compact else _INT16.pack(-1)
+        return encode_uvarint(0) if compact else _INT16.pack(-1)
     data = s.encode("utf-8")
-    return (uvarint(len(data) + 1) if compact else _INT16.pack(len(data))) + data
+    return (encode_uvarint(len(data) + 1) if compact else _INT16.pack(len(data))) + data
 
 
 def tagged(fields: list[tuple[int, bytes]]) -> bytes:
-    out = [uvarint(len(fields))]
+    out = [encode_uvarint(len(fields))]
     for tag, data in fields:
-        out += (uvarint(tag), uvarint(len(data)), data)
+        out += (encode_uvarint(tag), encode_uvarint(len(data)), data)
     return b"".join(out)
