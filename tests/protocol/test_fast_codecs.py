@@ -10,42 +10,16 @@ from hypothesis import strategies as st
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 
-from protocol import fast_codecs, messages
+from protocol import fast_codecs
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
+from tests.protocol.codec_oracle import attributes, generic_decode
 
 VERSIONS = st.integers(0, HeartbeatRequest.max_version)
 TEXT = st.text(max_size=300)       # past 127 bytes a compact length takes two varint bytes
 INT32 = st.integers(-(2**31), 2**31 - 1)
 
-_SLOTS = ("_version", "tags", "unknown_tags", "group_id", "generation_id", "member_id", "group_instance_id")
-
-
-def _attributes(request: HeartbeatRequest) -> dict:
-    """Every slot as stored (not through `__getattr__` defaults): what kafka-python set."""
-    out = {}
-    for name in _SLOTS:
-        descriptor = next(c.__dict__[name] for c in type(request).__mro__ if name in c.__dict__)
-        try:
-            out[name] = descriptor.__get__(request)
-        except AttributeError:
-            out[name] = "<unset>"
-    return out
-
-
-def _generic(version: int, body: bytes) -> tuple[str, object]:
-    """kafka-python's compiled decoder plus kgc's checks: the path decode_request took for
-    every Heartbeat before the hand codec (and still takes when it answers None)."""
-    decode, check = messages._decoder(ApiKey.Heartbeat, version)
-    try:
-        request, end = decode(memoryview(body), 0)
-        check(request)
-    except Exception as exc:
-        return "refused", type(exc).__name__
-    if end != len(body):
-        return "truncated" if end > len(body) else "trailing bytes", end
-    return "ok", _attributes(request)
 
 
 @st.composite
@@ -62,7 +36,7 @@ def test_a_decoded_request_is_what_kafka_python_decodes(request):
     body = bytes(request.encode())
     fast = fast_codecs.decode_heartbeat_request(request.version, memoryview(body))
     assert fast is not None, "a well-formed request takes the fast path"
-    assert _attributes(fast) == _generic(request.version, body)[1]
+    assert attributes(fast) == generic_decode(ApiKey.Heartbeat, request.version, body)[1]
     assert fast == request
     assert bytes(fast.encode()) == body
 
@@ -81,12 +55,12 @@ def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
             body[index] = data.draw(st.integers(0, 255))
     body = bytes(body)
     fast = fast_codecs.decode_heartbeat_request(request.version, memoryview(body))
-    expected = _generic(request.version, body)
+    expected = generic_decode(ApiKey.Heartbeat, request.version, body)
     if fast is None:
         return      # decode_request defers to kafka-python: nothing to compare
-    assert expected == ("ok", _attributes(fast))
+    assert expected == ("ok", attributes(fast))
     with_fast = decode_request(ApiKey.Heartbeat, request.version, body)
-    assert _attributes(with_fast) == expected[1]
+    assert attributes(with_fast) == expected[1]
 
 
 @pytest.mark.parametrize("version", [0, 3, 4])

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
-from kafka.protocol.data_container import DataContainer
 
-from protocol import messages, offset_commit_codec
+from protocol import offset_commit_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
+from tests.protocol.codec_oracle import attributes, generic_decode
 
 REQUEST_VERSIONS = st.integers(offset_commit_codec.MIN_REQUEST_VERSION, offset_commit_codec.MAX_REQUEST_VERSION)
 TEXT = st.text(max_size=200)       # past 127 bytes a compact length takes two varint bytes
@@ -26,37 +26,6 @@ _RequestTopic = OffsetCommitRequest.OffsetCommitRequestTopic
 _RequestPartition = _RequestTopic.OffsetCommitRequestPartition
 _ResponseTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _ResponsePartition = _ResponseTopic.OffsetCommitResponsePartition
-_UNSET = "<unset>"
-
-
-def _attributes(obj: object) -> object:
-    """Every slot as stored (not through `__getattr__` defaults), nested objects too."""
-    if isinstance(obj, list):
-        return [_attributes(item) for item in obj]
-    if not isinstance(obj, DataContainer):
-        return obj
-    out: dict[str, object] = {"type": type(obj).__name__}
-    for cls in type(obj).__mro__:
-        for name in cls.__dict__.get("__slots__", ()):
-            try:
-                out[name] = _attributes(cls.__dict__[name].__get__(obj))
-            except AttributeError:
-                out[name] = _UNSET
-    return out
-
-
-def _generic(version: int, body: bytes) -> tuple[str, object]:
-    """kafka-python's compiled decoder plus kgc's checks: the path decode_request took for
-    every OffsetCommit before the hand codec (and still takes when it answers None)."""
-    decode, check = messages._decoder(ApiKey.OffsetCommit, version)
-    try:
-        request, end = decode(memoryview(body), 0)
-        check(request)
-    except Exception as exc:
-        return "refused", type(exc).__name__
-    if end != len(body):
-        return "truncated" if end > len(body) else "trailing bytes", end
-    return "ok", _attributes(request)
 
 
 @st.composite
@@ -82,9 +51,9 @@ def test_a_decoded_request_is_what_kafka_python_decodes(request):
     body = bytes(request.encode())
     fast = offset_commit_codec.decode_offset_commit_request(request.version, memoryview(body))
     assert fast is not None, "a well-formed request takes the fast path"
-    assert _generic(request.version, body) == ("ok", _attributes(fast))
+    assert generic_decode(ApiKey.OffsetCommit, request.version, body) == ("ok", attributes(fast))
     assert bytes(fast.encode()) == body
-    assert _attributes(decode_request(ApiKey.OffsetCommit, request.version, body)) == _attributes(fast)
+    assert attributes(decode_request(ApiKey.OffsetCommit, request.version, body)) == attributes(fast)
 
 
 @settings(max_examples=400, deadline=None)
@@ -100,12 +69,12 @@ def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
             index = data.draw(st.integers(0, len(body) - 1))
             body[index] = data.draw(st.integers(0, 255))
     body = bytes(body)
-    expected = _generic(request.version, body)
+    expected = generic_decode(ApiKey.OffsetCommit, request.version, body)
     fast = offset_commit_codec.decode_offset_commit_request(request.version, memoryview(body))
     if fast is not None:
-        assert expected == ("ok", _attributes(fast))
+        assert expected == ("ok", attributes(fast))
     try:
-        outcome = "ok", _attributes(decode_request(ApiKey.OffsetCommit, request.version, body))
+        outcome = "ok", attributes(decode_request(ApiKey.OffsetCommit, request.version, body))
     except MalformedRequest:
         outcome = "malformed"
     if expected[0] == "ok":
@@ -159,7 +128,7 @@ def test_a_built_response_is_what_kafka_python_builds(version, answers):
     expected_answers = [(name, [(index, errors[t_index, index]) for index, _ in parts])
                         for t_index, (name, parts) in enumerate(answers)]
     built = offset_commit_codec.offset_commit_response(version, _request_for(version, answers), errors)
-    assert _attributes(built) == _attributes(_kafka_python_response(version, expected_answers))
+    assert attributes(built) == attributes(_kafka_python_response(version, expected_answers))
     no_errors = offset_commit_codec.offset_commit_response(version, _request_for(version, answers))
     assert all(p.error_code == 0 for topic in no_errors.topics for p in topic.partitions)
 
