@@ -37,7 +37,7 @@ from operator import attrgetter
 
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
-from protocol.headers import encode_uvarint
+from protocol.headers import HeaderError, encode_uvarint, read_uvarint
 
 MIN_REQUEST_VERSION = 2       # v0-1 (gone from Kafka 4) and v10 (topic ids) take kafka-python's path
 MAX_REQUEST_VERSION = 9
@@ -68,7 +68,7 @@ def decode_offset_commit_request(version: int, data: memoryview) -> OffsetCommit
         if version >= 8:
             return _decode(version, data, _Flexible(data))
         return _decode(version, data, _Classic(data))
-    except (_Malformed, IndexError, struct.error, UnicodeDecodeError):
+    except (_Malformed, HeaderError, IndexError, struct.error, UnicodeDecodeError):
         return None
 
 
@@ -152,21 +152,8 @@ class _Flexible(_Classic):
     __slots__ = ()
 
     def _uvarint(self) -> int:
-        data, pos = self.data, self.pos
-        byte = data[pos]
-        if byte < 0x80:     # a string or array under 127: one byte, nearly always
-            self.pos = pos + 1
-            return byte
-        value, shift = 0, 0
-        while byte & 0x80:
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if shift > 28:
-                raise _Malformed
-            pos += 1
-            byte = data[pos]
-        self.pos = pos + 1
-        return value | (byte << shift)
+        value, self.pos = read_uvarint(self.data, self.pos)
+        return value
 
     def string(self, nullable: bool = False) -> str | None:
         size = self._uvarint() - 1
