@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from coordinator import metrics
 from coordinator.config import ServerConfig
-from coordinator.embedded import choose_upstream
+from coordinator.embedded import EmbeddedBroker, choose_upstream
 from coordinator.gateway.cluster import BrokerChange, UpstreamCluster
 from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.plan import ListenerPlan
@@ -210,22 +210,28 @@ class ShutdownSignals:
 # (BENCHMARKS.md). Only `kgc serve` sets it: it is a process-wide choice.
 GC_GEN0_THRESHOLD = 10_000
 
+EMBEDDED_WATCH_INTERVAL_S = 1.0
 
-async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[int], None]) -> None:
+
+async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[int], None],
+                              broker: EmbeddedBroker | None = None) -> None:
     stop = asyncio.Event()
     signals = ShutdownSignals(stop.set, on_second_signal)
     app = KgcApp(config)
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
-    frozen = None
+    frozen = watcher = None
     try:
         await app.start()
         http = f"; HTTP on {config.http_host}:{app.http.port}" if app.http is not None else ""
         print(f"kgc serving on {config.advertised}:{app.port}{http}", flush=True)
         frozen = asyncio.create_task(_freeze_when_loaded(app.runtime))
+        if broker is not None:
+            watcher = asyncio.create_task(_watch_embedded(broker))
         await stop.wait()
     finally:
-        if frozen is not None:
-            frozen.cancel()
+        for task in (frozen, watcher):
+            if task is not None:
+                task.cancel()
         await app.stop()
         signals.remove()
     log.info("stopped")
@@ -238,6 +244,16 @@ async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:
     gc.freeze()
 
 
+async def _watch_embedded(broker: EmbeddedBroker) -> None:
+    # The embedded broker is our child: if it dies on its own, say why once and reap it.
+    # /readyz already reports the upstream unreachable; restarting it would bring back an
+    # empty cluster (memory storage) without anyone asking, so kgc does not.
+    while (code := broker.exit_code()) is None:
+        await asyncio.sleep(EMBEDDED_WATCH_INTERVAL_S)
+    log.error("embedded upstream (pid %d) exited with %s: forwarded requests fail until kgc is restarted; "
+              "its last output:\n%s", broker.pid, code, broker.log_text())
+
+
 def serve(config: ServerConfig) -> int:
     """`kgc serve`: the upstream (configured, embedded, or none), the event loop, until a signal."""
     config, broker = choose_upstream(config, standalone=config.standalone)
@@ -248,7 +264,7 @@ def serve(config: ServerConfig) -> int:
         os._exit(128 + sig)
 
     try:
-        _run(run_until_signalled(config, exit_now))
+        _run(run_until_signalled(config, exit_now, broker))
     finally:
         if broker is not None:
             broker.close()

@@ -141,6 +141,10 @@ class EmbeddedBroker:
             return
         raise TimeoutError(f"tansu on {self.bootstrap} not ready after {timeout_s}s: {last_error}")
 
+    def exit_code(self) -> int | None:
+        """The broker's exit status once it has exited on its own (reaping it), else None."""
+        return None if self._process is None else self._process.poll()
+
     def stop(self, *, timeout_s: float = 5.0) -> None:
         process, self._process = self._process, None
         if process is None:

@@ -98,3 +98,20 @@ def test_serve_without_the_embedded_broker_falls_back_to_standalone_and_says_why
     text = log_text(log_path)
     assert "standalone mode: no --upstream given and no embedded broker" in text
     assert "no-such-tansu" in text  # the reason names what was missing
+
+
+def test_an_embedded_broker_that_dies_is_reported_and_reaped_while_kgc_keeps_serving(tansu, tmp_path):
+    log_path = tmp_path / "kgc.log"
+    broker_port = free_port()
+    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), log_path=str(log_path),
+                     embedded=True) as kgc:
+        wait_listening(broker_port)
+        pid = int(EMBEDDED_LINE.search(log_text(log_path))[1])
+        os.kill(pid, 9)
+        exited = f"embedded upstream (pid {pid}) exited with -9"
+        wait_until(lambda: exited in log_text(log_path), 10, lambda: log_text(log_path)[-2000:])
+        # Reaped: no zombie left under a kgc that goes on running.
+        assert not os.path.exists(f"/proc/{pid}")
+        assert kgc.proc.poll() is None
+        assert metadata(kgc.port).brokers, "kgc stopped answering after its upstream died"
+    assert kgc.proc.returncode == 0
