@@ -43,6 +43,7 @@ from storage.api import LogRecord, LogStore, RecordFields, StoredRecord
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK_RECORDS = 2_000
+_new_tuple = tuple.__new__
 
 
 class RecordSerde(Protocol):
@@ -64,7 +65,8 @@ class KafkaRecordSerde:
 
     def serialize(self, record: CoordinatorRecord) -> LogRecord:
         key, value, headers = record
-        return LogRecord(records.serialize_key(key), records.serialize_value(value), headers)
+        # tuple.__new__ skips the NamedTuple's Python-level __new__: one per committed partition.
+        return _new_tuple(LogRecord, (records.serialize_key(key), records.serialize_value(value), headers))
 
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
         decoded = records.deserialize(stored.key, stored.value)
