@@ -3,6 +3,7 @@ stores on the objects it builds."""
 
 from __future__ import annotations
 
+from hypothesis import strategies as st
 from kafka.protocol.data_container import DataContainer
 
 from protocol import messages
@@ -38,3 +39,18 @@ def generic_decode(api_key: int, version: int, body: bytes) -> tuple[str, object
     if end != len(body):
         return "truncated" if end > len(body) else "trailing bytes", end
     return "ok", attributes(request)
+
+
+def damaged(body: bytes, data: st.DataObject) -> bytes:
+    """`body` cut short, extended, or with one byte changed: what a hand codec must judge
+    as kafka-python judges it."""
+    damaged = bytearray(body)
+    match data.draw(st.sampled_from(["cut", "extend", "flip"])):
+        case "cut":
+            del damaged[data.draw(st.integers(0, len(damaged))):]
+        case "extend":
+            damaged += data.draw(st.binary(min_size=1, max_size=4))
+        case "flip":
+            index = data.draw(st.integers(0, len(damaged) - 1))
+            damaged[index] = data.draw(st.integers(0, 255))
+    return bytes(damaged)

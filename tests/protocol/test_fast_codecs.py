@@ -14,7 +14,7 @@ from protocol import fast_codecs
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
-from tests.protocol.codec_oracle import attributes, generic_decode
+from tests.protocol.codec_oracle import attributes, damaged, generic_decode
 
 VERSIONS = st.integers(0, HeartbeatRequest.max_version)
 TEXT = st.text(max_size=300)       # past 127 bytes a compact length takes two varint bytes
@@ -44,16 +44,7 @@ def test_a_decoded_request_is_what_kafka_python_decodes(request):
 @settings(max_examples=400, deadline=None)
 @given(requests(), st.data())
 def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
-    body = bytearray(request.encode())
-    match data.draw(st.sampled_from(["cut", "extend", "flip"])):
-        case "cut":
-            del body[data.draw(st.integers(0, len(body))):]
-        case "extend":
-            body += data.draw(st.binary(min_size=1, max_size=4))
-        case "flip":
-            index = data.draw(st.integers(0, len(body) - 1))
-            body[index] = data.draw(st.integers(0, 255))
-    body = bytes(body)
+    body = damaged(bytes(request.encode()), data)
     fast = fast_codecs.decode_heartbeat_request(request.version, memoryview(body))
     expected = generic_decode(ApiKey.Heartbeat, request.version, body)
     if fast is None:

@@ -15,7 +15,7 @@ from protocol import offset_commit_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
-from tests.protocol.codec_oracle import attributes, generic_decode
+from tests.protocol.codec_oracle import attributes, damaged, generic_decode
 
 REQUEST_VERSIONS = st.integers(offset_commit_codec.MIN_REQUEST_VERSION, offset_commit_codec.MAX_REQUEST_VERSION)
 TEXT = st.text(max_size=200)       # past 127 bytes a compact length takes two varint bytes
@@ -59,16 +59,7 @@ def test_a_decoded_request_is_what_kafka_python_decodes(request):
 @settings(max_examples=400, deadline=None)
 @given(requests(), st.data())
 def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
-    body = bytearray(request.encode())
-    match data.draw(st.sampled_from(["cut", "extend", "flip"])):
-        case "cut":
-            del body[data.draw(st.integers(0, len(body))):]
-        case "extend":
-            body += data.draw(st.binary(min_size=1, max_size=4))
-        case "flip":
-            index = data.draw(st.integers(0, len(body) - 1))
-            body[index] = data.draw(st.integers(0, 255))
-    body = bytes(body)
+    body = damaged(bytes(request.encode()), data)
     expected = generic_decode(ApiKey.OffsetCommit, request.version, body)
     fast = offset_commit_codec.decode_offset_commit_request(request.version, memoryview(body))
     if fast is not None:
