@@ -81,15 +81,21 @@ class _Classic:
         self.data = data
         self.pos = 0
 
+    def _string_size(self) -> int:
+        """A string's length, -1 for null."""
+        size = _INT16.unpack_from(self.data, self.pos)[0]
+        if size < -1:
+            raise _Malformed
+        self.pos += 2
+        return size
+
     def string(self, nullable: bool = False) -> str | None:
-        data, pos = self.data, self.pos
-        size = _INT16.unpack_from(data, pos)[0]
-        pos += 2
-        if size < 0:
-            if size != -1 or not nullable:
+        size = self._string_size()
+        if size == -1:
+            if not nullable:
                 raise _Malformed
-            self.pos = pos
             return None
+        data, pos = self.data, self.pos
         end = pos + size
         if end > len(data):
             raise _Malformed
@@ -155,18 +161,8 @@ class _Flexible(_Classic):
         value, self.pos = read_uvarint(self.data, self.pos)
         return value
 
-    def string(self, nullable: bool = False) -> str | None:
-        size = self._uvarint() - 1
-        if size < 0:
-            if not nullable:
-                raise _Malformed
-            return None
-        data, pos = self.data, self.pos
-        end = pos + size
-        if end > len(data):
-            raise _Malformed
-        self.pos = end
-        return str(data[pos:end], "utf-8")
+    def _string_size(self) -> int:
+        return self._uvarint() - 1      # a compact length: 0 is null
 
     def count(self) -> int:
         n = self._uvarint() - 1

@@ -4,9 +4,12 @@ the reason logged when the embedded broker is unavailable."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
@@ -16,7 +19,7 @@ from coordinator.probe import request_response
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
 from tests.e2e.clients import Member, MemberSettings, wait_until
 from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
-from tests.support.kgc import free_port, kgc_process
+from tests.support.kgc import KgcProcess, free_port, kgc_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -36,6 +39,18 @@ def process_exists(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+@contextlib.contextmanager
+def embedded_kgc(tansu, tmp_path) -> Iterator[tuple[KgcProcess, int, Path]]:
+    """`kgc serve` with its embedded broker up: the process, the broker's pid, the log."""
+    log_path = tmp_path / "kgc.log"
+    broker_port = free_port()
+    # The embedded broker is the same Tansu build as the session's, so it has the same node id.
+    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), log_path=str(log_path),
+                     embedded=True) as kgc:
+        wait_listening(broker_port)
+        yield kgc, int(EMBEDDED_LINE.search(log_text(log_path))[1]), log_path
 
 
 def metadata(port: int) -> MetadataResponse:
@@ -69,12 +84,7 @@ def test_serve_without_upstream_runs_the_embedded_broker_says_so_and_stops_it(ta
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the broker follows its parent out via Linux PDEATHSIG")
 def test_a_kgc_killed_with_sigkill_leaves_no_embedded_broker_behind(tansu, tmp_path):
-    log_path = tmp_path / "kgc.log"
-    broker_port = free_port()
-    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), log_path=str(log_path),
-                     embedded=True) as kgc:
-        wait_listening(broker_port)
-        pid = int(EMBEDDED_LINE.search(log_text(log_path))[1])
+    with embedded_kgc(tansu, tmp_path) as (kgc, pid, _log_path):
         kgc.kill()
         wait_until(lambda: not process_exists(pid), 10, lambda: f"embedded broker {pid} still running")
 
@@ -101,12 +111,7 @@ def test_serve_without_the_embedded_broker_falls_back_to_standalone_and_says_why
 
 
 def test_an_embedded_broker_that_dies_is_reported_and_reaped_while_kgc_keeps_serving(tansu, tmp_path):
-    log_path = tmp_path / "kgc.log"
-    broker_port = free_port()
-    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), log_path=str(log_path),
-                     embedded=True) as kgc:
-        wait_listening(broker_port)
-        pid = int(EMBEDDED_LINE.search(log_text(log_path))[1])
+    with embedded_kgc(tansu, tmp_path) as (kgc, pid, log_path):
         os.kill(pid, 9)
         exited = f"embedded upstream (pid {pid}) exited with -9"
         wait_until(lambda: exited in log_text(log_path), 10, lambda: log_text(log_path)[-2000:])
