@@ -16,10 +16,12 @@ from coordinator.bench.cli import add_bench_parser
 from coordinator.config import SETTINGS, ConfigError, boolean, default_of, load_config, render_toml
 from coordinator.demo import add_demo_parser
 from coordinator.logging_setup import setup_logging
-from storage.inspect import add_inspect_parser
-from storage.offline.cli import add_subcommands as add_offline_parsers
 
 log = logging.getLogger("kgc")
+
+# The offline tools' parsers are added only when one of them (or help) is asked for, so
+# `kgc serve` does not import the offline package (nor, through it, pyarrow's users).
+OFFLINE_COMMANDS = frozenset({"inspect", "audit", "compact", "generate"})
 
 OTHER_COMMANDS_LOG_LEVEL = "WARNING"
 
@@ -65,19 +67,26 @@ def run_serve(args: argparse.Namespace) -> int:
     return serve(loaded.config)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser; given the `command` about to run, only what it needs."""
     parser = argparse.ArgumentParser(prog="kgc", description="Kafka group coordinator")
     sub = parser.add_subparsers(dest="command", required=True)
     add_serve_parser(sub)
     add_demo_parser(sub)
-    add_inspect_parser(sub)
-    add_offline_parsers(sub)
+    if command is None or command in OFFLINE_COMMANDS:
+        from coordinator.offline.cli import add_subcommands as add_offline_parsers
+        from coordinator.offline.inspect import add_inspect_parser
+
+        add_inspect_parser(sub)
+        add_offline_parsers(sub)
     add_bench_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    args = build_parser(command).parse_args(argv)
     if args.command != "serve":
         setup_logging(getattr(args, "log_level", OTHER_COMMANDS_LOG_LEVEL), "text")
     return args.handler(args)

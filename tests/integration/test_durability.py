@@ -24,6 +24,7 @@ from kafka.protocol.consumer.group import OffsetCommitRequest
 
 from coordinator import records
 from coordinator.config import ServerConfig
+from coordinator.offline.inspect import Inspection, inspect_data_dir
 from coordinator.partitioning import partition_for
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.loader import KafkaRecordSerde
@@ -31,7 +32,6 @@ from coordinator.runtime.partition import PartitionState
 from storage.api import LogRecord
 from storage.file_store import partition_dir
 from storage.format import encode_batch
-from storage.inspect import Inspection, inspect_data_dir
 from storage.segment import parse_segment_name
 from tests.integration.aio_member import RETRIABLE_CODES, AioMember
 from tests.support.kgc import TEST_GROUP_CONFIG, KgcProcess, free_port, running_kgc

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from storage.offline.generate import GeneratorConfig, generate
+from coordinator.offline.generate import GeneratorConfig, generate
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +20,7 @@ def spark():
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime for Spark")
-    from storage.offline.spark_job import session
+    from coordinator.offline.spark_job import session
 
     spark = session("local[1]")
     yield spark

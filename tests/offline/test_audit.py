@@ -7,12 +7,12 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from coordinator.offline.findings import Finding, FindingType
+from coordinator.offline.generate import expected_identities
+from coordinator.offline.runner import Options, audit
+from coordinator.offline.scan import segment_files
+from coordinator.offline.tables import read_history
 from storage.format import encode_batch
-from storage.offline.findings import Finding, FindingType
-from storage.offline.generate import expected_identities
-from storage.offline.runner import Options, audit
-from storage.offline.scan import segment_files
-from storage.offline.tables import read_history
 from tests.offline.conftest import CLEAN, DIRTY
 
 

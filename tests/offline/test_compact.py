@@ -9,14 +9,14 @@ import pytest
 
 from coordinator.config import GroupConfig
 from coordinator.group.shard import GroupShard
+from coordinator.offline.cli import main
+from coordinator.offline.compact import CompactionRefused
+from coordinator.offline.findings import FindingType
+from coordinator.offline.runner import Options, audit, compact
+from coordinator.offline.scan import PartitionScan, partition_dirs, segment_files
+from coordinator.offline.state import replay_state
 from coordinator.runtime.loader import KafkaRecordSerde, load_partition
 from storage.file_store import FileLogStore
-from storage.offline.cli import main
-from storage.offline.compact import CompactionRefused
-from storage.offline.findings import FindingType
-from storage.offline.runner import Options, audit, compact
-from storage.offline.scan import PartitionScan, partition_dirs, segment_files
-from storage.offline.state import replay_state
 from tests.offline.conftest import CLEAN, DAY_MS
 from tests.support.clock import ManualClock
 from tests.support.manual_timer import ManualTimer

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from storage.offline.report import FINDINGS_COLOR, LAG_COLOR, PALETTE
-from storage.offline.runner import Options, audit
+from coordinator.offline.report import FINDINGS_COLOR, LAG_COLOR, PALETTE
+from coordinator.offline.runner import Options, audit
 from tests.offline.conftest import DIRTY
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed (pip install -e '.[dev]')")

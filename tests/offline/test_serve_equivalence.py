@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from storage.offline.runner import Options, audit, compact
-from storage.offline.state import replay_state
+from coordinator.offline.runner import Options, audit, compact
+from coordinator.offline.state import replay_state
 from tests.integration.aio_member import AioMember
 from tests.integration.test_aiokafka_group import PARTITIONS, TOPIC, settled, wait_until
 from tests.support.kgc import kgc_process

@@ -7,12 +7,12 @@ import filecmp
 import pyarrow.parquet as pq
 import pytest
 
-from storage.offline.cli import main
-from storage.offline.generate import GeneratorConfig, expected_identities, generate
-from storage.offline.runner import Options, audit, compact
-from storage.offline.scan import partition_dirs, segment_files
-from storage.offline.spark_job import spark_map
-from storage.offline.state import replay_state
+from coordinator.offline.cli import main
+from coordinator.offline.generate import GeneratorConfig, expected_identities, generate
+from coordinator.offline.runner import Options, audit, compact
+from coordinator.offline.scan import partition_dirs, segment_files
+from coordinator.offline.spark_job import spark_map
+from coordinator.offline.state import replay_state
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 

@@ -8,11 +8,11 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from coordinator import records
+from coordinator.offline.cli import main
+from coordinator.offline.upstream import UpstreamOffsets
 from coordinator.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from storage.api import LogRecord
 from storage.format import encode_batch
-from storage.offline.cli import main
-from storage.offline.upstream import UpstreamOffsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

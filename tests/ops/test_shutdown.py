@@ -13,7 +13,7 @@ import pytest
 from aiokafka.errors import KafkaError
 
 from coordinator.app import ShutdownSignals
-from storage.inspect import inspect_data_dir
+from coordinator.offline.inspect import inspect_data_dir
 from tests.integration.aio_member import AioMember
 from tests.ops.support import get_json
 from tests.support.kgc import KgcProcess, free_port

@@ -1,6 +1,6 @@
 """Benchmark: audit + compaction of a generated data dir, plain Python vs Spark local mode.
 
-    python -m storage.offline.bench --records 1000000 [--master 'local[*]'] [--work DIR]
+    python -m coordinator.offline.bench --records 1000000 [--master 'local[*]'] [--work DIR]
 
 Generates the data dir once (kept in --work for the next run), then times, for each
 engine, the audit and the compaction of the same input; Spark's session start is timed
@@ -17,8 +17,8 @@ import shutil
 import time
 from pathlib import Path
 
-from storage.offline.generate import GeneratorConfig, generate
-from storage.offline.runner import Options, audit, compact, local_map
+from coordinator.offline.generate import GeneratorConfig, generate
+from coordinator.offline.runner import Options, audit, compact, local_map
 
 NOW_MS = 1_790_000_000_000
 
@@ -28,7 +28,7 @@ def _du(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m storage.offline.bench")
+    parser = argparse.ArgumentParser(prog="python -m coordinator.offline.bench")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--groups", type=int, default=2_000)
     parser.add_argument("--master", default="local[*]")
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         task_map = local_map
         spark = None
         if engine == "spark":
-            from storage.offline import spark_job
+            from coordinator.offline import spark_job
 
             started = time.perf_counter()
             spark = spark_job.session(args.master)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.offline.audit import HISTORY_COLUMNS
+from coordinator.offline.audit import HISTORY_COLUMNS
 
 COMMIT_HISTORY_DIR = "commit_history"
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coordinator import records
+from coordinator.offline.scan import PartitionScan, partition_dirs
 from coordinator.records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
-from storage.offline.scan import PartitionScan, partition_dirs
 
 
 @dataclass(slots=True)

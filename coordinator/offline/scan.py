@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator.offline.findings import Finding, FindingType
 from storage.api import StoredBatch
 from storage.format import (
     LOG_OVERHEAD,
@@ -32,7 +33,6 @@ from storage.format import (
     decode_batch,
     find_sound_batch,
 )
-from storage.offline.findings import Finding, FindingType
 from storage.segment import TORN_SUFFIX, parse_segment_name
 
 TOPIC = "__consumer_offsets"

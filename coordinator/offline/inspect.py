@@ -16,7 +16,7 @@ Inspect reports both and repairs neither (kgc's recovery saves a torn tail as
 Exit status: 0 when every segment is whole or ends in a torn tail, 1 when any segment
 is corrupt (kgc would refuse that partition), 2 for a bad command line.
 
-Like `storage.offline`, this module may import the pure `coordinator.records` and
+Like `coordinator.offline`, this module may import the pure `coordinator.records` and
 `coordinator.partitioning`; nothing else from `coordinator`.
 """
 

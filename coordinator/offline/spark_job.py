@@ -1,7 +1,7 @@
 """The Spark driver: each partition's task becomes one Spark task.
 
-    spark-submit storage/offline/spark_job.py audit DATA_DIR --out REPORT_DIR
-    spark-submit storage/offline/spark_job.py compact DATA_DIR --out NEW_DATA_DIR
+    spark-submit coordinator/offline/spark_job.py audit DATA_DIR --out REPORT_DIR
+    spark-submit coordinator/offline/spark_job.py compact DATA_DIR --out NEW_DATA_DIR
 
 (`kgc audit` / `kgc compact` run the same code with a local session.) The tasks go out
 as an RDD of `PartitionTask`s, one per Spark partition; each runs `job.run_partition`
@@ -21,8 +21,8 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from storage.offline.job import PartitionResult, PartitionTask
-from storage.offline.runner import TaskMap
+from coordinator.offline.job import PartitionResult, PartitionTask
+from coordinator.offline.runner import TaskMap
 
 LOCAL_MASTER = "local[*]"
 
@@ -77,7 +77,7 @@ def spark_map(spark) -> TaskMap:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from storage.offline.cli import main as cli_main
+    from coordinator.offline.cli import main as cli_main
 
     return cli_main(argv)
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from coordinator.config import GroupConfig, ServerConfig
-from storage.offline.runner import Options, TaskMap, local_map, wall_clock_ms
+from coordinator.offline.runner import Options, TaskMap, local_map, wall_clock_ms
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class _Engine:
         self.task_map: TaskMap = local_map
         if args.engine == "spark":
             try:
-                from storage.offline import spark_job
+                from coordinator.offline import spark_job
             except ImportError as e:
                 raise SystemExit(f"pyspark is not installed ({e}): pip install 'kgc[spark]', "
                                  "or use --engine python") from None
@@ -105,11 +105,11 @@ def _options(args) -> Options:
 
 
 def run_audit(args) -> int:
-    from storage.offline.runner import audit
+    from coordinator.offline.runner import audit
 
     log_offsets = None
     if args.upstream:
-        from storage.offline.upstream import UpstreamOffsets
+        from coordinator.offline.upstream import UpstreamOffsets
 
         log_offsets = UpstreamOffsets(args.upstream).log_offsets()
         print(f"upstream {args.upstream}: {len(log_offsets)} partitions", flush=True)
@@ -128,8 +128,8 @@ def run_audit(args) -> int:
 
 
 def run_compact(args) -> int:
-    from storage.offline.compact import CompactionRefused
-    from storage.offline.runner import compact
+    from coordinator.offline.compact import CompactionRefused
+    from coordinator.offline.runner import compact
 
     engine = _Engine(args)
     try:
@@ -150,7 +150,7 @@ def run_compact(args) -> int:
           f"({t['bytes_before']:,} to {t['bytes_after']:,} bytes, {t['segments_written']} segments) "
           f"({args.engine}: session {engine.session_seconds:.1f} s, job {run.seconds:.1f} s)")
     if args.verify:
-        from storage.offline.state import replay_state
+        from coordinator.offline.state import replay_state
 
         before, after = replay_state(args.data_dir), replay_state(args.out)
         if (before.offsets, before.groups, before.next_offsets) != (after.offsets, after.groups, after.next_offsets):
@@ -161,7 +161,7 @@ def run_compact(args) -> int:
 
 
 def run_generate(args) -> int:
-    from storage.offline.generate import GeneratorConfig, generate
+    from coordinator.offline.generate import GeneratorConfig, generate
 
     config = GeneratorConfig(records=args.records, groups=args.groups, per_type=args.per_type,
                              integrity=args.integrity, segment_bytes=args.segment_bytes, seed=args.seed,

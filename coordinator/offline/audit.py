@@ -38,9 +38,9 @@ from coordinator.config import GroupConfig
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.result import CoordinatorRecord
 from coordinator.group.shard import GroupShard
+from coordinator.offline.findings import Finding, FindingType
+from coordinator.offline.scan import ScannedBatch
 from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
-from storage.offline.findings import Finding, FindingType
-from storage.offline.scan import ScannedBatch
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from storage.offline.audit import LogOffsets
-from storage.offline.job import PartitionResult, PartitionTask, run_partition
-from storage.offline.scan import partition_dirs, segment_files
+from coordinator.offline.audit import LogOffsets
+from coordinator.offline.job import PartitionResult, PartitionTask, run_partition
+from coordinator.offline.scan import partition_dirs, segment_files
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class AuditRun:
 
 def audit(data_dir: str | Path, report_dir: str | Path, options: Options, task_map: TaskMap = local_map,
           log_offsets: LogOffsets | None = None, upstream: str | None = None) -> AuditRun:
-    from storage.offline.report import write_report
+    from coordinator.offline.report import write_report
 
     started = time.perf_counter()
     report_dir = Path(report_dir).resolve()

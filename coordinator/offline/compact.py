@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator.offline.findings import Finding
+from coordinator.offline.scan import ScannedBatch
 from storage.compaction import compact_batch, latest_offsets
 from storage.format import encode_stored_batch
-from storage.offline.findings import Finding
-from storage.offline.scan import ScannedBatch
 from storage.segment import LOG_SUFFIX, SegmentIO, segment_name
 
 

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storage.offline.audit import LogOffsets, PartitionAudit
-from storage.offline.compact import CompactionRefused, CompactionStats, compact_partition
-from storage.offline.findings import Finding
-from storage.offline.scan import PartitionScan
+from coordinator.offline.audit import LogOffsets, PartitionAudit
+from coordinator.offline.compact import CompactionRefused, CompactionStats, compact_partition
+from coordinator.offline.findings import Finding
+from coordinator.offline.scan import PartitionScan
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,7 @@ def run_partition(task: PartitionTask) -> PartitionResult:
         result.skipped_records = audited.skipped_records
         result.commits = len(audited.history["record_offset"])
         if result.commits:
-            from storage.offline.tables import COMMIT_HISTORY, history_part, write_columns
+            from coordinator.offline.tables import COMMIT_HISTORY, history_part, write_columns
             write_columns(history_part(Path(task.report_dir), task.partition), COMMIT_HISTORY, audited.history)
     else:
         result.findings = scan.problems + scan.evidence

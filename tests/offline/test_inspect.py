@@ -11,12 +11,12 @@ import json
 import pytest
 
 from coordinator import records
+from coordinator.offline.inspect import add_inspect_parser, inspect_data_dir
 from coordinator.partitioning import partition_for
 from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import LogRecord
 from storage.file_store import FileLogStore, partition_dir
 from storage.format import encode_batch
-from storage.inspect import add_inspect_parser, inspect_data_dir
 from storage.segment import segment_name
 
 T0 = 1_700_000_000_000
