@@ -1,8 +1,8 @@
 """The `kgc` command line: `serve` here, the other subcommands from their own modules.
 
 Each subcommand's parser sets `handler(args) -> exit status`. `serve` takes every setting
-of `coordinator.config.SETTINGS` as a flag; a flag not given is absent from the parsed
-arguments, so the file and environment can supply it (precedence in `config`).
+of `coordinator.settings.SETTINGS` as a flag; a flag not given is absent from the parsed
+arguments, so the file and environment can supply it (precedence in `settings`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import os
 import sys
 
 from coordinator.bench.cli import add_bench_parser
-from coordinator.config import SETTINGS, ConfigError, boolean, default_of, load_config, render_toml
 from coordinator.demo import add_demo_parser
 from coordinator.logging_setup import setup_logging
+from coordinator.settings import SETTINGS, ConfigError, boolean, default_of, load_config, render_toml
 
 log = logging.getLogger("kgc")
 
@@ -50,7 +50,7 @@ def add_serve_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from coordinator.app import serve
+    from coordinator.serve import serve
 
     flags = {s.name: getattr(args, s.name) for s in SETTINGS if hasattr(args, s.name)}
     try:

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
-from coordinator.config import GroupConfig, ServerConfig
 from coordinator.embedded import EmbeddedBroker, EmbeddedUnavailable, free_port
+from coordinator.group.config import GroupConfig
 from coordinator.probe import request_response
+from coordinator.settings import ServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 
-from coordinator.config import ServerConfig
 from coordinator.probe import request_response
+from coordinator.settings import ServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -44,9 +44,7 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple
-
-from coordinator.group.result import CoordinatorRecord
+from typing import Any, NamedTuple
 
 OFFSET_COMMIT_LEGACY_KEY_TYPE = 0
 OFFSET_COMMIT_KEY_TYPE = 1
@@ -56,6 +54,13 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 FLEXIBLE_VERSION = 4
+
+
+class CoordinatorRecord(NamedTuple):
+    # A tuple, not a frozen dataclass: an OffsetCommit builds one per partition.
+    key: Any                 # one of the keys below
+    value: Any | None        # its value; None is a tombstone
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 class RecordDecodeError(ValueError):

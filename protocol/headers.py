@@ -20,6 +20,7 @@ import struct
 from typing import NamedTuple
 
 from protocol.api_keys import is_flexible
+from protocol.wire import WireError, skip_tagged_fields
 
 _FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 
@@ -57,44 +58,8 @@ def parse_request_header(payload: bytes | bytearray | memoryview) -> RequestHead
             raise HeaderError(f"client_id is not UTF-8: {exc}") from None
         pos += client_id_len
     if is_flexible(api_key, api_version):
-        pos = skip_tagged_fields(payload, pos)
+        try:
+            pos = skip_tagged_fields(payload, pos)
+        except WireError as exc:
+            raise HeaderError(str(exc)) from None
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
-
-
-def skip_tagged_fields(payload: bytes | bytearray | memoryview, pos: int) -> int:
-    """Return the offset after the tagged-field section starting at `pos`."""
-    count, pos = read_uvarint(payload, pos)
-    for _ in range(count):
-        _tag, pos = read_uvarint(payload, pos)
-        size, pos = read_uvarint(payload, pos)
-        pos += size
-        if pos > len(payload):
-            raise HeaderError(f"tagged field of {size} bytes runs past the {len(payload)}-byte payload")
-    return pos
-
-
-def read_uvarint(payload: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """Unsigned LEB128 varint as Kafka writes it (at most 5 bytes for 32 bits)."""
-    end = len(payload)
-    value = 0
-    for shift in range(0, 35, 7):
-        if pos >= end:
-            raise HeaderError("varint runs past the end of the payload")
-        byte = payload[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            if value > 0xFFFFFFFF:
-                break
-            return value, pos
-    raise HeaderError("varint longer than 32 bits")
-
-
-def encode_uvarint(value: int) -> bytes:
-    """Unsigned LEB128 varint, as `read_uvarint` reads it."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)

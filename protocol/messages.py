@@ -13,7 +13,7 @@ Trailing bytes after the body are ignored, as Kafka does (`AbstractRequest.parse
 never checks `buffer.hasRemaining()`); they are logged at debug.
 
 Heartbeat and OffsetCommit, the hottest messages, have hand-written codecs
-(`protocol.fast_codecs`, `protocol.offset_commit_codec`) for the common case; anything
+(`protocol.heartbeat_codec`, `protocol.offset_commit_codec`) for the common case; anything
 unusual still goes through kafka-python.
 
 Responses are framed here: size, response header (v0, or v1 for flexible versions except
@@ -67,8 +67,8 @@ from kafka.protocol.schemas import BaseField
 
 from protocol import offset_commit_codec
 from protocol.api_keys import response_header_version
-from protocol.fast_codecs import decode_heartbeat_request, heartbeat_response_frame
 from protocol.headers import RequestHeader
+from protocol.heartbeat_codec import decode_heartbeat_request, heartbeat_response_frame
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def decode_request(api_key: int, version: int, payload: bytes | bytearray | memo
     """Decode a request body (the payload after the request header)."""
     data = payload if isinstance(payload, memoryview) else memoryview(payload)
     if api_key == _HEARTBEAT and 0 <= version <= _HEARTBEAT_MAX_VERSION:
-        # Hand-decoded (protocol.fast_codecs); None means the generic path must judge it.
+        # Hand-decoded (protocol.heartbeat_codec); None means the generic path must judge it.
         request = decode_heartbeat_request(version, data)
         if request is not None:
             return request

@@ -6,7 +6,7 @@ response objects, their encode): about 1.4, 1.6 and 0.4 µs per partition, a thi
 the commit path's CPU (BENCHMARKS.md, "Profile"). These do the same with one struct call
 per partition and bare object builds.
 
-As in `protocol.fast_codecs`, the decoder covers the well-formed common case and answers
+As in `protocol.heartbeat_codec`, the decoder covers the well-formed common case and answers
 None for anything else (a null or negative length, a null in a field that is not
 nullable, short bodies, trailing bytes, tagged fields, bytes that are not UTF-8), so
 `protocol.messages` falls back to kafka-python, which refuses or logs exactly as it
@@ -37,7 +37,7 @@ from operator import attrgetter
 
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
-from protocol.headers import HeaderError, encode_uvarint, read_uvarint
+from protocol.wire import WireError, encode_uvarint, read_uvarint
 
 MIN_REQUEST_VERSION = 2       # v0-1 (gone from Kafka 4) and v10 (topic ids) take kafka-python's path
 MAX_REQUEST_VERSION = 9
@@ -68,7 +68,7 @@ def decode_offset_commit_request(version: int, data: memoryview) -> OffsetCommit
         if version >= 8:
             return _decode(version, data, _Flexible(data))
         return _decode(version, data, _Classic(data))
-    except (_Malformed, HeaderError, IndexError, struct.error, UnicodeDecodeError):
+    except (_Malformed, WireError, IndexError, struct.error, UnicodeDecodeError):
         return None
 
 

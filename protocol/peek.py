@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import struct
 
-from protocol.headers import HeaderError, parse_request_header, read_uvarint
+from protocol.headers import HeaderError, parse_request_header
+from protocol.wire import WireError, read_uvarint
 
 _PREFIX = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -36,7 +37,10 @@ def produce_expects_response(version: int, payload: bytes | bytearray | memoryvi
     """Whether a Produce request (whole payload: header and body) wants a response."""
     pos = parse_request_header(payload).header_len
     if version >= _FIRST_FLEXIBLE_PRODUCE_VERSION:
-        length_plus_one, pos = read_uvarint(payload, pos)
+        try:
+            length_plus_one, pos = read_uvarint(payload, pos)
+        except WireError as exc:
+            raise HeaderError(str(exc)) from None
         pos += max(length_plus_one - 1, 0)
     elif version >= _FIRST_TRANSACTIONAL_ID_VERSION:
         if pos + 2 > len(payload):

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 
-from coordinator.gateway import wire
-from coordinator.gateway.wire import MalformedResponse, Reader
+from protocol import wire
+from protocol.wire import MalformedResponse, Reader
 
 AddressFor = Callable[[int], tuple[str, int]]
 

@@ -28,7 +28,7 @@ from coordinator.group.state import VALID_PREVIOUS, GroupState, IllegalTransitio
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from coordinator.group.rebalance import HeartbeatExpiry
+    from coordinator.group.membership import HeartbeatExpiry
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class ClassicGroupMember:
         self.awaiting_sync: Parked | None = None
         # A new member may expire while its JoinGroup is parked (new-member join timeout).
         self.is_new = False
-        # Its session timer's op and key (`rebalance.HeartbeatExpiry`), made on first use.
+        # Its session timer's op and key (`membership.HeartbeatExpiry`), made on first use.
         self.session_timer: HeartbeatExpiry | None = None
 
     @property

@@ -8,7 +8,7 @@ import logging
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import HeartbeatRequest, LeaveGroupRequest
 
-from coordinator.group.rebalance import COMPLETING, DEAD, PREPARING, STABLE, Membership
+from coordinator.group.membership import Membership
 from coordinator.group.responses import heartbeat_response, leave_response
 from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
 from coordinator.group.state import GroupState
@@ -27,7 +27,7 @@ def heartbeat(m: Membership, ctx: RequestContext, request: HeartbeatRequest) -> 
     group = m.groups.get(group_id)
     if group is None:
         return _answer(version, group_id, member_id, ErrorCode.UNKNOWN_MEMBER_ID, "no such group")
-    if group.is_in(DEAD):
+    if group.is_in(GroupState.DEAD):
         return _answer(version, group_id, member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, "group is dead")
     error = group.validate_member(member_id, request.group_instance_id if version >= 3 else None)
     if error is not ErrorCode.NONE:
@@ -81,7 +81,7 @@ def leave_group(m: Membership, ctx: RequestContext, request: LeaveGroupRequest) 
         log.debug("[group=%s] LeaveGroup for an unknown group", group_id)
         return Result(response=leave_response(version, ErrorCode.NONE, [
             (mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid, _ in leaving]))
-    if group.is_in(DEAD):
+    if group.is_in(GroupState.DEAD):
         return refuse_all(ErrorCode.COORDINATOR_NOT_AVAILABLE, "group is dead")
 
     outcomes: list[tuple[str, str | None, ErrorCode]] = []
@@ -111,9 +111,9 @@ def leave_group(m: Membership, ctx: RequestContext, request: LeaveGroupRequest) 
     result = EMPTY_RESULT
     left = [mid for mid, _, e in outcomes if e is ErrorCode.NONE]
     if left:
-        if group.is_in(STABLE, COMPLETING):
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             result = m.maybe_prepare_rebalance_or_complete_join(group, f"members {left} left")
-        elif group.is_in(PREPARING):
+        elif group.is_in(GroupState.PREPARING_REBALANCE):
             result = m.maybe_complete_join_phase(group)
     return m.finish(result, response=leave_response(version, ErrorCode.NONE, outcomes))
 

@@ -25,9 +25,10 @@ import logging
 from kafka.protocol.consumer.group import JoinGroupRequest
 
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember, Parked, Protocols
-from coordinator.group.rebalance import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Membership
+from coordinator.group.membership import Membership
 from coordinator.group.responses import JoinAnswer, SyncAnswer, join_response, sync_response
 from coordinator.group.result import EMPTY_RESULT, ReplyHandle, RequestContext, Result
+from coordinator.group.state import GroupState
 from coordinator.records import GroupMetadataValue, new_group_metadata_record
 from protocol.errors import ErrorCode
 
@@ -54,7 +55,7 @@ def join_group(m: Membership, ctx: RequestContext, request: JoinGroupRequest, ha
     if group is None:
         if not is_unknown_member:
             return refuse(ErrorCode.UNKNOWN_MEMBER_ID, "member id given but the group does not exist")
-        group = ClassicGroup(group_id, EMPTY, m.clock())
+        group = ClassicGroup(group_id, GroupState.EMPTY, m.clock())
         m.groups[group_id] = group
 
     join = _Join(m, ctx, request, handle, group)
@@ -76,9 +77,9 @@ def join_group(m: Membership, ctx: RequestContext, request: JoinGroupRequest, ha
 
 
 def _accept_joining_member(group: ClassicGroup, member_id: str, max_size: int) -> bool:
-    if group.is_in(EMPTY, DEAD):
+    if group.is_in(GroupState.EMPTY, GroupState.DEAD):
         return True
-    if group.is_in(PREPARING):
+    if group.is_in(GroupState.PREPARING_REBALANCE):
         # Counting members awaiting join (not members) kicks the last rejoiners when the
         # limit was lowered, and stays right if the group is already over it.
         member = group.members.get(member_id)
@@ -116,7 +117,7 @@ class _Join:
 
     def new_member(self) -> Result:
         group = self.group
-        if group.is_in(DEAD):
+        if group.is_in(GroupState.DEAD):
             return self.answer_now(JoinAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE), "group is dead")
         if not self.supports_protocols():
             return self.answer_now(JoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
@@ -146,7 +147,7 @@ class _Join:
                                     self.rebalance_timeout_ms, self.request.session_timeout_ms,
                                     self.request.protocol_type, self.protocols)
         member.is_new = True
-        if group.is_in(PREPARING) and group.previous_state is EMPTY:
+        if group.is_in(GroupState.PREPARING_REBALANCE) and group.previous_state is GroupState.EMPTY:
             group.new_member_added = True
         group.add(member, self.parked)
         # Sockets are muted while a JoinGroup is parked, so a vanished client cannot be
@@ -175,13 +176,13 @@ class _Join:
         group.update_member(member, self.protocols, self.rebalance_timeout_ms, self.request.session_timeout_ms,
                             self.parked)
 
-        if group.is_in(STABLE):
+        if group.is_in(GroupState.STABLE):
             if group.protocol_name == group.select_protocol():
                 log.info("[group=%s] static member %s replaced without a rebalance", group.group_id, instance_id)
                 return self._persist_static_replacement(member, current_leader)
             return m.finish(m.maybe_prepare_rebalance_or_complete_join(
                 group, f"static member {instance_id} rejoined with a protocol change"))
-        if group.is_in(COMPLETING):
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
             # The leader may already hold an assignment for the old member id: start over.
             return m.finish(m.prepare_rebalance(group, f"static member {instance_id} rejoined"))
         return m.finish(m.maybe_complete_join_phase(group))
@@ -195,7 +196,7 @@ class _Join:
 
         def after_commit() -> Result:
             # Re-check: a rebalance started meanwhile will answer the parked join itself.
-            if m.groups.get(group.group_id) is not group or not group.is_in(STABLE) \
+            if m.groups.get(group.group_id) is not group or not group.is_in(GroupState.STABLE) \
                     or group.generation != generation or group.members.get(new_member_id) is not member:
                 return m.finish(EMPTY_RESULT)
             if skip_supported:
@@ -220,7 +221,7 @@ class _Join:
 
     def existing_member(self) -> Result:
         group, member_id = self.group, self.request.member_id
-        if group.is_in(DEAD):
+        if group.is_in(GroupState.DEAD):
             return self.answer_now(JoinAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id), "group is dead")
         if not self.supports_protocols():
             return self.answer_now(JoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id),
@@ -235,14 +236,14 @@ class _Join:
             return self.answer_now(JoinAnswer(error, member_id), "member validation failed")
 
         member = group.member(member_id)
-        if group.is_in(PREPARING):
+        if group.is_in(GroupState.PREPARING_REBALANCE):
             return self.update_member(member, f"member {member_id} rejoins during PreparingRebalance")
-        if group.is_in(COMPLETING):
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
             if member.matches(self.protocols):
                 # A retry after a lost JoinGroup answer: this generation's answer again.
                 return self.answer_now(self.current_generation(member, with_members=group.is_leader(member_id)), "")
             return self.update_member(member, f"member {member_id} changed its metadata")
-        if group.is_in(STABLE):
+        if group.is_in(GroupState.STABLE):
             if group.is_leader(member_id):
                 # The leader rejoins to trigger a rebalance (e.g. topic metadata changed).
                 return self.update_member(member, f"leader {member_id} rejoins")

@@ -38,12 +38,14 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse,
 )
 
-from coordinator.config import GroupConfig
 from coordinator.group.classic import ClassicGroup
-from coordinator.group.rebalance import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Membership
-from coordinator.group.result import CoordinatorRecord, RequestContext, Result
+from coordinator.group.config import GroupConfig
+from coordinator.group.membership import Membership
+from coordinator.group.result import RequestContext, Result
+from coordinator.group.state import GroupState
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
+    CoordinatorRecord,
     OffsetCommitKey,
     OffsetCommitValue,
     new_offset_commit_records,
@@ -92,7 +94,7 @@ class Offsets:
                 del self.offsets[key.group]
             return
         if key.group not in self.groups:
-            self.groups[key.group] = ClassicGroup(key.group, EMPTY, self.clock())
+            self.groups[key.group] = ClassicGroup(key.group, GroupState.EMPTY, self.clock())
         if by_topic is None:
             by_topic = self.offsets[key.group] = {}
         by_topic.setdefault(key.topic, {})[key.partition] = value
@@ -122,7 +124,7 @@ class Offsets:
                       group_id, member_id, generation, error.name)
             return Result(response=_refused_commit(version, request, error))
 
-        if group is not None and group.is_in(STABLE, PREPARING):
+        if group is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # Classic protocol: a commit keeps the member's session alive.
             self.membership.reschedule_heartbeat(group, group.member(member_id))
 
@@ -156,9 +158,9 @@ class Offsets:
     @staticmethod
     def _validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
                          generation: int) -> ErrorCode:
-        if group.is_in(DEAD):
+        if group.is_in(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.is_in(EMPTY):
+        if generation < 0 and group.is_in(GroupState.EMPTY):
             # Admin tools and assign() consumers commit outside any generation.
             return ErrorCode.NONE
         if generation >= 0 or member_id != "" or instance_id is not None:
@@ -167,9 +169,9 @@ class Offsets:
                 return error
             if generation != group.generation:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_in(EMPTY):
+        elif not group.is_in(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_in(COMPLETING):
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
             # The member holds this generation's JoinGroup answer but not yet its assignment.
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
@@ -179,7 +181,7 @@ class Offsets:
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> OffsetFetchGroup:
         """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka)."""
         group = self.groups.get(group_id)
-        stored = {} if group is None or group.is_in(DEAD) else self.offsets.get(group_id, {})
+        stored = {} if group is None or group.is_in(GroupState.DEAD) else self.offsets.get(group_id, {})
         if topics is None:
             return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(
                 OffsetFetchTopic(topic, tuple(_fetched(p, v) for p, v in sorted(parts.items())))
@@ -204,9 +206,9 @@ class Offsets:
         if group_id == "":
             return refuse(ErrorCode.INVALID_GROUP_ID, "empty group id")
         group = self.groups.get(group_id)
-        if group is None or group.is_in(DEAD):
+        if group is None or group.is_in(GroupState.DEAD):
             return refuse(ErrorCode.GROUP_ID_NOT_FOUND, "no such group")
-        if group.is_in(STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol():
+        if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
             return refuse(ErrorCode.NON_EMPTY_GROUP, "group has members and no consumer subscriptions")
 
         stored = self.offsets.get(group_id, {})
@@ -269,11 +271,11 @@ class Offsets:
 def _expiration_base(group: ClassicGroup) -> Callable[[OffsetCommitValue], int] | None:
     if group.protocol_type is None:
         return _commit_time
-    if group.is_in(EMPTY):
+    if group.is_in(GroupState.EMPTY):
         became_empty_ms = group.current_state_timestamp_ms
         # Groups loaded from GroupMetadata v0/v1 do not know when they became Empty.
         return _commit_time if became_empty_ms < 0 else (lambda value: became_empty_ms)
-    if group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_in(STABLE):
+    if group.uses_consumer_protocol() and group.subscribed_topics is not None and group.is_in(GroupState.STABLE):
         return _commit_time
     return None
 

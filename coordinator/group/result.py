@@ -17,15 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from coordinator.records import CoordinatorRecord
+
 # Opaque to the state machine: the runtime maps it to a waiting connection.
 ReplyHandle = object
-
-
-class CoordinatorRecord(NamedTuple):
-    # A tuple, not a frozen dataclass: an OffsetCommit builds one per partition.
-    key: Any                 # a key from coordinator.records
-    value: Any | None        # its value; None is a tombstone
-    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

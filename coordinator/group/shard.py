@@ -30,20 +30,21 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
-from coordinator.config import GroupConfig
 from coordinator.group import describe
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.config import GroupConfig
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.heartbeat import heartbeat, leave_group
 from coordinator.group.join import join_group
+from coordinator.group.membership import Membership
 from coordinator.group.offsets import Offsets
-from coordinator.group.rebalance import DEAD, EMPTY, STABLE, Membership
-from coordinator.group.result import CoordinatorRecord, ReplyHandle, RequestContext, Result
+from coordinator.group.result import ReplyHandle, RequestContext, Result
 from coordinator.group.state import GroupState
 from coordinator.group.sync import sync_group
 from coordinator.group.timer import Timer, expire_offsets_key, heartbeat_key, join_key, sync_key
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
+    CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -111,9 +112,9 @@ class GroupShard:
         outcome: list[tuple[str, ErrorCode]] = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None or group.is_in(DEAD):
+            if group is None or group.is_in(GroupState.DEAD):
                 error = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_in(EMPTY):
+            elif not group.is_in(GroupState.EMPTY):
                 error = ErrorCode.NON_EMPTY_GROUP
             else:
                 error = ErrorCode.NONE
@@ -144,10 +145,10 @@ class GroupShard:
             if group.members:
                 raise CorruptStateError(f"tombstone at offset {offset} for group {group_id}, "
                                         f"which still has {len(group.members)} members")
-            group.transition_to(DEAD, self.clock())
+            group.transition_to(GroupState.DEAD, self.clock())
             del self.groups[group_id]
             return
-        group = ClassicGroup(group_id, STABLE if value.members else EMPTY, self.clock(),
+        group = ClassicGroup(group_id, GroupState.STABLE if value.members else GroupState.EMPTY, self.clock(),
                              generation=value.generation, protocol_type=value.protocol_type,
                              protocol_name=value.protocol, leader_id=value.leader,
                              current_state_timestamp_ms=value.current_state_timestamp_ms)
@@ -185,7 +186,7 @@ class GroupShard:
             self.timer.cancel(join_key(group.group_id))
             self.timer.cancel(sync_key(group.group_id))
             if not group.is_in(GroupState.DEAD):
-                group.transition_to(DEAD, self.clock())
+                group.transition_to(GroupState.DEAD, self.clock())
         self.timer.cancel(expire_offsets_key())
         self.groups.clear()
         self.offsets.drop_all()

@@ -14,9 +14,10 @@ import logging
 from kafka.protocol.consumer.group import SyncGroupRequest
 
 from coordinator.group.classic import Parked
-from coordinator.group.rebalance import COMPLETING, DEAD, PREPARING, STABLE, Membership
+from coordinator.group.membership import Membership
 from coordinator.group.responses import SyncAnswer, sync_response
 from coordinator.group.result import EMPTY_RESULT, ReplyHandle, RequestContext, Result
+from coordinator.group.state import GroupState
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def sync_group(m: Membership, ctx: RequestContext, request: SyncGroupRequest, ha
         return refuse(ErrorCode.UNKNOWN_MEMBER_ID, "no such group")
     if group.is_empty():
         return refuse(ErrorCode.UNKNOWN_MEMBER_ID, "group is empty")
-    if group.is_in(DEAD):
+    if group.is_in(GroupState.DEAD):
         return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE, "group is dead")
     error = group.validate_member(member_id, request.group_instance_id if version >= 3 else None)
     if error is not ErrorCode.NONE:
@@ -51,16 +52,16 @@ def sync_group(m: Membership, ctx: RequestContext, request: SyncGroupRequest, ha
         return refuse(ErrorCode.ILLEGAL_GENERATION, f"generation {request.generation_id} != {group.generation}")
     if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
         return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "protocol differs from the group's")
-    if group.is_in(PREPARING):
+    if group.is_in(GroupState.PREPARING_REBALANCE):
         return refuse(ErrorCode.REBALANCE_IN_PROGRESS, "group is rebalancing")
 
     member = group.member(member_id)
-    if group.is_in(STABLE):
+    if group.is_in(GroupState.STABLE):
         m.remove_pending_sync_member(group, member_id)
         return m.finish(response=sync_response(version, SyncAnswer(
             ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)))
 
-    assert group.is_in(COMPLETING)
+    assert group.is_in(GroupState.COMPLETING_REBALANCE)
     if member.awaiting_sync is not None:
         m.answer_superseded(member.awaiting_sync.handle, sync_response(
             member.awaiting_sync.api_version, SyncAnswer(ErrorCode.REBALANCE_IN_PROGRESS)))
@@ -81,14 +82,14 @@ def sync_group(m: Membership, ctx: RequestContext, request: SyncGroupRequest, ha
     generation = group.generation
 
     def after_commit() -> Result:
-        if m.groups.get(group_id) is not group or not group.is_in(COMPLETING) or group.generation != generation:
+        if m.groups.get(group_id) is not group or not group.is_in(GroupState.COMPLETING_REBALANCE) or group.generation != generation:
             log.debug("[group=%s] assignment of generation %d committed after the group moved on",
                       group_id, generation)
             return EMPTY_RESULT
         for x in group.members.values():
             x.assignment = assignment.get(x.member_id, b"")
         m.propagate_assignment(group, ErrorCode.NONE)
-        group.transition_to(STABLE, m.clock())
+        group.transition_to(GroupState.STABLE, m.clock())
         log.info("[group=%s] stable at generation %d", group_id, generation)
         return m.finish()
 

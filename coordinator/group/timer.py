@@ -6,7 +6,7 @@ scheduled replaces it.
 
 Keys are hashable values: strings for the per-group and per-partition timers, and for
 a member's session a tuple of ids the member already holds (`heartbeat_key`), which a
-member builds once and keeps with its expiry op (`rebalance.HeartbeatExpiry`), so a
+member builds once and keeps with its expiry op (`membership.HeartbeatExpiry`), so a
 heartbeat builds no key. A tuple never equals a string, so the two kinds cannot collide.
 """
 

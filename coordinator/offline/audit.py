@@ -34,13 +34,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from coordinator import records
-from coordinator.config import GroupConfig
+from coordinator.group.config import GroupConfig
 from coordinator.group.errors import CorruptStateError
-from coordinator.group.result import CoordinatorRecord
 from coordinator.group.shard import GroupShard
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.offline.scan import ScannedBatch
-from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from coordinator.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from coordinator.config import GroupConfig, ServerConfig
+from coordinator.group.config import GroupConfig
 from coordinator.offline.runner import Options, TaskMap, local_map, wall_clock_ms
+from coordinator.settings import ServerConfig
 
 log = logging.getLogger(__name__)
 

@@ -52,11 +52,10 @@ from kafka.protocol.old.consumer_protocol import (
 )
 
 from coordinator import records
-from coordinator.group.result import CoordinatorRecord
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.offline.scan import TOPIC
 from coordinator.partitioning import partition_for
-from coordinator.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
+from coordinator.records import CoordinatorRecord, GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from storage.api import LogRecord
 from storage.format import MAGIC_POS, encode_batch
 from storage.segment import TORN_SUFFIX, segment_name

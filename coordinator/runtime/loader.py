@@ -37,7 +37,7 @@ from operator import itemgetter
 from typing import Any, Protocol
 
 from coordinator import records
-from coordinator.group.result import CoordinatorRecord
+from coordinator.records import CoordinatorRecord
 from storage.api import LogRecord, LogStore, RecordFields, StoredRecord
 
 log = logging.getLogger(__name__)

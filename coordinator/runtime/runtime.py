@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.config import GroupConfig
+from coordinator.group.config import GroupConfig
 from coordinator.group.result import Result
 from coordinator.group.shard import GroupShard
 from coordinator.runtime.api import PartitionNotActive, RuntimeClosed

@@ -3,9 +3,8 @@
 import pytest
 
 from coordinator.group.errors import CorruptStateError
-from coordinator.group.result import CoordinatorRecord
 from coordinator.group.timer import expire_offsets_key, heartbeat_key
-from coordinator.records import GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coordinator.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
 from tests.support.group_context import GroupTestContext
 
 

@@ -13,11 +13,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from coordinator import records
-from coordinator.config import GroupConfig
+from coordinator.group.config import GroupConfig
 from coordinator.group.errors import CorruptStateError
-from coordinator.group.result import CoordinatorRecord
 from coordinator.group.shard import GroupShard
 from coordinator.records import (
+    CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

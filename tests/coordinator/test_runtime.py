@@ -8,8 +8,9 @@ import asyncio
 
 import pytest
 
-from coordinator.config import GroupConfig
-from coordinator.group.result import CoordinatorRecord, Reply, Result
+from coordinator.group.config import GroupConfig
+from coordinator.group.result import Reply, Result
+from coordinator.records import CoordinatorRecord
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from coordinator.runtime.partition import PartitionRuntime, PartitionState

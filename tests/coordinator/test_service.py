@@ -29,7 +29,7 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from coordinator.config import GroupConfig
+from coordinator.group.config import GroupConfig
 from coordinator.group.result import RequestContext
 from coordinator.net.local_answers import CoordinatorNode
 from coordinator.partitioning import partition_for

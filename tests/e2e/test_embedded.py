@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from coordinator.config import ServerConfig
 from coordinator.probe import request_response
+from coordinator.settings import ServerConfig
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
 from tests.e2e.clients import Member, MemberSettings, wait_until
 from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening

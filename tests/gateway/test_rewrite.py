@@ -17,7 +17,6 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import FindCoordinatorResponse, MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 
-from coordinator.gateway import wire
 from coordinator.gateway.rewrite import (
     Broker,
     MalformedResponse,
@@ -27,6 +26,7 @@ from coordinator.gateway.rewrite import (
     rewrite_metadata,
     rewrite_produce,
 )
+from protocol import wire
 
 KGC_HOST = "kgc.example"
 COORDINATOR = Broker(2_000_000_000, KGC_HOST, 9092)

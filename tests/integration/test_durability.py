@@ -23,12 +23,12 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.consumer.group import OffsetCommitRequest
 
 from coordinator import records
-from coordinator.config import ServerConfig
 from coordinator.offline.inspect import Inspection, inspect_data_dir
 from coordinator.partitioning import partition_for
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.loader import KafkaRecordSerde
 from coordinator.runtime.partition import PartitionState
+from coordinator.settings import ServerConfig
 from storage.api import LogRecord
 from storage.file_store import partition_dir
 from storage.format import encode_batch

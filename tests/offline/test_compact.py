@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from coordinator.config import GroupConfig
+from coordinator.group.config import GroupConfig
 from coordinator.group.shard import GroupShard
 from coordinator.offline.cli import main
 from coordinator.offline.compact import CompactionRefused

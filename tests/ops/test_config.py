@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import build_parser, main
-from coordinator.config import SETTINGS, ConfigError, GroupConfig, ServerConfig, load_config
+from coordinator.group.config import GroupConfig
+from coordinator.settings import SETTINGS, ConfigError, ServerConfig, load_config
 
 
 def flags_of(*argv: str) -> tuple[dict, str | None]:

@@ -16,8 +16,8 @@ import yaml
 from prometheus_client.metrics_core import Metric
 
 from coordinator.cli import build_parser
-from coordinator.config import SETTINGS, load_config
 from coordinator.metrics import REGISTRY
+from coordinator.settings import SETTINGS, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from aiokafka.client import AIOKafkaClient
 
-from coordinator.config import ServerConfig
 from coordinator.group.state import GroupState
-from coordinator.group_stats import GroupSample, RebalanceTracker
+from coordinator.runtime.group_stats import GroupSample, RebalanceTracker
+from coordinator.settings import ServerConfig
 from tests.integration.aio_member import AioMember
 from tests.ops.support import get_json, in_process, scrape
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc

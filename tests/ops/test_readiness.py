@@ -6,9 +6,9 @@ import pytest
 
 from coordinator import records
 from coordinator.app import KgcApp
-from coordinator.config import ServerConfig
 from coordinator.partitioning import partition_for
 from coordinator.runtime.loader import LOAD_CHUNK_RECORDS, KafkaRecordSerde
+from coordinator.settings import ServerConfig
 from storage.file_store import FileLogStore
 from tests.ops.support import get_json
 from tests.support.kgc import TEST_GROUP_CONFIG

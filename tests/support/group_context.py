@@ -15,11 +15,11 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.config import GroupConfig
-from coordinator.group.result import CoordinatorRecord, Reply, RequestContext, Result
+from coordinator.group.config import GroupConfig
+from coordinator.group.result import Reply, RequestContext, Result
 from coordinator.group.shard import GroupShard
 from coordinator.group.timer import join_key
-from coordinator.records import deserialize, serialize_key, serialize_value
+from coordinator.records import CoordinatorRecord, deserialize, serialize_key, serialize_value
 from tests.support import builders
 from tests.support.clock import ManualClock
 from tests.support.manual_timer import ManualTimer

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 from coordinator.app import KgcApp
-from coordinator.config import GroupConfig, ServerConfig
+from coordinator.group.config import GroupConfig
+from coordinator.settings import ServerConfig
 
 # Fast-moving groups for tests: Kafka's floor of 6 s on session timeouts would make every
 # expiry test slow.

@@ -1,20 +1,65 @@
-"""Kafka wire primitives for walking responses in place (KIP-482 compact forms included).
+"""Kafka wire primitives: unsigned varints, tagged-field sections, and a cursor over a message.
 
-The rewriters read a response only as far as they must and copy the rest as bytes, so
-they need a cursor, not a codec. Non-flexible versions encode strings with an int16
-length and arrays with an int32 count (-1 = null); flexible versions use an unsigned
-varint of n+1 (0 = null) and end every struct with a tagged-field section: a varint
-count, then (tag varint, size varint, bytes) per field.
+Non-flexible versions encode strings with an int16 length and arrays with an int32
+count (-1 = null); flexible versions (KIP-482) use an unsigned varint of n+1 (0 = null)
+and end every struct with a tagged-field section: a varint count, then (tag varint,
+size varint, bytes) per field.
+
+`read_uvarint`/`skip_tagged_fields` raise `WireError`; callers name the failure for their
+own context (a bad request header, a malformed response). `Reader` is the cursor the
+gateway's rewriters walk a response with: they read only as far as they must and copy
+the rest as bytes, so they need a cursor, not a codec.
 """
 
 from __future__ import annotations
 
 import struct
 
-from protocol.headers import HeaderError, encode_uvarint, read_uvarint
-
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+
+
+class WireError(ValueError):
+    """Bytes that do not read as the primitive asked for (a varint, a tagged-field section)."""
+
+
+def skip_tagged_fields(payload: bytes | bytearray | memoryview, pos: int) -> int:
+    """Return the offset after the tagged-field section starting at `pos`."""
+    count, pos = read_uvarint(payload, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(payload, pos)
+        size, pos = read_uvarint(payload, pos)
+        pos += size
+        if pos > len(payload):
+            raise WireError(f"tagged field of {size} bytes runs past the {len(payload)}-byte payload")
+    return pos
+
+
+def read_uvarint(payload: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Unsigned LEB128 varint as Kafka writes it (at most 5 bytes for 32 bits)."""
+    end = len(payload)
+    value = 0
+    for shift in range(0, 35, 7):
+        if pos >= end:
+            raise WireError("varint runs past the end of the payload")
+        byte = payload[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            if value > 0xFFFFFFFF:
+                break
+            return value, pos
+    raise WireError("varint longer than 32 bits")
+
+
+def encode_uvarint(value: int) -> bytes:
+    """Unsigned LEB128 varint, as `read_uvarint` reads it."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 class MalformedResponse(ValueError):
@@ -48,7 +93,7 @@ class Reader:
     def uvarint(self) -> int:
         try:
             value, self.pos = read_uvarint(self.buf, self.pos)
-        except HeaderError as exc:
+        except WireError as exc:
             raise MalformedResponse(str(exc)) from None
         return value
 

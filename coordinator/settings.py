@@ -1,6 +1,8 @@
-"""Coordinator settings: the dataclasses the code reads, and the one schema `kgc serve` loads.
+"""Server settings: `ServerConfig`, and the one schema `kgc serve` loads.
 
-Every duration is an int in milliseconds; group defaults are Kafka's.
+Every duration is an int in milliseconds. The group settings (`GroupConfig`, Kafka's
+defaults) live with the group layer in `coordinator.group.config`; `ServerConfig.group`
+holds them.
 
 `SETTINGS` is the schema: each setting has one name, which is its TOML key, its flag
 (`--name-with-dashes`) and its environment variable (`KGC_NAME`). Sources, lowest
@@ -25,20 +27,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from coordinator.group.config import GroupConfig
 from storage.fsync_policy import FsyncPolicy
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    num_partitions: int = 50
-    min_session_timeout_ms: int = 6_000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3_000
-    new_member_join_timeout_ms: int = 300_000
-    group_max_size: int = 2**31 - 1
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offsets_retention_check_interval_ms: int = 600_000
 
 
 @dataclass(frozen=True, slots=True)

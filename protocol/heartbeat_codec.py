@@ -9,7 +9,7 @@ negative length, a body that is short or has trailing bytes, tagged fields, byte
 are not UTF-8), so `protocol.messages` falls back to kafka-python, which then refuses or
 logs exactly as it always has. What they build is what kafka-python builds: the same
 `HeartbeatRequest` with the same attributes set, and byte-identical frames
-(tests/protocol/test_fast_codecs.py checks both over generated messages).
+(tests/protocol/test_heartbeat_codec.py checks both over generated messages).
 
     Heartbeat request  v0-2: group_id string, generation_id int32, member_id string
                        v3:   + group_instance_id nullable string

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 
-from protocol import fast_codecs
+from protocol import heartbeat_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
@@ -34,7 +34,7 @@ def requests(draw):
 @given(requests())
 def test_a_decoded_request_is_what_kafka_python_decodes(request):
     body = bytes(request.encode())
-    fast = fast_codecs.decode_heartbeat_request(request.version, memoryview(body))
+    fast = heartbeat_codec.decode_heartbeat_request(request.version, memoryview(body))
     assert fast is not None, "a well-formed request takes the fast path"
     assert attributes(fast) == generic_decode(ApiKey.Heartbeat, request.version, body)[1]
     assert fast == request
@@ -45,7 +45,7 @@ def test_a_decoded_request_is_what_kafka_python_decodes(request):
 @given(requests(), st.data())
 def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
     body = damaged(bytes(request.encode()), data)
-    fast = fast_codecs.decode_heartbeat_request(request.version, memoryview(body))
+    fast = heartbeat_codec.decode_heartbeat_request(request.version, memoryview(body))
     expected = generic_decode(ApiKey.Heartbeat, request.version, body)
     if fast is None:
         return      # decode_request defers to kafka-python: nothing to compare
@@ -57,7 +57,7 @@ def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
 @pytest.mark.parametrize("version", [0, 3, 4])
 def test_a_null_group_id_is_refused_as_before(version):
     body = b"\xff\xff" + b"\x00" * 8 if version < 4 else b"\x00\x00\x00\x00\x00\x01\x01\x00"
-    assert fast_codecs.decode_heartbeat_request(version, memoryview(body)) is None
+    assert heartbeat_codec.decode_heartbeat_request(version, memoryview(body)) is None
     with pytest.raises(MalformedRequest, match="non-nullable field HeartbeatRequest.GroupId"):
         decode_request(ApiKey.Heartbeat, version, body)
 
@@ -73,11 +73,11 @@ def test_a_response_frame_is_byte_identical_to_kafka_python(version, correlation
     body = bytes(HeartbeatResponse(version=version, throttle_time_ms=throttle, error_code=error).encode())
     header_bytes = correlation_id.to_bytes(4, "big", signed=True) + (b"\x00" if version >= 4 else b"")
     expected = (len(header_bytes) + len(body)).to_bytes(4, "big") + header_bytes + body
-    assert fast_codecs.heartbeat_response_frame(correlation_id, version, response) == expected
+    assert heartbeat_codec.heartbeat_response_frame(correlation_id, version, response) == expected
     assert encode_response(header, response, version) == expected
 
 
 def test_a_response_with_tagged_fields_is_left_to_kafka_python():
     response = HeartbeatResponse(version=4, throttle_time_ms=0, error_code=0, _99=b"x")
     assert response.unknown_tags
-    assert fast_codecs.heartbeat_response_frame(1, 4, response) is None
+    assert heartbeat_codec.heartbeat_response_frame(1, 4, response) is None

@@ -1,4 +1,5 @@
-"""The rebalance machinery shared by JoinGroup, SyncGroup, LeaveGroup and the timers.
+"""Classic group membership (the classic part of Kafka's GroupMetadataManager): the
+rebalance machinery shared by JoinGroup, SyncGroup, LeaveGroup and the timers.
 
 Classic membership is soft state: these methods change the live `ClassicGroup` directly
 and return only GroupMetadata *snapshot* records (`Result(replay=False)`), as Kafka does.
@@ -24,8 +25,8 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from coordinator.config import GroupConfig
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember, discard_member_id
+from coordinator.group.config import GroupConfig
 from coordinator.group.responses import JoinAnswer, SyncAnswer, join_response, sync_response
 from coordinator.group.result import EMPTY_RESULT, Reply, RequestContext, Result
 from coordinator.group.state import GroupState
@@ -38,11 +39,6 @@ from coordinator.records import (
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE,
-    GroupState.STABLE, GroupState.DEAD)
-
 
 def group_metadata_value(group: ClassicGroup, assignment: dict[str, bytes]) -> GroupMetadataValue:
     members = []
@@ -142,13 +138,13 @@ class Membership:
 
     def expire_heartbeat(self, group_id: str, member_id: str) -> Result:
         group = self.groups.get(group_id)
-        if group is None or group.is_in(DEAD):
+        if group is None or group.is_in(GroupState.DEAD):
             log.debug("[group=%s] heartbeat expiry of %s after the group is gone", group_id, member_id)
             return EMPTY_RESULT
         if group.is_pending_member(member_id):
             log.info("[group=%s] pending member %s removed after its session timeout", group_id, member_id)
             group.remove(member_id)
-            if group.is_in(PREPARING) and group.has_all_members_joined():
+            if group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
                 return self.complete_join(group)
             return EMPTY_RESULT
         member = group.members.get(member_id)
@@ -170,7 +166,7 @@ class Membership:
         if group is None or group.generation != generation:
             log.debug("[group=%s] stale pending-sync expiry for generation %s", group_id, generation)
             return EMPTY_RESULT
-        if not group.is_in(COMPLETING, STABLE) or group.has_received_sync_from_all_members():
+        if not group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE) or group.has_received_sync_from_all_members():
             return EMPTY_RESULT
         missing = sorted(group.pending_sync_members)
         for member_id in missing:
@@ -181,7 +177,7 @@ class Membership:
 
     def remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         discard_member_id(group.pending_sync_members, member_id)
-        if group.is_in(DEAD, EMPTY, PREPARING) or group.has_received_sync_from_all_members():
+        if group.is_in(GroupState.DEAD, GroupState.EMPTY, GroupState.PREPARING_REBALANCE) or group.has_received_sync_from_all_members():
             self.timer.cancel(sync_key(group.group_id))
 
     # ------------------------------------------------------------ join phase
@@ -193,23 +189,23 @@ class Membership:
 
     def maybe_complete_join_phase(self, group: ClassicGroup) -> Result:
         # The initial rebalance completes only by its delay timer.
-        if (group.is_in(PREPARING) and group.previous_state is not EMPTY
+        if (group.is_in(GroupState.PREPARING_REBALANCE) and group.previous_state is not GroupState.EMPTY
                 and group.has_all_members_joined()):
             return self.complete_join(group)
         return EMPTY_RESULT
 
     def prepare_rebalance(self, group: ClassicGroup, reason: str) -> Result:
-        if group.is_in(COMPLETING):
+        if group.is_in(GroupState.COMPLETING_REBALANCE):
             self.reset_and_propagate_assignment_with_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         group.pending_sync_members.clear()
         self.timer.cancel(sync_key(group.group_id))
-        initial = group.is_in(EMPTY)
+        initial = group.is_in(GroupState.EMPTY)
         if initial:
             delay_ms = self.config.initial_rebalance_delay_ms
             remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
             self._schedule_initial_delay(group.group_id, delay_ms, remaining_ms)
         old_state = group.state
-        group.transition_to(PREPARING, self.clock())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock())
         log.info("[group=%s] preparing to rebalance from %s, generation %d (reason: %s)",
                  group.group_id, old_state.value, group.generation, reason)
         if initial:
@@ -254,7 +250,7 @@ class Membership:
             self.timer.cancel(heartbeat_key(group_id, member_id))
         if gone:
             log.info("[group=%s] removed dynamic members that did not rejoin: %s", group_id, gone)
-        if group.is_in(DEAD):
+        if group.is_in(GroupState.DEAD):
             return EMPTY_RESULT
         if group.members and not self._elect_joined_leader(group):
             # Nobody rejoined: wait another rebalance timeout; sessions will expire the rest.
@@ -262,7 +258,7 @@ class Membership:
             self._schedule_join_deadline(group)
             return EMPTY_RESULT
         self._init_next_generation(group)
-        if group.is_in(EMPTY):
+        if group.is_in(GroupState.EMPTY):
             log.info("[group=%s] generation %d is empty", group_id, group.generation)
             return self.snapshot_record(group, {})
         log.info("[group=%s] generation %d formed with %d members, protocol %s",
@@ -299,11 +295,11 @@ class Membership:
         if group.members:
             group.protocol_name = group.select_protocol()
             group.subscribed_topics = group.compute_subscribed_topics()
-            group.transition_to(COMPLETING, self.clock())
+            group.transition_to(GroupState.COMPLETING_REBALANCE, self.clock())
         else:
             group.protocol_name = None
             group.subscribed_topics = group.compute_subscribed_topics()
-            group.transition_to(EMPTY, self.clock())
+            group.transition_to(GroupState.EMPTY, self.clock())
         group.pending_sync_members.clear()
 
     # ------------------------------------------------------------ member removal and assignment
@@ -313,9 +309,9 @@ class Membership:
         # A parked join of a removed (new) member is answered so the client retries.
         self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
-        if group.is_in(STABLE, COMPLETING):
+        if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             return self.maybe_prepare_rebalance_or_complete_join(group, reason)
-        if group.is_in(PREPARING) and group.has_all_members_joined():
+        if group.is_in(GroupState.PREPARING_REBALANCE) and group.has_all_members_joined():
             return self.complete_join(group)
         return EMPTY_RESULT
 

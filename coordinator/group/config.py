@@ -1,0 +1,22 @@
+"""The group coordinator's settings, with Kafka's defaults; every duration in milliseconds.
+
+The group layer reads only this; `coordinator.settings` loads it from flags, the
+environment and a TOML file as part of `ServerConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    num_partitions: int = 50
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3_000
+    new_member_join_timeout_ms: int = 300_000
+    group_max_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000

@@ -1,0 +1,126 @@
+"""`kgc serve`: the process around a `KgcApp`: the upstream choice, the event loop,
+signals, the collector's tuning and the embedded broker's watcher.
+
+The first SIGTERM or SIGINT stops the app gracefully (`KgcApp.stop`); a second one exits
+at once, stopping the embedded broker by PID first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+import signal
+from collections.abc import Callable
+
+from coordinator.app import KgcApp
+from coordinator.embedded import EmbeddedBroker, choose_upstream
+from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.settings import ServerConfig
+
+log = logging.getLogger(__name__)
+
+
+class ShutdownSignals:
+    """The first SIGTERM or SIGINT asks for a graceful stop; the next one exits at once."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, on_first: Callable[[], None], on_second: Callable[[int], None]):
+        self._on_first = on_first
+        self._on_second = on_second
+        self.received = 0
+        self._loop = asyncio.get_running_loop()
+        for sig in self.SIGNALS:
+            self._loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: int) -> None:
+        self.received += 1
+        name = signal.Signals(sig).name
+        if self.received == 1:
+            log.info("%s: stopping gracefully (send it again to exit at once)", name)
+            self._on_first()
+        else:
+            log.warning("%s again: exiting at once", name)
+            self._on_second(sig)
+
+    def remove(self) -> None:
+        for sig in self.SIGNALS:
+            self._loop.remove_signal_handler(sig)
+
+
+# The cyclic garbage collector's first threshold (CPython's default is 700). Requests
+# allocate many short-lived containers that reference counting frees anyway; at 700 the
+# collector ran often enough to take ~20% of the OffsetCommit path's CPU
+# (BENCHMARKS.md). Only `kgc serve` sets it: it is a process-wide choice.
+GC_GEN0_THRESHOLD = 10_000
+
+EMBEDDED_WATCH_INTERVAL_S = 1.0
+
+
+async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[int], None],
+                              broker: EmbeddedBroker | None = None) -> None:
+    stop = asyncio.Event()
+    signals = ShutdownSignals(stop.set, on_second_signal)
+    app = KgcApp(config)
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    frozen = watcher = None
+    try:
+        await app.start()
+        http = f"; HTTP on {config.http_host}:{app.http.port}" if app.http is not None else ""
+        print(f"kgc serving on {config.advertised}:{app.port}{http}", flush=True)
+        frozen = asyncio.create_task(_freeze_when_loaded(app.runtime))
+        if broker is not None:
+            watcher = asyncio.create_task(_watch_embedded(broker))
+        await stop.wait()
+    finally:
+        for task in (frozen, watcher):
+            if task is not None:
+                task.cancel()
+        await app.stop()
+        signals.remove()
+    log.info("stopped")
+
+
+async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:
+    # What the load built (every group and offset) lives until it is replaced: the
+    # collector need not walk it again on every full collection.
+    await runtime.wait_loaded()
+    gc.freeze()
+
+
+async def _watch_embedded(broker: EmbeddedBroker) -> None:
+    # The embedded broker is our child: if it dies on its own, say why once and reap it.
+    # /readyz already reports the upstream unreachable; restarting it would bring back an
+    # empty cluster (memory storage) without anyone asking, so kgc does not.
+    while (code := broker.exit_code()) is None:
+        await asyncio.sleep(EMBEDDED_WATCH_INTERVAL_S)
+    log.error("embedded upstream (pid %d) exited with %s: forwarded requests fail until kgc is restarted; "
+              "its last output:\n%s", broker.pid, code, broker.log_text())
+
+
+def serve(config: ServerConfig) -> int:
+    """`kgc serve`: the upstream (configured, embedded, or none), the event loop, until a signal."""
+    config, broker = choose_upstream(config, standalone=config.standalone)
+
+    def exit_now(sig: int) -> None:
+        if broker is not None:
+            broker.kill()
+        os._exit(128 + sig)
+
+    try:
+        _run(run_until_signalled(config, exit_now, broker))
+    finally:
+        if broker is not None:
+            broker.close()
+    return 0
+
+
+def _run(main) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
