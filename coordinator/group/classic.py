@@ -21,14 +21,11 @@ import struct
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from coordinator.group.result import ReplyHandle
 from coordinator.group.state import VALID_PREVIOUS, GroupState, IllegalTransition
+from coordinator.group.timer import KeyedTimerOp
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from coordinator.group.membership import HeartbeatExpiry
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +67,7 @@ class ClassicGroupMember:
         # A new member may expire while its JoinGroup is parked (new-member join timeout).
         self.is_new = False
         # Its session timer's op and key (`membership.HeartbeatExpiry`), made on first use.
-        self.session_timer: HeartbeatExpiry | None = None
+        self.session_timer: KeyedTimerOp | None = None
 
     @property
     def is_static(self) -> bool:

@@ -20,6 +20,14 @@ from coordinator.group.result import Result
 TimerOp = Callable[[], Result]
 
 
+class KeyedTimerOp(Protocol):
+    """A timer op that carries the key it is scheduled under (a member's session timer)."""
+
+    key: Hashable
+
+    def __call__(self) -> Result: ...
+
+
 class Timer(Protocol):
     def schedule(self, key: Hashable, delay_ms: int, op: TimerOp) -> None: ...
 

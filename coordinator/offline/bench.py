@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from coordinator.offline.generate import GeneratorConfig, generate
-from coordinator.offline.runner import Options, audit, compact, local_map
+from coordinator.offline.job import Options
+from coordinator.offline.runner import audit, compact, local_map
 
 NOW_MS = 1_790_000_000_000
 
@@ -53,12 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         task_map = local_map
         spark = None
         if engine == "spark":
-            from coordinator.offline import spark_job
+            from coordinator.offline import spark_engine
 
             started = time.perf_counter()
-            spark = spark_job.session(args.master)
+            spark = spark_engine.session(args.master)
             session_s = time.perf_counter() - started
-            task_map = spark_job.spark_map(spark)
+            task_map = spark_engine.spark_map(spark)
         out = work / f"out-{engine}"
         shutil.rmtree(out, ignore_errors=True)
         try:

@@ -2,7 +2,7 @@
 
 `add_subcommands(subparsers)` adds the three to a parser; each sets `handler`, called
 with the parsed args, returning the exit code, and has its own `--log-level`. `main(argv)` is the same commands on
-their own (what `spark_job.py` runs under spark-submit).
+their own (what `python -m coordinator.offline` and spark-submit run, through `__main__.py`).
 
 `--engine spark` (default) runs the per-partition tasks in Spark, on `--master`
 (default `local[*]`, or the master spark-submit was given); `--engine python` runs the
@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from coordinator.group.config import GroupConfig
-from coordinator.offline.runner import Options, TaskMap, local_map, wall_clock_ms
+from coordinator.offline.job import Options
+from coordinator.offline.runner import TaskMap, local_map, wall_clock_ms
 from coordinator.settings import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -81,16 +82,16 @@ class _Engine:
         self.task_map: TaskMap = local_map
         if args.engine == "spark":
             try:
-                from coordinator.offline import spark_job
+                from coordinator.offline import spark_engine
             except ImportError as e:
                 raise SystemExit(f"pyspark is not installed ({e}): pip install 'kgc[spark]', "
                                  "or use --engine python") from None
             started = time.perf_counter()
             # A session someone else started (a notebook, the tests) is theirs to stop.
-            self.owned = spark_job.active_session() is None
-            self.spark = spark_job.session(args.master)
+            self.owned = spark_engine.active_session() is None
+            self.spark = spark_engine.session(args.master)
             self.session_seconds = time.perf_counter() - started
-            self.task_map = spark_job.spark_map(self.spark)
+            self.task_map = spark_engine.spark_map(self.spark)
 
     def close(self) -> None:
         if self.spark is not None and self.owned:

@@ -23,16 +23,23 @@ from coordinator.offline.scan import PartitionScan
 
 
 @dataclass(frozen=True, slots=True)
+class Options:
+    """What every partition's task of one run shares: the time it runs as, and the retentions."""
+
+    now_ms: int
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    delete_retention_ms: int = 24 * 3600 * 1000
+    segment_bytes: int = 100 * 2**20
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionTask:
     partition: int
     directory: str
-    now_ms: int
+    options: Options
     report_dir: str | None = None           # audit into this report dir
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     log_offsets: LogOffsets | None = None
     compact_dir: str | None = None          # compact into this new data dir
-    delete_retention_ms: int = 24 * 3600 * 1000
-    segment_bytes: int = 100 * 2**20
 
 
 @dataclass(slots=True)
@@ -55,8 +62,9 @@ def run_partition(task: PartitionTask) -> PartitionResult:
     started = time.perf_counter()
     scan = PartitionScan(task.partition, Path(task.directory))
     audit = None
+    options = task.options
     if task.report_dir is not None:
-        audit = PartitionAudit(task.partition, task.now_ms, task.offsets_retention_ms, task.log_offsets)
+        audit = PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets)
     kept = [] if task.compact_dir is not None else None
     for scanned in scan:
         if audit is not None:
@@ -82,8 +90,8 @@ def run_partition(task: PartitionTask) -> PartitionResult:
         if scan.problems:
             raise CompactionRefused(task.partition, scan.problems)
         out = Path(task.compact_dir) / Path(task.directory).name
-        result.compaction = compact_partition(kept, scan.next_offset, out, task.now_ms,
-                                              task.delete_retention_ms, task.segment_bytes)
+        result.compaction = compact_partition(kept, scan.next_offset, out, options.now_ms,
+                                              options.delete_retention_ms, options.segment_bytes)
         result.records = result.records or result.compaction.records_before
     result.seconds = time.perf_counter() - started
     return result

@@ -20,8 +20,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from coordinator.offline.findings import Finding, FindingType
-from coordinator.offline.job import PartitionResult
-from coordinator.offline.runner import Options
+from coordinator.offline.job import Options, PartitionResult
 from coordinator.offline.tables import FINAL_OFFSETS, FINDINGS, GROUPS, read_history, write_rows
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",

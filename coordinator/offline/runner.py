@@ -1,7 +1,7 @@
 """Plan the per-partition tasks of an audit or compaction, run them, gather the results.
 
 The engine is a map: `local_map` runs the tasks one after another in this process (the
-plain-Python run, no pyspark needed); `spark_job.spark_map` gives each task to Spark.
+plain-Python run, no pyspark needed); `spark_engine.spark_map` gives each task to Spark.
 Everything else, planning and the report, is the same code either way, so the two
 produce the same report and byte-identical segments.
 """
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from coordinator.offline.audit import LogOffsets
-from coordinator.offline.job import PartitionResult, PartitionTask, run_partition
+from coordinator.offline.job import Options, PartitionResult, PartitionTask, run_partition
 from coordinator.offline.scan import partition_dirs, segment_files
 
 log = logging.getLogger(__name__)
@@ -32,14 +32,6 @@ def local_map(fn: Callable[[PartitionTask], PartitionResult],
     return [fn(task) for task in tasks]
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    now_ms: int
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    delete_retention_ms: int = 24 * 3600 * 1000
-    segment_bytes: int = 100 * 2**20
-
-
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -51,11 +43,7 @@ def plan(data_dir: str | Path, options: Options) -> list[PartitionTask]:
     # Largest first, so the last task to finish is a small one. Absolute paths: a Spark
     # worker's working directory is not ours.
     by_size = sorted(dirs.items(), key=lambda item: -_size(item[1]))
-    return [PartitionTask(p, str(d.resolve()), options.now_ms,
-                          offsets_retention_ms=options.offsets_retention_ms,
-                          delete_retention_ms=options.delete_retention_ms,
-                          segment_bytes=options.segment_bytes)
-            for p, d in by_size]
+    return [PartitionTask(p, str(d.resolve()), options) for p, d in by_size]
 
 
 def _size(directory: Path) -> int:

@@ -10,7 +10,7 @@
 # SPARK_SUBMIT_ARGS extra spark-submit arguments, e.g. "--archives kgc-env.tar.gz#environment"
 set -eu
 PYTHON="${PYSPARK_PYTHON:-$(command -v python3)}"
-JOB="$("$PYTHON" -c 'import coordinator.offline.spark_job as job; print(job.__file__)')"
+JOB="$("$PYTHON" -c 'import coordinator.offline.__main__ as job; print(job.__file__)')"
 export PYSPARK_PYTHON="$PYTHON"
 # Word splitting of SPARK_SUBMIT_ARGS is intended: it holds several arguments.
 # shellcheck disable=SC2086

@@ -1,7 +1,7 @@
 """Fixtures for the offline audit and compaction tests.
 
 `spark` is one SparkSession for the whole run, on `local[1]` (loopback, UI off, two
-shuffle partitions: `spark_job.session`), skipped when pyspark or Java is missing.
+shuffle partitions: `spark_engine.session`), skipped when pyspark or Java is missing.
 The generated data dirs are made once per run and only read by the tests.
 """
 
@@ -20,7 +20,7 @@ def spark():
     pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime for Spark")
-    from coordinator.offline.spark_job import session
+    from coordinator.offline.spark_engine import session
 
     spark = session("local[1]")
     yield spark

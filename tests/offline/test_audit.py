@@ -9,7 +9,8 @@ import pytest
 
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.offline.generate import expected_identities
-from coordinator.offline.runner import Options, audit
+from coordinator.offline.job import Options
+from coordinator.offline.runner import audit
 from coordinator.offline.scan import segment_files
 from coordinator.offline.tables import read_history
 from storage.format import encode_batch

@@ -12,7 +12,8 @@ from coordinator.group.shard import GroupShard
 from coordinator.offline.cli import main
 from coordinator.offline.compact import CompactionRefused
 from coordinator.offline.findings import FindingType
-from coordinator.offline.runner import Options, audit, compact
+from coordinator.offline.job import Options
+from coordinator.offline.runner import audit, compact
 from coordinator.offline.scan import PartitionScan, partition_dirs, segment_files
 from coordinator.offline.state import replay_state
 from coordinator.runtime.loader import KafkaRecordSerde, load_partition

@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
+from coordinator.offline.job import Options
 from coordinator.offline.report import FINDINGS_COLOR, LAG_COLOR, PALETTE
-from coordinator.offline.runner import Options, audit
+from coordinator.offline.runner import audit
 from tests.offline.conftest import DIRTY
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed (pip install -e '.[dev]')")

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from coordinator.offline.runner import Options, audit, compact
+from coordinator.offline.job import Options
+from coordinator.offline.runner import audit, compact
 from coordinator.offline.state import replay_state
 from tests.integration.aio_member import AioMember
 from tests.integration.test_aiokafka_group import PARTITIONS, TOPIC, settled, wait_until

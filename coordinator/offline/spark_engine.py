@@ -1,9 +1,7 @@
-"""The Spark driver: each partition's task becomes one Spark task.
+"""The Spark engine: each partition's task becomes one Spark task.
 
-    spark-submit coordinator/offline/spark_job.py audit DATA_DIR --out REPORT_DIR
-    spark-submit coordinator/offline/spark_job.py compact DATA_DIR --out NEW_DATA_DIR
-
-(`kgc audit` / `kgc compact` run the same code with a local session.) The tasks go out
+`kgc audit` / `kgc compact` use it with a local session; under spark-submit the entry is
+this package's `__main__.py` (see there). The tasks go out
 as an RDD of `PartitionTask`s, one per Spark partition; each runs `job.run_partition`
 in a Python worker, reads its own segment files, writes its own outputs and returns a
 small `PartitionResult`. There is no DataFrame, no shuffle, and no record ever crosses
@@ -75,12 +73,3 @@ def spark_map(spark) -> TaskMap:
 
     return run
 
-
-def main(argv: list[str] | None = None) -> int:
-    from coordinator.offline.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
