@@ -15,7 +15,8 @@ half-written) and returns its end offset; the owner then reloads by `read(p, 0)`
 
 `read` yields the batches that are durable (their `durable` future has resolved); an
 append with no records is a barrier whose `durable` resolves once everything before it
-is. `partition_error(p)` is the error a partition is failed with (a `CorruptLogError`
+is. `read_durable(p, from_offset, max_bytes)` gives the durable batches as stored bytes,
+for serving the log as the `__consumer_offsets` topic. `partition_error(p)` is the error a partition is failed with (a `CorruptLogError`
 found at open, or the `StorageError` of a failed write), None while it is healthy.
 """
 
@@ -77,6 +78,14 @@ class Append:
     durable: asyncio.Future[int]
 
 
+class DurableRead(NamedTuple):
+    """Whole durable batches as stored, and the bounds of the durable log."""
+
+    data: bytes
+    log_start_offset: int
+    durable_end_offset: int   # one past the last durable offset (Kafka's high watermark)
+
+
 class StorageError(Exception):
     """A write or fsync failed; the partition must be recovered before it is used again."""
 
@@ -104,6 +113,11 @@ class LogStore(Protocol):
         """`read` for a load: each batch as (is a control batch, its records' fields)."""
 
     def end_offset(self, partition: int) -> int: ...
+
+    def read_durable(self, partition: int, from_offset: int, max_bytes: int) -> DurableRead:
+        """The durable batches holding offsets at or past `from_offset`, whole and byte for
+        byte, as many as fit in `max_bytes` but at least one (Kafka's KIP-74 rule, so a
+        reader always progresses); no data when `from_offset` is at the durable end."""
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append: ...
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from storage.api import Append, LogRecord, RecordFields, StorageError, StoredBatch
+from storage.api import Append, DurableRead, LogRecord, RecordFields, StorageError, StoredBatch
 from storage.cleaner import CleanReport, SegmentCleaner
 from storage.format import encode_batch
 from storage.fsync_policy import FsyncPolicy
@@ -107,6 +107,10 @@ class FileLogStore:
     def end_offset(self, partition: int) -> int:
         self._check(partition)
         return self._logs[partition].next_offset
+
+    def read_durable(self, partition: int, from_offset: int, max_bytes: int) -> DurableRead:
+        self._check(partition)
+        return self._logs[partition].read_durable(from_offset, max_bytes)
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
         if self._open_errors[partition] is not None:

@@ -13,7 +13,8 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from storage.api import Append, LogRecord, RecordFields, StorageError, StoredBatch, StoredRecord
+from storage.api import Append, DurableRead, LogRecord, RecordFields, StorageError, StoredBatch, StoredRecord
+from storage.format import encode_stored_batch
 
 
 @dataclass(slots=True)
@@ -63,6 +64,20 @@ class MemoryLogStore:
 
     def end_offset(self, partition: int) -> int:
         return self._check(partition).next_offset
+
+    def read_durable(self, partition: int, from_offset: int, max_bytes: int) -> DurableRead:
+        state = self._check(partition)
+        parts: list[bytes] = []
+        size = 0
+        for batch in state.durable:
+            if batch.last_offset < from_offset:
+                continue
+            data = encode_stored_batch(batch)
+            if parts and size + len(data) > max_bytes:
+                break
+            parts.append(data)
+            size += len(data)
+        return DurableRead(b"".join(parts), 0, state.durable_next_offset)
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
         state = self._partitions[partition]

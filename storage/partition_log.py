@@ -23,6 +23,7 @@ log back to it, dropping segments a failed roll created.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from storage.api import CorruptLogError, RecordFields, StoredBatch
+from storage.api import CorruptLogError, DurableRead, RecordFields, StoredBatch
 from storage.format import (
     CONTROL_FLAG,
     BatchHeader,
@@ -273,6 +274,22 @@ class PartitionLog:
         A control batch's records are not walked."""
         return self._read(from_offset, _batch_fields)
 
+    def read_durable(self, from_offset: int, max_bytes: int) -> DurableRead:
+        with self.lock:
+            log_start = self.segments[0].base_offset if self.segments else 0
+            end = self.durable_next_offset
+        if from_offset >= end:
+            return DurableRead(b"", log_start, end)
+        parts: list[bytes] = []
+        size = 0
+        with contextlib.closing(self._read(from_offset, _batch_bytes)) as batches:
+            for batch in batches:
+                if parts and size + len(batch) > max_bytes:
+                    break
+                parts.append(batch)
+                size += len(batch)
+        return DurableRead(b"".join(parts), log_start, end)
+
     def _read(self, from_offset: int, decode: Callable[[Any, int, BatchHeader], T]) -> Iterator[T]:
         with self.lock:
             segments = self.segments[:self.segments.index(self.durable_segment) + 1]
@@ -334,6 +351,10 @@ def _read_segment(path: Path, fd: int, size: int, from_offset: int,
         position += reader.end
         min_offset = reader.next_offset
         buf = buf[reader.end:]
+
+
+def _batch_bytes(buf: Any, position: int, header: BatchHeader) -> bytes:
+    return bytes(buf[position:position + header.size])
 
 
 def _batch_fields(buf: Any, position: int, header: BatchHeader) -> tuple[bool, list[RecordFields]]:

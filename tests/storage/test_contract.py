@@ -10,6 +10,7 @@ import pytest
 
 from storage.api import LogRecord, StorageError
 from storage.file_store import FileLogStore
+from storage.format import iter_batches
 from storage.memory_store import MemoryLogStore
 from tests.storage.seams import FailingIO
 
@@ -102,6 +103,34 @@ async def test_read_from_an_offset_starts_at_the_batch_holding_it(harness):
     await appends[-1].durable
     assert [b.base_offset for b in store.read(0, 5)] == [4, 6, 8]
     assert list(store.read(0, 10)) == []
+
+
+async def test_read_durable_gives_whole_batches_within_max_bytes_and_the_durable_bounds(harness):
+    store = harness.store
+    appends = [store.append(0, [rec(b"k", b"%d" % i), rec(b"j", b"x")], i) for i in range(5)]
+    await appends[-1].durable
+    whole = store.read_durable(0, 0, 1 << 20)
+    assert (whole.log_start_offset, whole.durable_end_offset) == (0, 10)
+    batches = list(iter_batches(whole.data))
+    assert [(b.base_offset, [(r.key, r.value) for r in b.records]) for _, b in batches] == [
+        (2 * i, [(b"k", b"%d" % i), (b"j", b"x")]) for i in range(5)]
+    one = len(whole.data) // 5
+    # From the middle of a batch: that batch whole; a limit below one batch still gives one.
+    assert store.read_durable(0, 5, 1).data == whole.data[2 * one:3 * one]
+    assert store.read_durable(0, 5, 2 * one + 1).data == whole.data[2 * one:4 * one]
+    assert store.read_durable(0, 10, 1 << 20) == (b"", 0, 10)
+
+
+async def test_read_durable_stops_at_the_durable_end(harness):
+    store = harness.store
+    first = store.append(2, [rec(b"k", b"v")], 1)
+    await first.durable
+    pending = store.append(2, [rec(b"k", b"w")], 2)
+    read = store.read_durable(2, 0, 1 << 20)
+    assert read.durable_end_offset <= 2
+    assert [b.last_offset for _, b in iter_batches(read.data)] == list(range(read.durable_end_offset))
+    await pending.durable
+    assert store.read_durable(2, 1, 1 << 20).durable_end_offset == 2
 
 
 async def test_durable_futures_resolve_in_offset_order(harness):
