@@ -27,6 +27,7 @@ import uuid
 from coordinator import metrics
 from coordinator.gateway.cluster import BrokerChange, UpstreamCluster
 from coordinator.gateway.gateway import Gateway
+from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.http.server import HttpServer
 from coordinator.net.dispatch import Dispatcher
@@ -120,7 +121,7 @@ class KgcApp:
                                   port_map=dict(cfg.broker_ports))
         self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan)
         self.cluster.subscribe(self._on_brokers_changed)
-        return Gateway(self.cluster, self._plan)
+        return Gateway(self.cluster, self._plan, OffsetsTopic(self.store, cfg.group.num_partitions))
 
     def _on_brokers_changed(self, change: BrokerChange) -> None:
         """A listener per upstream broker, opened as brokers appear. Listeners of brokers

@@ -5,18 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.gateway.session import GatewaySession
 from coordinator.gateway.versions import merge_api_versions
 
 
 class Gateway:
-    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan):
+    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, offsets_topic: OffsetsTopic | None = None):
         self.cluster = cluster
         self.plan = plan
+        self.offsets_topic = offsets_topic
 
     def session(self, listener_node_id: int | None) -> GatewaySession:
-        return GatewaySession(self.cluster, self.plan, listener_node_id)
+        return GatewaySession(self.cluster, self.plan, listener_node_id, self.offsets_topic)
 
     def api_versions(self, local: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """ApiVersions ranges for clients: `local` for what kgc serves, upstream's for the rest."""

@@ -34,6 +34,8 @@ from kafka.protocol.api_key import ApiKey
 from coordinator import metrics
 from coordinator.gateway import rewrite
 from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.offsets_metadata import add_offsets_topic, wants_offsets_topic
+from coordinator.gateway.offsets_topic import FORWARD, OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.gateway.unavailable import metadata_without_upstream
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable, failed_future
@@ -50,9 +52,11 @@ class UnforwardableRequest(ValueError):
 
 
 class GatewaySession:
-    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, listener_node_id: int | None):
+    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, listener_node_id: int | None,
+                 offsets_topic: OffsetsTopic | None = None):
         self._cluster = cluster
         self._plan = plan
+        self._offsets_topic = offsets_topic
         self.listener_node_id = listener_node_id
         self._upstream: UpstreamConnection | UpstreamUnavailable | None = None
         self._loop = asyncio.get_running_loop()
@@ -69,6 +73,10 @@ class GatewaySession:
                 expect_response = produce_expects_response(version, payload)
             except HeaderError as exc:
                 return failed_future(self._loop, UnforwardableRequest(f"unreadable Produce v{version}: {exc}"))
+        if self._offsets_topic is not None:
+            routed = self._offsets_topic.route(header, payload, self.listener_node_id, expect_response)
+            if routed is not FORWARD:
+                return routed
         upstream = self._connection()
         if isinstance(upstream, UpstreamUnavailable):
             sent = failed_future(self._loop, upstream)
@@ -111,7 +119,7 @@ class GatewaySession:
         if error is None:
             metrics.upstream_answered(header.api_key, started)
             try:
-                response.set_result(_framed(self._rewrite(header.api_key, header.api_version, sent.result())))
+                response.set_result(_framed(self._rewrite(header, payload, sent.result())))
             except ValueError as exc:  # MalformedResponse, or a node the plan has no port for
                 log.warning("cannot rewrite %s v%d response from upstream: %s",
                             _name(header.api_key), header.api_version, exc)
@@ -131,11 +139,15 @@ class GatewaySession:
         log.debug("cannot forward %s v%d: %s", _name(header.api_key), header.api_version, error)
         response.set_exception(error)
 
-    def _rewrite(self, api_key: int, version: int, payload: bytes) -> bytes:
+    def _rewrite(self, header: RequestHeader, request: bytes, payload: bytes) -> bytes:
+        api_key, version = header.api_key, header.api_version
         address_for = self._plan.listener_address
         if api_key == ApiKey.Metadata:
             payload, brokers = rewrite.rewrite_metadata(payload, version, address_for, self._plan.coordinator)
             self._cluster.observe_brokers(brokers)
+            if self._offsets_topic is not None and wants_offsets_topic(request[header.header_len:], version):
+                payload = add_offsets_topic(payload, version, self._plan.coordinator_node_id,
+                                            self._offsets_topic.num_partitions)
             return payload
         if api_key == ApiKey.Fetch:
             return rewrite.rewrite_fetch(payload, version, address_for)
