@@ -1,0 +1,151 @@
+"""`kgc groups` against real groups: a kafka-python consumer group through kgc in front of Tansu.
+
+Records are produced one per batch (a flush after each): Tansu answers ListOffsets
+"latest" with the base offset of the last batch + 1, which is the true end only then
+(tests/support/tansu.py). The lag `describe` prints is checked against the consumer's
+own position after it has read everything (the true log end), minus what it committed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Producer
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from tests.e2e.admin import committed_offsets, create_topic, new_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+PER_PARTITION = (6, 4, 9)
+READ_TIMEOUT_S = 30
+
+
+def produce_one_per_batch(bootstrap: str, topic: str, counts) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for partition, n in enumerate(counts):
+        for i in range(n):
+            producer.produce(topic, value=b"%d" % i, partition=partition)
+            assert producer.flush(10) == 0
+
+
+def groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator", "groups", "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def rows(output: str) -> dict[int, list[str]]:
+    """describe's table: partition -> the row's cells."""
+    found = {}
+    for line in output.splitlines():
+        cells = line.split()
+        if len(cells) >= 6 and cells[2].isdigit():
+            found[int(cells[2])] = cells
+    return found
+
+
+def joined_consumer(bootstrap: str, topic: str, group: str) -> KafkaConsumer:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=200)
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while len(consumer.assignment()) < len(PER_PARTITION):
+        assert time.monotonic() < deadline, "consumer never got its partitions"
+        consumer.poll(timeout_ms=100, max_records=1)
+    return consumer
+
+
+def read_everything(consumer: KafkaConsumer, topic: str) -> dict[int, int]:
+    """Polls until nothing new comes for a while; returns the consumer's position per partition."""
+    quiet_since = time.monotonic()
+    deadline = quiet_since + READ_TIMEOUT_S
+    while time.monotonic() - quiet_since < 1.0:
+        assert time.monotonic() < deadline
+        if consumer.poll(timeout_ms=100):
+            quiet_since = time.monotonic()
+    return {p: consumer.position(TopicPartition(topic, p)) for p in range(len(PER_PARTITION))}
+
+
+def test_describe_shows_lag_as_the_consumers_position_minus_its_committed_offset(kgc):
+    topic = create_topic(kgc.bootstrap, len(PER_PARTITION))
+    produce_one_per_batch(kgc.bootstrap, topic, PER_PARTITION)
+    group = new_name("lag")
+    consumer = joined_consumer(kgc.bootstrap, topic, group)
+    try:
+        positions = read_everything(consumer, topic)
+        assert positions == dict(enumerate(PER_PARTITION))
+        committed = {0: 1, 1: 4, 2: 5}
+        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()})
+        described = groups(kgc.bootstrap, "describe", group, "--members")
+        assert described.returncode == 0, described.stderr
+        table = rows(described.stdout)
+        for p, position in positions.items():
+            _, t, _, current, log_end, lag, *_ = table[p]
+            assert (t, int(current), int(log_end), int(lag)) == (topic, committed[p], position, position - committed[p])
+        assert "Stable with 1 member(s)" in described.stdout
+    finally:
+        consumer.close()
+
+
+def test_lag_is_unknown_not_negative_when_the_upstream_reports_a_batch_count(kgc):
+    topic = create_topic(kgc.bootstrap, 1)
+    producer = Producer({"bootstrap.servers": kgc.bootstrap, "linger.ms": 200})
+    for i in range(5):          # one batch of five: Tansu then reports an end of 1
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(10) == 0
+    group = new_name("batched")
+    consumer = KafkaConsumer(bootstrap_servers=kgc.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})   # what a consumer that read all five commits
+    finally:
+        consumer.close()
+    described = groups(kgc.bootstrap, "describe", group)
+    assert described.returncode == 0, described.stderr
+    [row] = rows(described.stdout).values()
+    assert row[5] == "-*", described.stdout
+    assert "lag unknown: committed offset 5 is past the log end offset" in described.stdout
+
+
+def test_reset_offsets_is_refused_for_a_group_with_members_and_a_dry_run_changes_nothing(kgc):
+    topic = create_topic(kgc.bootstrap, len(PER_PARTITION))
+    produce_one_per_batch(kgc.bootstrap, topic, PER_PARTITION)
+    group = new_name("reset")
+    consumer = joined_consumer(kgc.bootstrap, topic, group)
+    try:
+        read_everything(consumer, topic)
+        consumer.commit()
+        before = committed_offsets(kgc.bootstrap, group)
+        assert before == dict(enumerate(PER_PARTITION))
+        refused = groups(kgc.bootstrap, "reset-offsets", group, "--all-topics", "--to-earliest", "--execute")
+        assert refused.returncode == 1
+        assert "refusing to reset offsets of group" in refused.stderr and "Stable" in refused.stderr
+        assert committed_offsets(kgc.bootstrap, group) == before
+    finally:
+        consumer.close()
+    dry = groups(kgc.bootstrap, "reset-offsets", group, "--topic", topic, "--shift-by", "-2")
+    assert dry.returncode == 0, dry.stderr
+    assert "Dry run: nothing changed" in dry.stdout
+    assert committed_offsets(kgc.bootstrap, group) == before
+    shifted = groups(kgc.bootstrap, "reset-offsets", group, "--topic", topic, "--shift-by", "-2", "--execute")
+    assert shifted.returncode == 0, shifted.stderr
+    assert committed_offsets(kgc.bootstrap, group) == {p: n - 2 for p, n in enumerate(PER_PARTITION)}
+    to_offset = groups(kgc.bootstrap, "reset-offsets", group, "--topic", f"{topic}:1", "--to-offset", "99",
+                       "--execute")
+    assert to_offset.returncode == 0, to_offset.stderr
+    assert committed_offsets(kgc.bootstrap, group)[1] == PER_PARTITION[1]   # clamped to the log end
+    earliest = groups(kgc.bootstrap, "reset-offsets", group, "--all-topics", "--to-earliest", "--execute")
+    assert earliest.returncode == 0, earliest.stderr
+    assert committed_offsets(kgc.bootstrap, group) == {p: 0 for p in range(len(PER_PARTITION))}
+    deleted_offsets = groups(kgc.bootstrap, "delete-offsets", group, "--topic", f"{topic}:0")
+    assert deleted_offsets.returncode == 0, deleted_offsets.stderr
+    assert set(committed_offsets(kgc.bootstrap, group)) == {1, 2}
+    listed = groups(kgc.bootstrap, "list")
+    assert any(line.split()[:2] == [group, "Empty"] for line in listed.stdout.splitlines()), listed.stdout
+    deleted = groups(kgc.bootstrap, "delete", group)
+    assert deleted.returncode == 0, deleted.stderr
+    assert committed_offsets(kgc.bootstrap, group) == {}
