@@ -1,7 +1,8 @@
 """Wiring only: config → log store → partition runtimes → service → listeners, plus the
 HTTP server, the online cleaner and the metrics sampler.
 
-Only this module knows the concrete classes (STYLE B2).
+The service's concrete classes meet here: each layer below takes its collaborators as
+arguments (the runtime a shard factory, the service a runtime, the dispatcher a service).
 
 Graceful stop (`KgcApp.stop`, on the first SIGTERM or SIGINT), in order:
 1. /readyz turns 503 ("shutting down"); listeners stop accepting.
@@ -31,8 +32,9 @@ from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.http.server import HttpServer
 from coordinator.net.dispatch import Dispatcher
-from coordinator.net.local_answers import CoordinatorNode, LocalAnswers
+from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.server import Listener
+from coordinator.node import CoordinatorNode
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime

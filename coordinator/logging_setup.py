@@ -1,7 +1,7 @@
 """Log output for `kgc`: human-readable lines by default, one JSON object per line with
 `--log-format json`.
 
-Group-scoped messages start with `[group=<id>]` (STYLE B12); the JSON form lifts the id
+Group-scoped messages start with `[group=<id>]`, as Kafka's coordinator logs do; the JSON form lifts the id
 into a `group` field, so a log pipeline can select one group's lines without parsing
 messages.
 """

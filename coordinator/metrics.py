@@ -7,8 +7,8 @@ counts, members and rebalances are sampled from the shards (`coordinator.runtime
 
 The per-request metrics (requests, their latency, response error codes, committed
 offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and read
-by a collector at scrape time: prometheus-client's `inc`/`observe` took about 4 µs per
-request, an eighth of a Heartbeat's whole CPU (BENCHMARKS.md). Only the event-loop
+by a collector at scrape time: prometheus-client's `inc`/`observe` per request was a
+visible share of a Heartbeat's CPU (BENCHMARKS.md, "Heartbeat request path"). Only the event-loop
 thread counts them. Label values are bounded: an API key kgc has no name for is "unknown", a version outside
 0-99 is "other", so a client sending garbage cannot grow the series without limit.
 

@@ -27,7 +27,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.api_key import ApiKey
@@ -36,18 +36,13 @@ from kafka.protocol.metadata.find_coordinator import CoordinatorType, FindCoordi
 
 from coordinator.group.result import RequestContext
 from coordinator.group.views import GroupDescription, OffsetFetchGroup
+from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
-from coordinator.runtime.api import CoordinatorRuntime, PartitionLoading, PartitionNotActive, RuntimeClosed
+from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
 from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
 from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
-
-
-class CoordinatorNode(Protocol):
-    node_id: int
-    host: str
-    port: int
 
 
 def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
@@ -65,7 +60,7 @@ def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
 
 
 class GroupCoordinatorService:
-    def __init__(self, runtime: CoordinatorRuntime, node: CoordinatorNode):
+    def __init__(self, runtime: RuntimeApi, node: CoordinatorNode):
         self._runtime = runtime
         self._node = node
         # Each returns the response, or a future of it (a runtime future, or a task for the
@@ -257,8 +252,8 @@ class GroupCoordinatorService:
             for group_id, code in zip(request.groups_names, outcomes, strict=True)])
 
 
-# The single-group writes, as `op(ctx, request, shard, handle)` for `partial`: one C call
-# per request instead of a closure.
+# The single-group writes, as `op(ctx, request, shard, handle)` for `partial`: the request
+# path builds one `partial` per request and no closure (BENCHMARKS.md, "Heartbeat request path").
 
 def _join_group(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
     return shard.join_group(ctx, request, handle)

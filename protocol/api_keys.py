@@ -1,6 +1,7 @@
 """What kgc serves locally, and which header version each request and response uses.
 
-Version ranges we answer ourselves (DESIGN §2; REFERENCE §2 lists what Kafka 4.x serves):
+Version ranges we answer ourselves (Kafka 4.x serves these APIs at the versions in its
+`clients/src/main/resources/common/message/*.json`):
 
 | API             | key | ours | first flexible | note                                          |
 |-----------------|----:|------|---------------:|-----------------------------------------------|

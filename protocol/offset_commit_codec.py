@@ -2,9 +2,9 @@
 
 A consumer commits every partition it owns in one request, so per request kafka-python's
 generic path built and walked one object per partition three times over (decode, the
-response objects, their encode): about 1.4, 1.6 and 0.4 µs per partition, a third of
-the commit path's CPU (BENCHMARKS.md, "Profile"). These do the same with one struct call
-per partition and bare object builds.
+response objects, their encode), a large share of the commit path's CPU (BENCHMARKS.md,
+"OffsetCommit path"). These do the same with one struct call per partition and bare
+object builds.
 
 As in `protocol.heartbeat_codec`, the decoder covers the well-formed common case and answers
 None for anything else (a null or negative length, a null in a field that is not

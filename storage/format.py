@@ -124,7 +124,7 @@ class ScanStop:
         return f"{self.reason.value} at byte {self.position}: {self.detail}"
 
 
-class RecordDecodeError(ValueError):
+class BatchDecodeError(ValueError):
     """A batch passed its CRC but its records do not parse: a writer bug, not a torn write."""
 
     def __init__(self, position: int, detail: str):
@@ -133,7 +133,7 @@ class RecordDecodeError(ValueError):
         self.detail = detail
 
 
-class UnsupportedCompressionError(RecordDecodeError):
+class UnsupportedCompressionError(BatchDecodeError):
     pass
 
 
@@ -429,17 +429,17 @@ def _walk_records(data: bytes, count: int, position: int) -> list[_Span]:
                 value = data[pos:pos + n]
                 pos += n
             if pos > record_end or record_end > end:
-                raise RecordDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
+                raise BatchDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
             append((ts_delta, offset_delta, key, value, pos, record_end))
             pos = record_end
-    except RecordDecodeError:
+    except BatchDecodeError:
         raise
     except IndexError:
-        raise RecordDecodeError(position, f"records end early ({len(spans)} of {count})") from None
+        raise BatchDecodeError(position, f"records end early ({len(spans)} of {count})") from None
     except ValueError as e:          # a varint longer than 10 bytes
-        raise RecordDecodeError(position, f"undecodable record: {e}") from None
+        raise BatchDecodeError(position, f"undecodable record: {e}") from None
     if pos != end:
-        raise RecordDecodeError(position, f"{end - pos} bytes after the last of {count} records")
+        raise BatchDecodeError(position, f"{end - pos} bytes after the last of {count} records")
     return spans
 
 
@@ -463,9 +463,9 @@ def _decode_records(data: bytes, count: int, header: BatchHeader, position: int)
             except IndexError:
                 pos = -1
             except ValueError as e:  # a bad header name (UnicodeDecodeError) or varint
-                raise RecordDecodeError(position, f"undecodable record: {e}") from None
+                raise BatchDecodeError(position, f"undecodable record: {e}") from None
             if pos != record_end:
-                raise RecordDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
+                raise BatchDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
             header_blocks[raw_headers] = headers
         records.append(new_record(StoredRecord, (
             base_offset + offset_delta,
@@ -482,10 +482,10 @@ def _records_data(buf: Any, position: int, header: BatchHeader) -> bytes:
     if codec:
         try:
             data = _decompress(codec, data, position)
-        except RecordDecodeError:
+        except BatchDecodeError:
             raise
         except Exception as e:
-            raise RecordDecodeError(position, f"cannot decompress: {e}") from None
+            raise BatchDecodeError(position, f"cannot decompress: {e}") from None
     return data
 
 

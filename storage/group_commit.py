@@ -16,8 +16,8 @@ fsync time) and of each batch's append-to-durable time: the coordinator's metric
 passed in so that storage imports nothing from the coordinator.
 
 Each writer owns one thread for its disk work (writes and fsyncs, one at a time): a
-`SimpleQueue` hand-off costs far less than `asyncio.to_thread`'s executor round trip,
-which profiled at ~12% of commit CPU. `close` stops and joins it; a writer dropped
+`SimpleQueue` hand-off costs far less than `asyncio.to_thread`'s executor round trip
+(BENCHMARKS.md, "Writer thread and load replay"). `close` stops and joins it; a writer dropped
 without `close` stops its thread when collected.
 """
 
@@ -153,7 +153,7 @@ class GroupCommitWriter:
     def _write_group(self, batches: list[tuple[int, bytes]], fsync: bool):
         """In the writer thread: the write, then the fsync, timed apart."""
         started = time.perf_counter()
-        segment, size = self._log.write_group(batches, False)
+        segment, size = self._log.write_group(batches)
         written = time.perf_counter()
         if not fsync:
             return segment, size, written - started, None

@@ -35,9 +35,9 @@ from typing import Any, TypeVar
 from storage.api import CorruptLogError, DurableRead, RecordFields, StoredBatch
 from storage.format import (
     CONTROL_FLAG,
+    BatchDecodeError,
     BatchHeader,
     BatchReader,
-    RecordDecodeError,
     ScanStop,
     StopReason,
     decode_batch,
@@ -176,9 +176,10 @@ class PartitionLog:
 
     # -- write path (writer thread) -----------------------------------------------------
 
-    def write_group(self, batches: list[tuple[int, bytes]], fsync: bool) -> tuple[Segment, int]:
-        """Write `(base_offset, data)` batches in order, rolling as needed, then fsync if
-        asked; return the active segment and its size after the write."""
+    def write_group(self, batches: list[tuple[int, bytes]]) -> tuple[Segment, int]:
+        """Write `(base_offset, data)` batches in order, rolling as needed; return the
+        active segment and its size after the write. The caller fsyncs (`fsync`), apart,
+        so the two are timed apart."""
         run: list[bytes] = []
         run_bytes = 0
         for base_offset, data in batches:
@@ -192,8 +193,6 @@ class PartitionLog:
             run.append(data)
             run_bytes += len(data)
         self._write_run(run)
-        if fsync:
-            self.io.fsync(self._fd)
         active = self.segments[-1]
         return active, active.size
 
@@ -343,7 +342,7 @@ def _read_segment(path: Path, fd: int, size: int, from_offset: int,
             for batch_position, header in reader.headers():
                 if header.last_offset >= from_offset:
                     yield decode(buf, batch_position, header)
-        except RecordDecodeError as e:
+        except BatchDecodeError as e:
             raise CorruptLogError(str(path), position + e.position, e.detail) from None
         stop = reader.stop
         if stop is not None and not (stop.reason is StopReason.SHORT and position + len(buf) < size):

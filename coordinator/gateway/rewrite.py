@@ -1,10 +1,10 @@
 """Address rewriting of upstream responses: every broker a client learns of is a kgc listener.
 
 Clients send FindCoordinator to any broker they know, so no upstream address may reach
-them (DESIGN §1); node ids are kept so partition leadership stays true. Each rewriter
+them (docs/ARCHITECTURE.md, "Why kgc is a gateway"); node ids are kept so partition leadership stays true. Each rewriter
 takes a whole response payload (response header + body, no size prefix), walks it only
 as far as the addresses go and copies everything else byte for byte, so unknown tagged
-fields survive (kafka-python would drop them on re-encode, notes/CODECS.md).
+fields survive (kafka-python's decode-then-encode would drop them).
 
 | API | versions | what is rewritten |
 |---|---|---|
@@ -119,7 +119,7 @@ def rewrite_metadata(payload: bytes, version: int, address_for: AddressFor,
         seen.append(Broker(node_id, host, port, rack))
         addresses.append((host_start, address_end, node_id))
     # kafkajs looks the coordinator up among these brokers, and librdkafka forgets
-    # brokers that metadata stops listing (DESIGN §1).
+    # brokers that metadata stops listing.
     listed = any(b.node_id == coordinator.node_id for b in seen)
     out = _Splice(payload)
     out.replace(count_start, count_end, wire.count(n if listed else n + 1, flexible))

@@ -318,15 +318,15 @@ class ClassicGroup:
 def discard_member_id(ids: set[str], member_id: str) -> None:
     ids.discard(member_id)
     if not ids:
-        # A set emptied one id at a time keeps its grown table (728 B for 10 ids) for
-        # good; clear() gives it back. Every group empties its pending sets this way.
+        # A set emptied one id at a time keeps its grown table for good; clear() gives
+        # it back. Every group empties its pending sets this way.
         ids.clear()
 
 
 @functools.lru_cache(maxsize=64)
 def shared_int(value: int) -> int:
     """One object per distinct timeout: CPython caches no int above 256, so every decoded
-    request brings its own (32 B), and thousands of members repeat a few values."""
+    request brings its own, and thousands of members repeat a few values."""
     return value
 
 

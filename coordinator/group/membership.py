@@ -56,8 +56,8 @@ class HeartbeatExpiry:
     """A member's session-timeout op and the key it is scheduled under.
 
     A member keeps its own (`ClassicGroupMember.session_timer`), so the reschedule every
-    heartbeat makes builds neither a key nor an op. Slotted, the pair costs about a
-    third of the closure and joined-string key it replaces."""
+    heartbeat makes builds neither a key nor an op; slotted, because every member holds
+    one (BENCHMARKS.md, "Memory per member")."""
 
     __slots__ = ("membership", "key")
 

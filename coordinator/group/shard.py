@@ -83,7 +83,7 @@ class GroupShard:
         return leave_group(self.membership, ctx, request)
 
     def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result:
-        """OffsetCommit v2-10; for v10 the service sets each topic's `name` from its id first."""
+        """OffsetCommit at the versions kgc serves (`protocol.api_keys.LOCAL_VERSIONS`)."""
         return self.offsets.commit(ctx, request)
 
     def delete_offsets(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result:

@@ -37,8 +37,8 @@ class Timer(Protocol):
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    # A 3-tuple (64 B) shares the two id strings; "heartbeat-<g>-<m>" was a fresh ~140 B
-    # string per member, and a new one per heartbeat.
+    # A tuple shares the two id strings the member already holds, where a joined string
+    # would be a new object per member (BENCHMARKS.md, "Memory per member").
     return ("heartbeat", group_id, member_id)
 
 

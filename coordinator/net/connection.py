@@ -43,7 +43,9 @@ class ConnectionState(enum.Enum):
 _WRITING = frozenset({ConnectionState.ACTIVE, ConnectionState.DRAINING})
 
 
-class Dispatcher(Protocol):
+class FrameHandler(Protocol):
+    """What a connection hands its frames to (`dispatch.Dispatcher` is the one there is)."""
+
     def open(self, conn: KafkaConnection) -> Any: ...
 
     def dispatch(self, session: Any, payload: bytes) -> bytes | asyncio.Future | None: ...
@@ -57,7 +59,7 @@ class KafkaConnection(asyncio.Protocol):
         "_reading_paused", "_writing_paused", "state", "peer_host", "listener_node_id",
     )
 
-    def __init__(self, dispatcher: Dispatcher, *, max_frame_bytes: int, max_in_flight: int,
+    def __init__(self, dispatcher: FrameHandler, *, max_frame_bytes: int, max_in_flight: int,
                  listener_node_id: int | None = None):
         self._dispatcher = dispatcher
         self._reader = FrameReader(max_frame_bytes)

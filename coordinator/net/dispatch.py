@@ -3,7 +3,7 @@
 ApiVersions is always answered here (our ranges for what we serve, upstream's for what
 we forward). Metadata is answered here only in standalone mode; with an upstream it is
 forwarded and rewritten by the gateway. Group APIs go to the coordinator service on
-every listener (DESIGN §1: all group state lives in this one process). Anything else
+every listener (all group state lives in this one process: docs/ARCHITECTURE.md). Anything else
 goes upstream as an opaque frame, or closes the connection when there is no upstream.
 """
 
@@ -141,11 +141,10 @@ class _Pending:
     """A request answered later: the done-callback of both its runtime future (`outcome`)
     and the connection's `frame` future.
 
-    One slotted object instead of two partials, and it keeps the request's bytes rather
+    One slotted object serves as both callbacks, and it keeps the request's bytes rather
     than the decoded request, which is decoded again only to shape an error answer: a
-    burst of parked JoinGroups (10 k members joining at once) held ~1.2 KB per request
-    in this machinery, and the memory that burst took was kept by the allocator
-    (BENCHMARKS.md, memory per member)."""
+    burst of parked JoinGroups holds one of these per member, and the allocator keeps the
+    memory such a burst took (BENCHMARKS.md, "Memory per member")."""
 
     __slots__ = ("_dispatcher", "_ctx", "_header", "_payload", "_metrics", "_frame", "_outcome")
 

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
+from coordinator.node import CoordinatorNode
 from protocol.api_keys import LOCAL_VERSIONS
 from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, api_versions_response
 from protocol.errors import ErrorCode
 
 CLUSTER_ID = "kgc-standalone"
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorNode:
-    node_id: int
-    host: str
-    port: int
 
 
 class LocalAnswers:

@@ -50,10 +50,6 @@ class Listener:
     def port(self) -> int:
         return self._port
 
-    @property
-    def connection_count(self) -> int:
-        return len(self._connections)
-
     async def stop_accepting(self) -> None:
         if self._server is not None:
             self._server.close()

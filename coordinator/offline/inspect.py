@@ -38,7 +38,7 @@ from coordinator import records
 from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord
 from storage.file_store import TOPIC
-from storage.format import BatchReader, RecordDecodeError, ScanStop, decode_batch, find_sound_batch
+from storage.format import BatchDecodeError, BatchReader, ScanStop, decode_batch, find_sound_batch
 from storage.partition_log import TORN_WRITE_REASONS
 from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, TORN_SUFFIX, parse_segment_name
 
@@ -113,7 +113,7 @@ class InspectedPartition:
 
 
 @dataclass(slots=True)
-class GroupState:
+class MaterializedGroup:
     group: str
     partition: int
     offsets: dict[tuple[str, int], records.OffsetCommitValue] = field(default_factory=dict)
@@ -125,7 +125,7 @@ class GroupState:
 class Inspection:
     data_dir: Path
     partitions: list[InspectedPartition]
-    groups: dict[str, GroupState]
+    groups: dict[str, MaterializedGroup]
 
     @property
     def corrupt(self) -> bool:
@@ -175,7 +175,7 @@ def _inspect_segment(path: Path, base_offset: int, min_offset: int, active: bool
         for position, header in reader.headers():
             try:
                 batch = decode_batch(buf, position, header)
-            except RecordDecodeError as e:
+            except BatchDecodeError as e:
                 segment.damage = Damage(position, f"records do not decode: {e.detail}", False,
                                         len(buf) - position)
                 return segment
@@ -234,9 +234,9 @@ def partition_dirs(data_dir: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def materialize(partitions: list[InspectedPartition], group: str | None = None) -> dict[str, GroupState]:
+def materialize(partitions: list[InspectedPartition], group: str | None = None) -> dict[str, MaterializedGroup]:
     """The loader's replay, reduced to what it persists: offsets and the last GroupMetadata."""
-    groups: dict[str, GroupState] = {}
+    groups: dict[str, MaterializedGroup] = {}
     for part in partitions:
         for segment in part.segments:
             for batch in segment.batches:
@@ -245,7 +245,7 @@ def materialize(partitions: list[InspectedPartition], group: str | None = None) 
                 for rec in batch.records:
                     if rec.key is None or (group is not None and rec.group != group):
                         continue
-                    state = groups.setdefault(rec.group, GroupState(rec.group, part.partition))
+                    state = groups.setdefault(rec.group, MaterializedGroup(rec.group, part.partition))
                     if isinstance(rec.key, records.OffsetCommitKey):
                         if rec.value is None:
                             state.offsets.pop((rec.key.topic, rec.key.partition), None)

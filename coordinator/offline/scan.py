@@ -27,8 +27,8 @@ from coordinator.offline.findings import Finding, FindingType
 from storage.api import StoredBatch
 from storage.format import (
     LOG_OVERHEAD,
+    BatchDecodeError,
     BatchReader,
-    RecordDecodeError,
     StopReason,
     decode_batch,
     find_sound_batch,
@@ -113,7 +113,7 @@ class PartitionScan:
             for batch_position, header in reader.headers():
                 try:
                     batch = decode_batch(data, batch_position, header)
-                except RecordDecodeError as e:
+                except BatchDecodeError as e:
                     self._problem(FindingType.UNDECODABLE_RECORD, name, batch_position, e.detail,
                                   record_offset=header.base_offset)
                     continue

@@ -35,7 +35,9 @@ class RuntimeClosed(Exception):
     pass
 
 
-class CoordinatorRuntime(Protocol):
+class RuntimeApi(Protocol):
+    """What the service needs of the runtime (`runtime.CoordinatorRuntime` is the one there is)."""
+
     num_partitions: int
 
     async def write(self, partition: int, op: Callable[[Any, ReplyHandle], Result]) -> Any: ...

@@ -10,7 +10,7 @@ States (Kafka's `CoordinatorRuntime.CoordinatorState`):
 Requests are refused at once unless ACTIVE: LOADING raises `PartitionLoading`, INITIAL
 and FAILED raise `PartitionNotActive`, a closing runtime raises `RuntimeClosed`.
 
-Write path, in order (STYLE B4); one consumer task runs the events, and an op never
+Write path, in order; one consumer task runs the events, and an op never
 awaits, so nothing else touches the shard while it runs:
 1. `write(op)` makes a `FutureReplyHandle` and enqueues the event.
 2. The consumer runs `result = op(shard, handle)`. When the partition is idle (nothing
@@ -76,7 +76,7 @@ VALID_PREVIOUS: dict[PartitionState, frozenset[PartitionState]] = {
 }
 
 
-class IllegalTransition(Exception):
+class IllegalPartitionTransition(Exception):
     pass
 
 
@@ -476,6 +476,6 @@ class PartitionRuntime:
 
     def _transition(self, target: PartitionState) -> None:
         if self.state not in VALID_PREVIOUS[target]:
-            raise IllegalTransition(f"partition {self.partition}: {self.state.name} -> {target.name}")
+            raise IllegalPartitionTransition(f"partition {self.partition}: {self.state.name} -> {target.name}")
         log.info("partition %d: %s -> %s", self.partition, self.state.name, target.name)
         self.state = target

@@ -31,7 +31,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.result import RequestContext
-from coordinator.net.local_answers import CoordinatorNode
+from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.partition import PartitionState

@@ -20,9 +20,9 @@ from storage.format import (
     CONTROL_FLAG,
     CRC_POS,
     TRANSACTIONAL_FLAG,
+    BatchDecodeError,
     BatchReader,
     Compression,
-    RecordDecodeError,
     StopReason,
     UnsupportedCompressionError,
     encode_batch,
@@ -214,11 +214,11 @@ def test_find_sound_batch_skips_the_damage_and_needs_a_whole_batch():
 def test_records_that_do_not_parse_under_a_good_crc_are_a_decode_error():
     buf = bytearray(encode_batch(0, RECORDS, 1))
     struct.pack_into(">i", buf, 57, 3)                       # recordsCount claims one more
-    with pytest.raises(RecordDecodeError, match="records end early"):
+    with pytest.raises(BatchDecodeError, match="records end early"):
         list(iter_batches(restamp_crc(buf)))
     buf = bytearray(encode_batch(0, RECORDS, 1)) + b"\x00"
     struct.pack_into(">i", buf, 8, len(buf) - 12)
-    with pytest.raises(RecordDecodeError, match="bytes after the last"):
+    with pytest.raises(BatchDecodeError, match="bytes after the last"):
         list(iter_batches(restamp_crc(buf)))
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from storage.api import LogRecord, StoredRecord
-from storage.format import RecordDecodeError, encode_batch, iter_batches
+from storage.format import BatchDecodeError, encode_batch, iter_batches
 from tests.storage.test_format import restamp_crc
 
 header_lists = st.lists(st.tuples(st.text(max_size=12), st.none() | st.binary(max_size=20)), max_size=4).map(tuple)
@@ -82,7 +82,7 @@ def test_a_header_block_that_runs_past_its_record_is_refused_even_when_seen_befo
     buf[second - 1] += 2                                # zig-zag: one more byte
     try:
         list(iter_batches(restamp_crc(buf)))
-    except RecordDecodeError as e:
+    except BatchDecodeError as e:
         assert "record" in str(e)
     else:
         raise AssertionError("a record longer than its batch was decoded")

@@ -15,9 +15,9 @@ from storage.file_store import FileLogStore, partition_dir
 from storage.format import (
     CONTROL_FLAG,
     TRANSACTIONAL_FLAG,
+    BatchDecodeError,
     BatchReader,
     Compression,
-    RecordDecodeError,
     decode_batch,
     encode_batch,
     encode_stored_batch,
@@ -88,9 +88,9 @@ def _one_more_record(buf: bytearray) -> None:
 @pytest.mark.parametrize("edit", [_longer_last_record, _shorter_last_record, _one_more_record])
 def test_record_fields_refuses_what_the_decoder_refuses(edit):
     buf, position, header = damaged(edit)
-    with pytest.raises(RecordDecodeError):
+    with pytest.raises(BatchDecodeError):
         decode_batch(buf, position, header)
-    with pytest.raises(RecordDecodeError):
+    with pytest.raises(BatchDecodeError):
         record_fields(buf, position, header)
 
 
