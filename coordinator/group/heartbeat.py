@@ -19,12 +19,12 @@ from protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
-def heartbeat(m: Membership, ctx: RequestContext, request: HeartbeatRequest) -> Result:
+def heartbeat(membership: Membership, ctx: RequestContext, request: HeartbeatRequest) -> Result:
     version = ctx.api_version
     group_id, member_id = request.group_id, request.member_id
     if group_id == "":
         return _answer(version, group_id, member_id, ErrorCode.INVALID_GROUP_ID, "empty group id")
-    group = m.groups.get(group_id)
+    group = membership.groups.get(group_id)
     if group is None:
         return _answer(version, group_id, member_id, ErrorCode.UNKNOWN_MEMBER_ID, "no such group")
     if group.is_in(GroupState.DEAD):
@@ -40,11 +40,11 @@ def heartbeat(m: Membership, ctx: RequestContext, request: HeartbeatRequest) -> 
             return _answer(version, group_id, member_id, ErrorCode.UNKNOWN_MEMBER_ID, "group is empty")
         case GroupState.PREPARING_REBALANCE:
             # The session stays alive; the member must rejoin.
-            m.reschedule_heartbeat(group, group.member(member_id))
+            membership.reschedule_heartbeat(group, group.member(member_id))
             return _answer(version, group_id, member_id, ErrorCode.REBALANCE_IN_PROGRESS, "group is rebalancing")
         case _:
             # Heartbeats may start right after the JoinGroup answer, in CompletingRebalance.
-            m.reschedule_heartbeat(group, group.member(member_id))
+            membership.reschedule_heartbeat(group, group.member(member_id))
             return _ANSWERED[version]
 
 
@@ -61,7 +61,7 @@ def _result(version: int, error: ErrorCode) -> Result:
     return Result(response=heartbeat_response(version, error))
 
 
-def leave_group(m: Membership, ctx: RequestContext, request: LeaveGroupRequest) -> Result:
+def leave_group(membership: Membership, ctx: RequestContext, request: LeaveGroupRequest) -> Result:
     version = ctx.api_version
     group_id = request.group_id
     if version <= 2:
@@ -76,7 +76,7 @@ def leave_group(m: Membership, ctx: RequestContext, request: LeaveGroupRequest) 
 
     if group_id == "":
         return refuse_all(ErrorCode.INVALID_GROUP_ID, "empty group id")
-    group = m.groups.get(group_id)
+    group = membership.groups.get(group_id)
     if group is None:
         log.debug("[group=%s] LeaveGroup for an unknown group", group_id)
         return Result(response=leave_response(version, ErrorCode.NONE, [
@@ -90,20 +90,20 @@ def leave_group(m: Membership, ctx: RequestContext, request: LeaveGroupRequest) 
         if member_id == "":
             # Admin removal by instance id (KIP-345): no member id.
             if instance_id is not None and group.has_static_member(instance_id):
-                m.remove_current_member(group, group.static_members[instance_id], reason)
+                membership.remove_current_member(group, group.static_members[instance_id], reason)
                 outcomes.append((member_id, instance_id, ErrorCode.NONE))
             else:
                 log.debug("[group=%s] LeaveGroup: unknown instance id %r", group_id, instance_id)
                 outcomes.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
         elif group.is_pending_member(member_id):
             group.remove(member_id)
-            m.timer.cancel(heartbeat_key(group_id, member_id))
+            membership.timer.cancel(heartbeat_key(group_id, member_id))
             log.info("[group=%s] pending member %s left (reason: %s)", group_id, member_id, reason)
             outcomes.append((member_id, instance_id, ErrorCode.NONE))
         else:
             error = group.validate_member(member_id, instance_id)
             if error is ErrorCode.NONE:
-                m.remove_current_member(group, member_id, reason)
+                membership.remove_current_member(group, member_id, reason)
             else:
                 log.debug("[group=%s] LeaveGroup of %r refused with %s", group_id, member_id, error.name)
             outcomes.append((member_id, instance_id, error))
@@ -112,10 +112,10 @@ def leave_group(m: Membership, ctx: RequestContext, request: LeaveGroupRequest) 
     left = [mid for mid, _, e in outcomes if e is ErrorCode.NONE]
     if left:
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            result = m.maybe_prepare_rebalance_or_complete_join(group, f"members {left} left")
+            result = membership.maybe_prepare_rebalance_or_complete_join(group, f"members {left} left")
         elif group.is_in(GroupState.PREPARING_REBALANCE):
-            result = m.maybe_complete_join_phase(group)
-    return m.finish(result, response=leave_response(version, ErrorCode.NONE, outcomes))
+            result = membership.maybe_complete_join_phase(group)
+    return membership.finish(result, response=leave_response(version, ErrorCode.NONE, outcomes))
 
 # Keyed by a plain int: hashing an ErrorCode (an IntEnum) runs Python code.
 _ANSWERED = {version: _result(version, ErrorCode.NONE) for version in range(LOCAL_VERSIONS[ApiKey.Heartbeat][1] + 1)}

@@ -35,30 +35,30 @@ from protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
-def join_group(m: Membership, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle) -> Result:
+def join_group(membership: Membership, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle) -> Result:
     version = ctx.api_version
     group_id, member_id = request.group_id, request.member_id
 
     def refuse(error: ErrorCode, reason: str, answer_member_id: str = member_id) -> Result:
         log.debug("[group=%s] JoinGroup from %r refused with %s: %s", group_id, member_id, error.name, reason)
-        return m.finish(response=join_response(version, JoinAnswer(error, answer_member_id)))
+        return membership.finish(response=join_response(version, JoinAnswer(error, answer_member_id)))
 
     if group_id == "":
         return refuse(ErrorCode.INVALID_GROUP_ID, "empty group id")
-    cfg = m.config
+    cfg = membership.config
     if not cfg.min_session_timeout_ms <= request.session_timeout_ms <= cfg.max_session_timeout_ms:
         return refuse(ErrorCode.INVALID_SESSION_TIMEOUT, f"session timeout {request.session_timeout_ms} ms")
 
     is_unknown_member = member_id == ""
-    group = m.groups.get(group_id)
+    group = membership.groups.get(group_id)
     is_new_group = group is None
     if group is None:
         if not is_unknown_member:
             return refuse(ErrorCode.UNKNOWN_MEMBER_ID, "member id given but the group does not exist")
-        group = ClassicGroup(group_id, GroupState.EMPTY, m.clock())
-        m.groups[group_id] = group
+        group = ClassicGroup(group_id, GroupState.EMPTY, membership.clock())
+        membership.groups[group_id] = group
 
-    join = _Join(m, ctx, request, handle, group)
+    join = _Join(membership, ctx, request, handle, group)
     if not _accept_joining_member(group, member_id, cfg.group_max_size):
         group.remove(member_id)
         result = join.answer_now(JoinAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED), "group.max.size reached")
@@ -90,9 +90,9 @@ def _accept_joining_member(group: ClassicGroup, member_id: str, max_size: int) -
 class _Join:
     """One JoinGroup request being decided."""
 
-    def __init__(self, m: Membership, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle,
+    def __init__(self, membership: Membership, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle,
                  group: ClassicGroup):
-        self.m = m
+        self.membership = membership
         self.ctx = ctx
         self.request = request
         self.group = group
@@ -108,7 +108,7 @@ class _Join:
         if answer.error is not ErrorCode.NONE:
             log.debug("[group=%s] JoinGroup from %r answered %s: %s", self.group.group_id,
                       self.request.member_id, answer.error.name, reason)
-        return self.m.finish(response=join_response(self.ctx.api_version, answer))
+        return self.membership.finish(response=join_response(self.ctx.api_version, answer))
 
     def supports_protocols(self) -> bool:
         return self.group.supports_protocols(self.request.protocol_type, [n for n, _ in self.protocols])
@@ -123,7 +123,7 @@ class _Join:
             return self.answer_now(JoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
                                    "protocol type or protocols not supported by the group")
         # Static members get ids from their instance id, dynamic ones from their client id.
-        new_member_id = self.m.new_member_id(self.group_instance_id or self.ctx.client_id)
+        new_member_id = self.membership.new_member_id(self.group_instance_id or self.ctx.client_id)
         if self.group_instance_id is not None:
             old_member_id = group.static_member_id(self.group_instance_id)
             if old_member_id is not None:
@@ -134,15 +134,15 @@ class _Join:
         if self.ctx.api_version >= 4:
             # KIP-394: hand out the id first; the member proves it is alive by rejoining with it.
             group.add_pending_member(new_member_id)
-            self.m.schedule_pending_member_expiry(group, new_member_id, self.request.session_timeout_ms)
+            self.membership.schedule_pending_member_expiry(group, new_member_id, self.request.session_timeout_ms)
             log.info("[group=%s] new dynamic member gets id %s and must rejoin with it",
                      group.group_id, new_member_id)
-            return self.m.finish(response=join_response(
+            return self.membership.finish(response=join_response(
                 self.ctx.api_version, JoinAnswer(ErrorCode.MEMBER_ID_REQUIRED, new_member_id)))
         return self.add_member(new_member_id)
 
     def add_member(self, member_id: str) -> Result:
-        group, m = self.group, self.m
+        group, membership = self.group, self.membership
         member = ClassicGroupMember(member_id, self.group_instance_id, self.ctx.client_id, self.ctx.client_host,
                                     self.rebalance_timeout_ms, self.request.session_timeout_ms,
                                     self.request.protocol_type, self.protocols)
@@ -152,27 +152,27 @@ class _Join:
         group.add(member, self.parked)
         # Sockets are muted while a JoinGroup is parked, so a vanished client cannot be
         # detected; a new member's join times out instead, and a live client retries.
-        m.reschedule_heartbeat(group, member, m.config.new_member_join_timeout_ms)
+        membership.reschedule_heartbeat(group, member, membership.config.new_member_join_timeout_ms)
         log.info("[group=%s] member %s (instance %s) joins; reason: %s", group.group_id, member_id,
                  self.group_instance_id, self.reason)
-        return m.finish(m.maybe_prepare_rebalance_or_complete_join(group, f"new member {member_id} joined"))
+        return membership.finish(membership.maybe_prepare_rebalance_or_complete_join(group, f"new member {member_id} joined"))
 
     def replace_static_member(self, old_member_id: str, new_member_id: str) -> Result:
-        group, m, instance_id = self.group, self.m, self.group_instance_id
+        group, membership, instance_id = self.group, self.membership, self.group_instance_id
         assert instance_id is not None
         current_leader = group.leader_id
         old, member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         # Fence whoever still waits as the old member id.
         if old.awaiting_join is not None:
-            m.answer_superseded(old.awaiting_join.handle, join_response(old.awaiting_join.api_version, JoinAnswer(
+            membership.answer_superseded(old.awaiting_join.handle, join_response(old.awaiting_join.api_version, JoinAnswer(
                 ErrorCode.FENCED_INSTANCE_ID, old_member_id)))
             old.awaiting_join = None
         if old.awaiting_sync is not None:
-            m.answer_superseded(old.awaiting_sync.handle, sync_response(
+            membership.answer_superseded(old.awaiting_sync.handle, sync_response(
                 old.awaiting_sync.api_version, SyncAnswer(ErrorCode.FENCED_INSTANCE_ID)))
             old.awaiting_sync = None
         # The old id's heartbeat timer will find no such member and do nothing.
-        m.reschedule_heartbeat(group, member)
+        membership.reschedule_heartbeat(group, member)
         group.update_member(member, self.protocols, self.rebalance_timeout_ms, self.request.session_timeout_ms,
                             self.parked)
 
@@ -180,25 +180,25 @@ class _Join:
             if group.protocol_name == group.select_protocol():
                 log.info("[group=%s] static member %s replaced without a rebalance", group.group_id, instance_id)
                 return self._persist_static_replacement(member, current_leader)
-            return m.finish(m.maybe_prepare_rebalance_or_complete_join(
+            return membership.finish(membership.maybe_prepare_rebalance_or_complete_join(
                 group, f"static member {instance_id} rejoined with a protocol change"))
         if group.is_in(GroupState.COMPLETING_REBALANCE):
             # The leader may already hold an assignment for the old member id: start over.
-            return m.finish(m.prepare_rebalance(group, f"static member {instance_id} rejoined"))
-        return m.finish(m.maybe_complete_join_phase(group))
+            return membership.finish(membership.prepare_rebalance(group, f"static member {instance_id} rejoined"))
+        return membership.finish(membership.maybe_complete_join_phase(group))
 
     def _persist_static_replacement(self, member: ClassicGroupMember, current_leader: str | None) -> Result:
-        group, m = self.group, self.m
+        group, membership = self.group, self.membership
         generation = group.generation
         new_member_id = member.member_id
-        record = m.snapshot_record(group, group.group_assignment(), self.ctx, new_member_id)
+        record = membership.snapshot_record(group, group.group_assignment(), self.ctx, new_member_id)
         skip_supported = self.ctx.api_version >= 9
 
         def after_commit() -> Result:
             # Re-check: a rebalance started meanwhile will answer the parked join itself.
-            if m.groups.get(group.group_id) is not group or not group.is_in(GroupState.STABLE) \
+            if membership.groups.get(group.group_id) is not group or not group.is_in(GroupState.STABLE) \
                     or group.generation != generation or group.members.get(new_member_id) is not member:
-                return m.finish(EMPTY_RESULT)
+                return membership.finish(EMPTY_RESULT)
             if skip_supported:
                 # v9+: a static leader keeps its assignment and gets the member list only to
                 # know the group, with SkipAssignment so it does not recompute.
@@ -212,10 +212,10 @@ class _Join:
                 # previous leader id so that a returning leader acts as a follower.
                 answer = JoinAnswer(ErrorCode.NONE, new_member_id, group.generation, group.protocol_type,
                                     group.protocol_name, current_leader)
-            m.answer_join(group, member, answer)
-            return m.finish(EMPTY_RESULT)
+            membership.answer_join(group, member, answer)
+            return membership.finish(EMPTY_RESULT)
 
-        return m.finish(Result(records=record.records, after_commit=after_commit, replay=False))
+        return membership.finish(Result(records=record.records, after_commit=after_commit, replay=False))
 
     # ------------------------------------------------------------ existing members
 
@@ -261,11 +261,11 @@ class _Join:
                           group.protocol_name, group.leader_id, members=members)
 
     def update_member(self, member: ClassicGroupMember, reason: str) -> Result:
-        group, m = self.group, self.m
+        group, membership = self.group, self.membership
         if member.awaiting_join is not None:
-            m.answer_superseded(member.awaiting_join.handle, join_response(
+            membership.answer_superseded(member.awaiting_join.handle, join_response(
                 member.awaiting_join.api_version, JoinAnswer(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id)))
         group.update_member(member, self.protocols, self.rebalance_timeout_ms, self.request.session_timeout_ms,
                             self.parked)
-        return m.finish(m.maybe_prepare_rebalance_or_complete_join(group, f"{reason}; client reason: {self.reason}"))
+        return membership.finish(membership.maybe_prepare_rebalance_or_complete_join(group, f"{reason}; client reason: {self.reason}"))
 

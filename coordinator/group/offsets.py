@@ -68,19 +68,21 @@ def utf16_length(s: str) -> int:
     return len(s) + sum(1 for c in s if ord(c) > 0xFFFF)
 
 
-class Offsets:
+class OffsetManager:
+    """Committed offsets of one partition's groups (Kafka's OffsetMetadataManager)."""
+
     def __init__(self, groups: dict[str, ClassicGroup], membership: Membership, config: GroupConfig,
                  clock: Callable[[], int]):
         self.groups = groups
         self.membership = membership
         self.config = config
         self.clock = clock
-        self.offsets: OffsetMap = {}
+        self.committed: OffsetMap = {}
 
     # ------------------------------------------------------------ replay
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
-        by_topic = self.offsets.get(key.group)
+        by_topic = self.committed.get(key.group)
         if value is None:
             if by_topic is None:
                 return
@@ -91,16 +93,16 @@ class Offsets:
             if not by_partition:
                 del by_topic[key.topic]
             if not by_topic:
-                del self.offsets[key.group]
+                del self.committed[key.group]
             return
         if key.group not in self.groups:
             self.groups[key.group] = ClassicGroup(key.group, GroupState.EMPTY, self.clock())
         if by_topic is None:
-            by_topic = self.offsets[key.group] = {}
+            by_topic = self.committed[key.group] = {}
         by_topic.setdefault(key.topic, {})[key.partition] = value
 
     def drop_all(self) -> None:
-        self.offsets.clear()
+        self.committed.clear()
 
     # ------------------------------------------------------------ commit
 
@@ -181,7 +183,7 @@ class Offsets:
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> OffsetFetchGroup:
         """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka)."""
         group = self.groups.get(group_id)
-        stored = {} if group is None or group.is_in(GroupState.DEAD) else self.offsets.get(group_id, {})
+        stored = {} if group is None or group.is_in(GroupState.DEAD) else self.committed.get(group_id, {})
         if topics is None:
             return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(
                 OffsetFetchTopic(topic, tuple(_fetched(p, v) for p, v in sorted(parts.items())))
@@ -211,7 +213,7 @@ class Offsets:
         if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
             return refuse(ErrorCode.NON_EMPTY_GROUP, "group has members and no consumer subscriptions")
 
-        stored = self.offsets.get(group_id, {})
+        stored = self.committed.get(group_id, {})
         records = []
         topic_cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
         part_cls = topic_cls.OffsetDeleteResponsePartition
@@ -235,13 +237,13 @@ class Offsets:
     def tombstones_for_group(self, group_id: str, ctx: RequestContext) -> list[CoordinatorRecord]:
         return [new_offset_commit_tombstone(group_id, topic, partition, client_id=ctx.client_id,
                                             client_host=ctx.client_host)
-                for topic, parts in self.offsets.get(group_id, {}).items() for partition in parts]
+                for topic, parts in self.committed.get(group_id, {}).items() for partition in parts]
 
     # ------------------------------------------------------------ expiry
 
     def expire(self, group_id: str, records: list[CoordinatorRecord]) -> bool:
         """Append tombstones for expired offsets; True when the group has none left."""
-        by_topic = self.offsets.get(group_id)
+        by_topic = self.committed.get(group_id)
         if by_topic is None:
             return True
         group = self.groups[group_id]

@@ -37,7 +37,7 @@ from coordinator.group.errors import CorruptStateError
 from coordinator.group.heartbeat import heartbeat, leave_group
 from coordinator.group.join import join_group
 from coordinator.group.membership import Membership
-from coordinator.group.offsets import Offsets
+from coordinator.group.offsets import OffsetManager
 from coordinator.group.result import ReplyHandle, RequestContext, Result
 from coordinator.group.state import GroupState
 from coordinator.group.sync import sync_group
@@ -64,7 +64,7 @@ class GroupShard:
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
         self.membership = Membership(self.groups, config, timer, clock, new_member_id)
-        self.offsets = Offsets(self.groups, self.membership, config, clock)
+        self.offsets = OffsetManager(self.groups, self.membership, config, clock)
 
     # ------------------------------------------------------------ single-group APIs
 

@@ -23,13 +23,13 @@ from protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 
-def sync_group(m: Membership, ctx: RequestContext, request: SyncGroupRequest, handle: ReplyHandle) -> Result:
+def sync_group(membership: Membership, ctx: RequestContext, request: SyncGroupRequest, handle: ReplyHandle) -> Result:
     version = ctx.api_version
     group_id, member_id = request.group_id, request.member_id
 
     def refuse(error: ErrorCode, reason: str) -> Result:
         log.debug("[group=%s] SyncGroup from %r refused with %s: %s", group_id, member_id, error.name, reason)
-        return m.finish(response=sync_response(version, SyncAnswer(error)))
+        return membership.finish(response=sync_response(version, SyncAnswer(error)))
 
     if group_id == "":
         return refuse(ErrorCode.INVALID_GROUP_ID, "empty group id")
@@ -38,7 +38,7 @@ def sync_group(m: Membership, ctx: RequestContext, request: SyncGroupRequest, ha
     if version >= 5 and (protocol_type is None or protocol_name is None):
         # KIP-559: v5+ must name the protocol type and name it synced for.
         return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "v5+ without protocol type or name")
-    group = m.groups.get(group_id)
+    group = membership.groups.get(group_id)
     if group is None:
         return refuse(ErrorCode.UNKNOWN_MEMBER_ID, "no such group")
     if group.is_empty():
@@ -57,18 +57,18 @@ def sync_group(m: Membership, ctx: RequestContext, request: SyncGroupRequest, ha
 
     member = group.member(member_id)
     if group.is_in(GroupState.STABLE):
-        m.remove_pending_sync_member(group, member_id)
-        return m.finish(response=sync_response(version, SyncAnswer(
+        membership.remove_pending_sync_member(group, member_id)
+        return membership.finish(response=sync_response(version, SyncAnswer(
             ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)))
 
     assert group.is_in(GroupState.COMPLETING_REBALANCE)
     if member.awaiting_sync is not None:
-        m.answer_superseded(member.awaiting_sync.handle, sync_response(
+        membership.answer_superseded(member.awaiting_sync.handle, sync_response(
             member.awaiting_sync.api_version, SyncAnswer(ErrorCode.REBALANCE_IN_PROGRESS)))
     member.awaiting_sync = Parked(handle, version)
-    m.remove_pending_sync_member(group, member_id)
+    membership.remove_pending_sync_member(group, member_id)
     if not group.is_leader(member_id):
-        return m.finish()
+        return membership.finish()
 
     assignment = {a.member_id: bytes(a.assignment) for a in request.assignments}
     missing = [mid for mid in group.members if mid not in assignment]
@@ -82,19 +82,19 @@ def sync_group(m: Membership, ctx: RequestContext, request: SyncGroupRequest, ha
     generation = group.generation
 
     def after_commit() -> Result:
-        if m.groups.get(group_id) is not group or not group.is_in(GroupState.COMPLETING_REBALANCE) or group.generation != generation:
+        if membership.groups.get(group_id) is not group or not group.is_in(GroupState.COMPLETING_REBALANCE) or group.generation != generation:
             log.debug("[group=%s] assignment of generation %d committed after the group moved on",
                       group_id, generation)
             return EMPTY_RESULT
         for x in group.members.values():
             x.assignment = assignment.get(x.member_id, b"")
-        m.propagate_assignment(group, ErrorCode.NONE)
-        group.transition_to(GroupState.STABLE, m.clock())
+        membership.propagate_assignment(group, ErrorCode.NONE)
+        group.transition_to(GroupState.STABLE, membership.clock())
         log.info("[group=%s] stable at generation %d", group_id, generation)
-        return m.finish()
+        return membership.finish()
 
-    record = m.snapshot_record(group, assignment, ctx, member_id)
-    return m.finish(Result(records=record.records, after_commit=after_commit, replay=False))
+    record = membership.snapshot_record(group, assignment, ctx, member_id)
+    return membership.finish(Result(records=record.records, after_commit=after_commit, replay=False))
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

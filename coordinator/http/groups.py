@@ -44,7 +44,7 @@ def detail(shard: Any, group_id: str) -> dict[str, Any] | None:
                                  "commit_timestamp_ms": v.commit_timestamp_ms,
                                  "expire_timestamp_ms": v.expire_timestamp_ms}
                 for partition, v in sorted(by_partition.items())}
-        for topic, by_partition in sorted(shard.offsets.offsets.get(group_id, {}).items())
+        for topic, by_partition in sorted(shard.offsets.committed.get(group_id, {}).items())
     }
     return view
 

@@ -19,7 +19,7 @@ At the end, over the final state:
   no GroupMetadata in Kafka either and is not a finding; commits without headers (a log
   imported from Kafka) are not judged;
 - offsets past retention: exactly what kgc's own expiry would delete at `now_ms`. The
-  final state is replayed into a real `GroupShard` and its `Offsets.expire` decides, so
+  final state is replayed into a real `GroupShard` and its `OffsetManager.expire` decides, so
   the audit and the service cannot disagree on KIP-211's rules;
 - empty groups past retention: Empty since (current_state_timestamp, or the time of
   its last GroupMetadata when that is unknown) at least the retention ago;

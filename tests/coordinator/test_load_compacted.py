@@ -103,7 +103,7 @@ def state(shard: GroupShard) -> tuple:
         fields["members"] = {m: tuple(getattr(member, s) for s in type(member).__slots__)
                              for m, member in group.members.items()}
         group_state[group_id] = fields
-    return group_state, shard.offsets.offsets
+    return group_state, shard.offsets.committed
 
 
 async def load_from(store, log: list[LogRecord], cuts: list[int]) -> GroupShard:

@@ -83,7 +83,7 @@ def test_kgc_loads_the_compacted_data_dir(clean, tmp_path):
                 clock = ManualClock(CLEAN.now_ms)
                 shard = GroupShard(p, GroupConfig(), ManualTimer(clock.now_ms), clock.now_ms, lambda c: c)
                 await load_partition(store, p, shard, KafkaRecordSerde())
-                for group_id, by_topic in shard.offsets.offsets.items():
+                for group_id, by_topic in shard.offsets.committed.items():
                     for topic, parts in by_topic.items():
                         for partition, value in parts.items():
                             loaded[group_id, topic, partition] = value
