@@ -350,6 +350,22 @@ def deserialize_key(key_bytes: bytes) -> RecordKey | None:
     return key
 
 
+# Kafka 4's other coordinator records (KIP-848 consumer groups, share and streams groups,
+# types 3 and up) are not decoded, but every one of their keys starts with the group id.
+CONSUMER_GROUP_METADATA_KEY_TYPE = 3
+
+
+def other_record_group(key_bytes: bytes) -> tuple[int, str] | None:
+    """(record type, group id) of a record `deserialize_key` does not know; None if the
+    key does not start that way."""
+    try:
+        kr = _Reader(key_bytes)
+        record_type = kr.int16()
+        return (record_type, kr.string()) if record_type > GROUP_METADATA_KEY_TYPE else None
+    except RecordDecodeError:
+        return None
+
+
 def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
     """The value of a record whose key `deserialize_key` gave; a tombstone has none."""
     if isinstance(key, OffsetCommitKey):

@@ -9,15 +9,22 @@ unknown key types skipped) and checks, record by record:
   generation in the last GroupMetadata before it. The coordinator writes GroupMetadata
   when a generation becomes stable and refuses commits from older generations from the
   moment the join completes, so such a commit should never be in the log. Records
-  without audit headers (a log imported from Kafka) are not judged.
+  without audit headers (a log Kafka wrote) carry no generation: not judged.
 
-At the end, over the final state:
+At the end, over the final state, offsets whose group has no GroupMetadata:
 
-- orphaned offsets: committed offsets of a group with no GroupMetadata, where the commit
-  came from a group member (a member id or a generation >= 0 in its headers). A *simple*
-  group — offsets committed with generation -1 by a tool or an `assign()` consumer — has
-  no GroupMetadata in Kafka either and is not a finding; commits without headers (a log
-  imported from Kafka) are not judged;
+- offsets of a deleted group: the group's GroupMetadata was deleted (a tombstone) and
+  these offsets were left behind, or committed after it;
+- orphaned offsets: the group never had GroupMetadata in the log.
+
+Where the commit carries kgc's audit headers, only commits from a group member (a member
+id or a generation >= 0) are judged: a *simple* group (generation -1: an admin tool or an
+`assign()` consumer) has no GroupMetadata in Kafka either. A log Kafka wrote has no
+headers, so every such offset is reported, and an orphan's detail says it may be a simple
+group's. Groups of Kafka 4's newer protocols (KIP-848 consumer, share and streams groups,
+record types 3 and up) have their own records instead of GroupMetadata: they count as
+having metadata until their type-3 record is deleted. And:
+
 - offsets past retention: exactly what kgc's own expiry would delete at `now_ms`. The
   final state is replayed into a real `GroupShard` and its `OffsetManager.expire` decides, so
   the audit and the service cannot disagree on KIP-211's rules;
@@ -88,6 +95,14 @@ def _from_a_member(writer: Writer) -> bool:
     return writer.generation >= 0 or bool(writer.member_id)
 
 
+def _has_audit_headers(writer: Writer) -> bool:
+    return writer.generation is not None or writer.member_id is not None
+
+
+SIMPLE_GROUP_NOTE = ("the group never had GroupMetadata; without audit headers the commit's "
+                     "writer is unknown: it may be a simple group (an assign() consumer or an admin tool)")
+
+
 @dataclass(frozen=True, slots=True)
 class Committed:
     value: OffsetCommitValue
@@ -136,6 +151,8 @@ class PartitionAudit:
     findings: list[Finding] = field(default_factory=list)
     offsets: dict[tuple[str, str, int], Committed] = field(default_factory=dict)
     groups: dict[str, GroupRecord] = field(default_factory=dict)
+    deleted: dict[str, int] = field(default_factory=dict)      # group -> offset of its GroupMetadata tombstone
+    other_protocol: set[str] = field(default_factory=set)      # groups with type 3+ records
     history: dict[str, list] = field(default_factory=lambda: {c: [] for c in HISTORY_COLUMNS})
     records: int = 0
     skipped_records: int = 0
@@ -157,15 +174,35 @@ class PartitionAudit:
                 continue
             if decoded is None:
                 self.skipped_records += 1
+                self.other_record(stored.key, stored.value is None, stored.offset)
                 continue
             key, value = decoded
             if isinstance(key, OffsetCommitKey):
                 self._offset_commit(key, value, stored.offset, stored.timestamp_ms,
                                     Writer.from_headers(stored.headers))
-            elif value is None:
-                self.groups.pop(key.group, None)
             else:
-                self.groups[key.group] = GroupRecord(value, stored.offset, stored.timestamp_ms)
+                self.group_metadata(key.group, value, stored.offset, stored.timestamp_ms)
+
+    def group_metadata(self, group: str, value: GroupMetadataValue | None, record_offset: int,
+                       timestamp_ms: int) -> None:
+        if value is None:
+            if self.groups.pop(group, None) is not None:
+                self.deleted[group] = record_offset
+        else:
+            self.groups[group] = GroupRecord(value, record_offset, timestamp_ms)
+            self.deleted.pop(group, None)
+
+    def other_record(self, key: bytes, tombstone: bool, record_offset: int) -> None:
+        found = records.other_record_group(key)
+        if found is None:
+            return
+        record_type, group = found
+        if not tombstone:
+            self.other_protocol.add(group)
+            self.deleted.pop(group, None)
+        elif record_type == records.CONSUMER_GROUP_METADATA_KEY_TYPE and group in self.other_protocol:
+            self.other_protocol.discard(group)
+            self.deleted[group] = record_offset
 
     def _offset_commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int,
                        timestamp_ms: int, writer: Writer) -> None:
@@ -219,9 +256,8 @@ class PartitionAudit:
 
     def finish(self, integrity: list[Finding] = ()) -> AuditResult:
         for (group, topic, partition), committed in self.offsets.items():
-            if group not in self.groups and _from_a_member(committed.writer):
-                self._final_finding(FindingType.ORPHANED_OFFSET, group, topic, partition, committed,
-                                    "committed by a group member, but the group has no GroupMetadata")
+            if group not in self.groups and group not in self.other_protocol:
+                self._groupless_offset(group, topic, partition, committed)
         for tp in self._expired_offsets():
             self._final_finding(FindingType.OFFSET_PAST_RETENTION, *tp, self.offsets[tp],
                                 f"expired by {self.offsets_retention_ms} ms retention")
@@ -238,6 +274,22 @@ class PartitionAudit:
         final_offsets = [self._final_row(tp, committed) for tp, committed in self.offsets.items()]
         return AuditResult(list(integrity) + self.findings, final_offsets, self._group_rows(), self.history,
                            self.records, self.skipped_records)
+
+    def _groupless_offset(self, group: str, topic: str, partition: int, committed: Committed) -> None:
+        headers = _has_audit_headers(committed.writer)
+        if headers and not _from_a_member(committed.writer):
+            return
+        deleted_at = self.deleted.get(group)
+        if deleted_at is not None:
+            when = "after" if committed.record_offset > deleted_at else "before"
+            self._final_finding(FindingType.OFFSET_OF_DELETED_GROUP, group, topic, partition, committed,
+                                f"committed {when} the group's GroupMetadata was deleted at offset {deleted_at}")
+        elif headers:
+            self._final_finding(FindingType.ORPHANED_OFFSET, group, topic, partition, committed,
+                                "committed by a group member, but the group has no GroupMetadata")
+        else:
+            self._final_finding(FindingType.ORPHANED_OFFSET, group, topic, partition, committed,
+                                SIMPLE_GROUP_NOTE)
 
     def _upstream_findings(self, log_offsets: LogOffsets) -> None:
         for (group, topic, partition), committed in self.offsets.items():

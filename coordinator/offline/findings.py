@@ -20,6 +20,7 @@ class FindingType(enum.StrEnum):
     OFFSET_REGRESSION = "offset_regression"                  # a commit below the previous one
     STALE_GENERATION_COMMIT = "stale_generation_commit"      # written by an older generation
     ORPHANED_OFFSET = "orphaned_offset"                      # offsets of a group without metadata
+    OFFSET_OF_DELETED_GROUP = "offset_of_deleted_group"      # left behind when its group was deleted
     OFFSET_PAST_RETENTION = "offset_past_retention"          # kgc's expiry would delete it now
     EMPTY_GROUP_PAST_RETENTION = "empty_group_past_retention"
     # Integrity of the files.
@@ -36,7 +37,8 @@ class FindingType(enum.StrEnum):
 INTEGRITY_TYPES = frozenset({FindingType.BAD_CRC, FindingType.TORN_BATCH, FindingType.CORRUPT_BATCH,
                              FindingType.NON_INCREASING_OFFSETS, FindingType.UNDECODABLE_RECORD})
 # Findings about an offset's final state: one per (group, topic, partition).
-PER_OFFSET_TYPES = frozenset({FindingType.ORPHANED_OFFSET, FindingType.OFFSET_PAST_RETENTION,
+PER_OFFSET_TYPES = frozenset({FindingType.ORPHANED_OFFSET, FindingType.OFFSET_OF_DELETED_GROUP,
+                              FindingType.OFFSET_PAST_RETENTION,
                               FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END})
 
 

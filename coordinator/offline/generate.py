@@ -19,6 +19,8 @@ Injected anomalies, `per_type` of each:
 - orphaned_offset: a group whose members commit with a generation but whose GroupMetadata
   is not in the log (every one of its offsets is a finding); beside them, simple groups
   (generation -1, no member, no GroupMetadata, as Kafka has them) that must not be reported;
+- offset_of_deleted_group: a group whose GroupMetadata was deleted with only half of its
+  offsets (the other half are left behind);
 - offset_past_retention: a Stable group that stopped subscribing to a topic whose last
   commit is older than the retention;
 - empty_group_past_retention: a group Empty for longer than the retention (its offsets
@@ -30,6 +32,9 @@ Injected anomalies, `per_type` of each:
   a closed segment ending in a torn batch, and a `.torn-1` file from a past recovery.
   The damaged batches carry records of no consequence, so losing them changes nothing
   else the audit says.
+`headers=False` writes the log as Kafka does, without kgc's audit headers: stale
+generations cannot be seen then (not expected), and simple groups are reported as
+orphaned (their writer is unknown).
 `partial_tail=True` leaves half a batch at the end of some active segments, as a live
 data dir being written has: that must not be reported.
 
@@ -81,6 +86,7 @@ class GeneratorConfig:
     segment_bytes: int = 256 * 1024
     per_type: int = 2                          # injected anomalies of each kind (0: none)
     integrity: bool = False
+    headers: bool = True                       # kgc's audit headers (False: as Kafka writes the log)
     partial_tail: bool = False
     seed: int = 1
 
@@ -227,7 +233,7 @@ class _Plan:
 
 def _plans(config: GeneratorConfig) -> list[_Plan]:
     plans = [_Plan(f"group-{i:05d}", "normal", i) for i in range(config.groups)]
-    for kind in ("orphan", "retired", "abandoned", "below", "above", "simple"):
+    for kind in ("orphan", "retired", "abandoned", "below", "above", "simple", "leftover"):
         plans += [_Plan(f"{kind}-{i}", kind, i) for i in range(config.per_type)]
     return plans
 
@@ -298,15 +304,31 @@ def _orphan_life(g: _Group, config: GeneratorConfig, expected: list[Finding]) ->
     expected += [Finding(FindingType.ORPHANED_OFFSET, g.log_partition, g.name, t, p) for t, p in keys]
 
 
-def _simple_life(g: _Group, config: GeneratorConfig) -> None:
+def _simple_life(g: _Group, config: GeneratorConfig, expected: list[Finding]) -> None:
     """A simple group (an admin tool or assign() consumer, generation -1): no GroupMetadata,
-    as in Kafka, and nothing wrong with it. Recent commits, so retention does not apply."""
+    as in Kafka, and nothing wrong with it. Recent commits, so retention does not apply.
+    Without audit headers nothing tells it from an orphan: then it is reported."""
     g.clock_ms = config.now_ms - 3_600_000
     g.topics = [("topic-0", config.partitions_per_topic)]
     member = _Member("", f"{g.name}-tool", "/10.1.1.2")
     keys = [("topic-0", p) for p in range(config.partitions_per_topic)]
     for r in range(3):
         g.commit(member, keys, generation=-1, until_ms=config.now_ms - 60_000, steps_left=3 - r)
+    if not config.headers:
+        expected += [Finding(FindingType.ORPHANED_OFFSET, g.log_partition, g.name, t, p) for t, p in keys]
+
+
+def _leftover_life(g: _Group, config: GeneratorConfig, expected: list[Finding]) -> None:
+    """A group deleted with only half of its offsets: the rest are left behind."""
+    g.clock_ms = config.now_ms - config.span_ms // 2
+    g.stabilize(2, [("topic-2", config.partitions_per_topic)])
+    g.commit_all(config.now_ms - config.span_ms // 4, 4)
+    keys = sorted(g.positions)
+    now = g.tick(g.clock_ms + 1000, 1)
+    tombstones = [records.new_offset_commit_tombstone(g.name, t, p) for t, p in keys[::2]]
+    tombstones.append(records.new_group_metadata_tombstone(g.name, generation=g.generation))
+    g.events.append(_Event(now, tombstones))
+    expected += [Finding(FindingType.OFFSET_OF_DELETED_GROUP, g.log_partition, g.name, t, p) for t, p in keys[1::2]]
 
 
 def _retired_life(g: _Group, config: GeneratorConfig, expected: list[Finding]) -> None:
@@ -359,9 +381,9 @@ class _PartitionWriter:
         self.next_offset += records_count
         return name, position
 
-    def write(self, event: _Event) -> int:
+    def write(self, event: _Event, headers: bool) -> int:
         base = self.next_offset
-        batch = encode_batch(base, [_log_record(r) for r in event.records], event.timestamp_ms)
+        batch = encode_batch(base, [_log_record(r, headers) for r in event.records], event.timestamp_ms)
         self.append(batch, len(event.records))
         self.last_batch = batch
         return base
@@ -375,9 +397,9 @@ class _PartitionWriter:
             (self.directory / segment_name(base)).write_bytes(bytes(data) + (tail if last else b""))
 
 
-def _log_record(record: CoordinatorRecord) -> LogRecord:
+def _log_record(record: CoordinatorRecord, headers: bool = True) -> LogRecord:
     value = None if record.value is None else records.serialize_value(record.value)
-    return LogRecord(records.serialize_key(record.key), value, record.headers)
+    return LogRecord(records.serialize_key(record.key), value, record.headers if headers else ())
 
 
 def _filler(writer: _PartitionWriter, timestamp_ms: int) -> bytes:
@@ -437,7 +459,9 @@ def generate(data_dir: str | Path, config: GeneratorConfig = GeneratorConfig()) 
             if plan.kind == "orphan":
                 _orphan_life(g, config, manifest.expected)
             elif plan.kind == "simple":
-                _simple_life(g, config)
+                _simple_life(g, config, manifest.expected)
+            elif plan.kind == "leftover":
+                _leftover_life(g, config, manifest.expected)
             elif plan.kind == "retired":
                 _retired_life(g, config, manifest.expected)
             elif plan.kind == "abandoned":
@@ -451,10 +475,11 @@ def generate(data_dir: str | Path, config: GeneratorConfig = GeneratorConfig()) 
         for i, (_ts, _seq, event) in enumerate(events):
             for kind in injections.get(i, ()):
                 manifest.expected.append(_inject(writer, kind, event.timestamp_ms))
-            base = writer.write(event)
+            base = writer.write(event, config.headers)
             manifest.records += len(event.records)
             for index, finding in event.expect:
-                manifest.expected.append(_with_offset(finding, base + index))
+                if config.headers or finding.type is not FindingType.STALE_GENERATION_COMMIT:
+                    manifest.expected.append(_with_offset(finding, base + index))
         tail = b""
         if partition in tails:
             tail = _filler(writer, config.now_ms)[:40]

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.offline.findings import Finding, FindingType
-from coordinator.offline.generate import expected_identities
+from coordinator.offline.generate import GeneratorConfig, expected_identities, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit
 from coordinator.offline.scan import segment_files
@@ -36,6 +36,8 @@ def test_finds_every_injected_anomaly_and_nothing_else(dirty_audit):
     assert expected - found == set(), "missed injected anomalies"
     kinds = {identity[0] for identity in expected}
     assert kinds == set(FindingType) - {FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END}
+    left = [f for r in run.results for f in r.findings if f.type is FindingType.OFFSET_OF_DELETED_GROUP]
+    assert left and all(f.member_id and "before the group's GroupMetadata was deleted" in f.detail for f in left)
 
 
 def test_clean_data_has_no_findings(clean, tmp_path):
@@ -128,3 +130,53 @@ def test_reads_on_past_damage_in_the_middle_of_a_segment(tmp_path):
     # come from no member, generation -1: a simple group, not an orphan.)
     assert found == [(FindingType.BAD_CRC, len(first))]
     assert run.results[0].final_offsets[0]["offset"] == 20
+
+
+# A log as Kafka writes it: no audit headers, damaged batches and live tails included.
+KAFKA_WRITTEN = GeneratorConfig(records=6_000, groups=24, integrity=True, partial_tail=True, headers=False,
+                                segment_bytes=32 * 1024, seed=3)
+
+
+def test_a_log_kafka_wrote_is_judged_by_what_its_records_carry(tmp_path):
+    directory = tmp_path / "data"
+    manifest = generate(directory, KAFKA_WRITTEN)
+    run = audit(directory, tmp_path / "report", Options(now_ms=KAFKA_WRITTEN.now_ms),
+                log_offsets=manifest.log_offsets, upstream="test")
+    found = identities(run)
+    assert found == expected_identities(manifest.expected)
+    kinds = {identity[0] for identity in found}
+    # Stale generations need the generation header; everything else is still judged.
+    assert kinds == set(FindingType) - {FindingType.STALE_GENERATION_COMMIT}
+    findings = [f for r in run.results for f in r.findings]
+    simple = [f for f in findings if f.group and f.group.startswith("simple-")]
+    assert simple and all(f.type is FindingType.ORPHANED_OFFSET and "assign()" in f.detail for f in simple)
+    left = [f for f in findings if f.type is FindingType.OFFSET_OF_DELETED_GROUP]
+    assert left and all(f.group.startswith("leftover-") and "deleted at offset" in f.detail for f in left)
+    assert all(f.member_id is None and f.client_id is None for f in findings)
+
+
+def test_groups_of_kafka_4_protocols_are_not_orphans(tmp_path):
+    """Offsets of a KIP-848 consumer group (its metadata in record type 3, not
+    GroupMetadata) are not orphaned while the group exists, and are left behind once its
+    type-3 record is deleted."""
+    from coordinator import records
+    from storage.api import LogRecord
+
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+
+    def commit(group: str) -> LogRecord:
+        record = records.new_offset_commit_record(group, "t", 0, records.OffsetCommitValue(5, -1, "", 1))
+        return LogRecord(records.serialize_key(record.key), records.serialize_value(record.value))
+
+    def consumer_group(group: str, value: bytes | None) -> LogRecord:
+        key = records.CONSUMER_GROUP_METADATA_KEY_TYPE.to_bytes(2, "big") + len(group).to_bytes(2, "big") + \
+            group.encode()
+        return LogRecord(key, value)
+
+    log = [consumer_group("new", b"\x00\x00anything"), commit("new"),
+           consumer_group("gone", b"\x00\x00anything"), commit("gone"), consumer_group("gone", None)]
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, log, 1))
+    run = audit(tmp_path / "data", tmp_path / "report", Options(now_ms=2))
+    assert sorted((f.type, f.group) for r in run.results for f in r.findings) == [
+        (FindingType.OFFSET_OF_DELETED_GROUP, "gone")]
