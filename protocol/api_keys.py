@@ -55,6 +55,14 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
     ApiKey.Metadata: (0, 12),
 })
 
+# SASL is answered by kgc on every listener, never forwarded: a client that authenticates
+# its upstream leg through kgc would otherwise look authenticated while kgc answers the
+# group APIs for anyone (coordinator/net/sasl.py).
+SASL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
+    ApiKey.SaslHandshake: (0, 1),
+    ApiKey.SaslAuthenticate: (0, 2),
+})
+
 _NEVER = 1 << 15  # above any int16 version: "flexibleVersions": "none"
 
 # Client-facing APIs whose schemas kafka-python does not ship (apache/kafka

@@ -63,6 +63,12 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka.protocol.schemas import BaseField
 
 from protocol import offset_commit_codec
@@ -86,6 +92,8 @@ _CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
     ApiKey.DeleteGroups: (DeleteGroupsRequest, DeleteGroupsResponse),
     ApiKey.OffsetDelete: (OffsetDeleteRequest, OffsetDeleteResponse),
     ApiKey.Metadata: (MetadataRequest, MetadataResponse),
+    ApiKey.SaslHandshake: (SaslHandshakeRequest, SaslHandshakeResponse),
+    ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")

@@ -1,7 +1,7 @@
 """Routes each request frame: answered here, by the coordinator service, or upstream.
 
 ApiVersions is always answered here (our ranges for what we serve, upstream's for what
-we forward). Metadata is answered here only in standalone mode; with an upstream it is
+we forward), and so are SaslHandshake and SaslAuthenticate (`net/sasl.py`). Metadata is answered here only in standalone mode; with an upstream it is
 forwarded and rewritten by the gateway. Group APIs go to the coordinator service on
 every listener (all group state lives in this one process: docs/ARCHITECTURE.md). Anything else
 goes upstream as an opaque frame, or closes the connection when there is no upstream.
@@ -19,9 +19,10 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator import metrics
 from coordinator.group.result import RequestContext
+from coordinator.net import sasl
 from coordinator.net.connection import KafkaConnection, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
-from protocol.api_keys import LOCAL_VERSIONS
+from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -76,6 +77,8 @@ class Dispatcher:
         api_key = header.api_key
         if api_key == ApiKey.ApiVersions:
             return self._api_versions(header, payload)
+        if api_key in SASL_VERSIONS:
+            return self._sasl(header, payload)
         if api_key in LOCAL_VERSIONS and not (api_key == ApiKey.Metadata and session.upstream is not None):
             return self._local(session, header, payload, request_metrics)
         if session.upstream is not None:
@@ -90,6 +93,15 @@ class Dispatcher:
             return encode_response(header, api_versions_error_response(), 0)
         request = self._decode(header, payload)
         return encode_response(header, self._answers.api_versions(request), header.api_version)
+
+    def _sasl(self, header, payload: bytes) -> bytes:
+        low, high = SASL_VERSIONS[header.api_key]
+        if not low <= header.api_version <= high:
+            raise ProtocolViolation(f"{ApiKey(header.api_key).name} v{header.api_version} is not served "
+                                    f"(we serve {low}-{high})")
+        self._decode(header, payload)
+        response = sasl.illegal_state(header.api_key, header.api_version)
+        return encode_response(header, response, header.api_version)
 
     def _local(self, session: Session, header, payload: bytes,
                request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future:

@@ -6,7 +6,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
 from coordinator.node import CoordinatorNode
-from protocol.api_keys import LOCAL_VERSIONS
+from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS
 from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, api_versions_response
 from protocol.errors import ErrorCode
 
@@ -19,9 +19,9 @@ class LocalAnswers:
         self._gateway = gateway
 
     def served_ranges(self) -> dict[int, tuple[int, int]]:
+        local = {**LOCAL_VERSIONS, **SASL_VERSIONS}
         if self._gateway is None:
-            return dict(LOCAL_VERSIONS)
-        local = dict(LOCAL_VERSIONS)
+            return local
         if self._gateway.cluster.api_versions:
             # Upstream known: Metadata is forwarded and rewritten, so upstream's range holds.
             del local[ApiKey.Metadata]
