@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 
 from coordinator import metrics
@@ -40,16 +39,13 @@ from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.service import GroupCoordinatorService
 from coordinator.settings import ServerConfig
+from storage.clock import wall_clock_ms
 from storage.file_store import FileLogStore
 from storage.memory_store import MemoryLogStore
 
 log = logging.getLogger(__name__)
 
 DRAIN_POLL_S = 0.01
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def new_member_id(prefix: str) -> str:

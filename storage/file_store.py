@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from storage.api import Append, DurableRead, LogRecord, RecordFields, StorageError, StoredBatch
 from storage.cleaner import CleanReport, SegmentCleaner
+from storage.clock import wall_clock_ms
 from storage.format import encode_batch
 from storage.fsync_policy import FsyncPolicy
 from storage.group_commit import CommitObserver, GroupCommitWriter
@@ -32,10 +32,6 @@ TOPIC = "__consumer_offsets"
 
 def partition_dir(data_dir: Path, partition: int) -> Path:
     return Path(data_dir) / f"{TOPIC}-{partition}"
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class FileLogStore:

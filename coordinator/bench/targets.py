@@ -23,7 +23,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 from coordinator.bench import messages
 from coordinator.bench.profile import Profiler
 from coordinator.bench.wire import BenchConnection, WireError
+from coordinator.embedded import free_port
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,6 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 TANSU_CONFIG = ("Tansu 0.6.0 memory://, holds a JoinGroup for session timeout / 2 (re-checked "
                 "every 1 s), SyncGroup re-checked every 1 s; no session timeout bounds")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def rss_bytes(pid: int) -> int:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from coordinator.group.config import GroupConfig
 from coordinator.offline.job import Options
-from coordinator.offline.runner import TaskMap, local_map, wall_clock_ms
+from coordinator.offline.runner import TaskMap, local_map
 from coordinator.settings import ServerConfig
+from storage.clock import wall_clock_ms
 
 log = logging.getLogger(__name__)
 

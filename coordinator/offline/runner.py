@@ -32,10 +32,6 @@ def local_map(fn: Callable[[PartitionTask], PartitionResult],
     return [fn(task) for task in tasks]
 
 
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def plan(data_dir: str | Path, options: Options) -> list[PartitionTask]:
     dirs = partition_dirs(data_dir)
     if not dirs:

@@ -13,18 +13,13 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 from coordinator.app import KgcApp
+from coordinator.embedded import free_port
 from coordinator.group.config import GroupConfig
 from coordinator.settings import ServerConfig
 
 # Fast-moving groups for tests: Kafka's floor of 6 s on session timeouts would make every
 # expiry test slow.
 TEST_GROUP_CONFIG = GroupConfig(min_session_timeout_ms=500, initial_rebalance_delay_ms=0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.asynccontextmanager

@@ -1,0 +1,219 @@
+"""The connection's ordered-answer pipeline, without sockets.
+
+A fake transport records what the connection writes and whether reading is paused; a
+scripted handler answers each frame now (bytes), later (a future the test resolves), or
+not at all (None, as for Produce with acks=0). These are the gateway's core promises:
+answers leave in request order whatever order they are ready in, reading pauses under
+backpressure and resumes when it clears, and a cancelled or failed answer closes the
+connection without writing anything after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from coordinator.net.connection import ConnectionState, KafkaConnection, ProtocolViolation
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.reading = True
+        self.closed = False
+
+    def get_extra_info(self, name, default=None):
+        return ("10.0.0.7", 50123) if name == "peername" else default
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def close(self) -> None:
+        self.closed = True
+
+    @property
+    def written(self) -> bytes:
+        return b"".join(self.writes)
+
+
+class ScriptedHandler:
+    """Answers frame N with `script[N]`: bytes, a future, None, or an exception to raise."""
+
+    def __init__(self, script: dict[bytes, object]) -> None:
+        self.script = script
+        self.seen: list[bytes] = []
+        self.closed_sessions: list[object] = []
+
+    def open(self, conn: KafkaConnection) -> object:
+        return ("session", conn.peer_host)
+
+    def dispatch(self, session, payload: bytes):
+        self.seen.append(payload)
+        answer = self.script[payload]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def close(self, session) -> None:
+        self.closed_sessions.append(session)
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def connect(handler: ScriptedHandler, *, max_in_flight: int = 16) -> tuple[KafkaConnection, FakeTransport]:
+    conn = KafkaConnection(handler, max_frame_bytes=1024, max_in_flight=max_in_flight)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    return conn, transport
+
+
+async def test_answers_leave_in_request_order_when_ready_out_of_order():
+    loop = asyncio.get_running_loop()
+    join, sync = loop.create_future(), loop.create_future()
+    handler = ScriptedHandler({b"a": b"A", b"join": join, b"hb": b"HB", b"sync": sync, b"z": b"Z"})
+    conn, transport = connect(handler)
+
+    conn.data_received(b"".join(frame(p) for p in (b"a", b"join", b"hb", b"sync", b"z")))
+    assert transport.written == b"A", "an answer owed to no earlier request goes out at once"
+
+    sync.set_result(b"SYNC")
+    await asyncio.sleep(0)
+    assert transport.written == b"A", "a later answer waits for the parked one before it"
+
+    join.set_result(b"JOIN")
+    await asyncio.sleep(0)
+    assert transport.written == b"AJOINHBSYNCZ"
+    assert conn.in_flight == 0
+
+
+async def test_answers_completed_together_go_out_in_one_write():
+    loop = asyncio.get_running_loop()
+    first = loop.create_future()
+    conn, transport = connect(ScriptedHandler({b"1": first, b"2": b"two", b"3": b"three"}))
+    conn.data_received(frame(b"1") + frame(b"2") + frame(b"3"))
+    first.set_result(b"one")
+    await asyncio.sleep(0)
+    assert transport.writes == [b"onetwothree"]
+
+
+async def test_requests_without_an_answer_take_no_slot():
+    loop = asyncio.get_running_loop()
+    parked = loop.create_future()
+    conn, transport = connect(ScriptedHandler({b"p": parked, b"acks0": None, b"x": b"X"}))
+    conn.data_received(frame(b"p") + frame(b"acks0") + frame(b"x"))
+    assert conn.in_flight == 2
+    parked.set_result(b"P")
+    await asyncio.sleep(0)
+    assert transport.written == b"PX"
+
+
+async def test_frames_split_across_reads_are_dispatched_once_whole():
+    handler = ScriptedHandler({b"hello": b"H", b"world": b"W"})
+    conn, transport = connect(handler)
+    stream = frame(b"hello") + frame(b"world")
+    for i in range(len(stream)):
+        conn.data_received(stream[i:i + 1])
+    assert handler.seen == [b"hello", b"world"]
+    assert transport.written == b"HW"
+
+
+async def test_reading_pauses_at_max_in_flight_and_resumes_when_answers_drain():
+    loop = asyncio.get_running_loop()
+    parked = [loop.create_future() for _ in range(3)]
+    script = {f"p{i}".encode(): fut for i, fut in enumerate(parked)}
+    conn, transport = connect(ScriptedHandler(script), max_in_flight=3)
+
+    conn.data_received(frame(b"p0") + frame(b"p1"))
+    assert transport.reading
+    conn.data_received(frame(b"p2"))
+    assert not transport.reading, "three answers owed with max_in_flight=3: stop reading"
+
+    parked[0].set_result(b"0")
+    await asyncio.sleep(0)
+    assert transport.reading, "one answer written, room again: read again"
+    assert transport.written == b"0"
+
+
+async def test_reading_pauses_while_the_transport_cannot_take_more():
+    conn, transport = connect(ScriptedHandler({b"x": b"X"}))
+    conn.pause_writing()
+    assert not transport.reading
+    conn.data_received(frame(b"x"))  # already in the kernel's buffer: still answered
+    assert transport.written == b"X"
+    assert not transport.reading, "a full write buffer keeps reading paused"
+    conn.resume_writing()
+    assert transport.reading
+
+
+async def test_drain_stops_reading_but_still_writes_what_is_owed():
+    loop = asyncio.get_running_loop()
+    parked = loop.create_future()
+    handler = ScriptedHandler({b"p": parked, b"late": b"LATE"})
+    conn, transport = connect(handler)
+    conn.data_received(frame(b"p"))
+
+    conn.drain()
+    assert conn.state is ConnectionState.DRAINING and not transport.reading
+    conn.data_received(frame(b"late"))
+    assert handler.seen == [b"p"], "no new request is read once draining"
+
+    parked.set_result(b"P")
+    await asyncio.sleep(0)
+    assert transport.written == b"P"
+
+
+@pytest.mark.parametrize("outcome", ["cancelled", "failed"])
+async def test_a_cancelled_or_failed_answer_closes_without_writing_what_follows(outcome):
+    loop = asyncio.get_running_loop()
+    parked = loop.create_future()
+    conn, transport = connect(ScriptedHandler({b"a": b"A", b"p": parked, b"b": b"B"}))
+    conn.data_received(frame(b"a") + frame(b"p") + frame(b"b"))
+
+    if outcome == "cancelled":
+        parked.cancel()
+    else:
+        parked.set_exception(RuntimeError("builder failed"))
+    await asyncio.sleep(0)
+    assert transport.written == b"A", "nothing after the lost answer: the client would mismatch it"
+    assert transport.closed and conn.state is ConnectionState.CLOSING
+
+
+async def test_a_protocol_violation_writes_what_was_ready_then_closes():
+    conn, transport = connect(ScriptedHandler({b"ok": b"OK", b"bad": ProtocolViolation("unknown api 9999")}))
+    conn.data_received(frame(b"ok") + frame(b"bad") + frame(b"ok"))
+    assert transport.written == b"OK"
+    assert transport.closed
+
+
+async def test_an_oversized_frame_closes_before_its_payload_is_read():
+    handler = ScriptedHandler({})
+    conn, transport = connect(handler)
+    conn.data_received(struct.pack(">i", 1025) + b"x")
+    assert transport.closed and handler.seen == []
+
+
+async def test_connection_lost_cancels_parked_answers_and_closes_the_session():
+    loop = asyncio.get_running_loop()
+    parked, failed = loop.create_future(), loop.create_future()
+    handler = ScriptedHandler({b"p": parked, b"f": failed})
+    conn, transport = connect(handler)
+    conn.data_received(frame(b"p") + frame(b"f"))
+    failed.set_exception(RuntimeError("nobody will read this"))
+
+    conn.connection_lost(None)
+    assert parked.cancelled()
+    assert conn.state is ConnectionState.CLOSED and conn.in_flight == 0
+    assert handler.closed_sessions == [("session", "10.0.0.7")]
+    conn.data_received(frame(b"p"))  # late bytes after close are ignored
+    assert transport.writes == []
