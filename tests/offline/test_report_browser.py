@@ -1,4 +1,5 @@
 """report.html opened in a real headless browser: it renders, charts and all."""
+# ruff: noqa: E402 (the imports after importorskip need the spark extra)
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import shutil
 import subprocess
 
 import pytest
+
+# The audit writes Parquet with pyarrow and numpy (the spark extra); without it this module skips,
+# saying so, before the imports below that need it.
+pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
 
 from coordinator.offline.job import Options
 from coordinator.offline.report import FINDINGS_COLOR, LAG_COLOR, PALETTE

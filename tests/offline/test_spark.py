@@ -1,11 +1,15 @@
 """The Spark driver gives exactly what the plain-Python run gives (local[1], shared session)."""
+# ruff: noqa: E402 (the imports after importorskip need the spark extra)
 
 from __future__ import annotations
 
 import filecmp
 
-import pyarrow.parquet as pq
 import pytest
+
+# The audit writes Parquet with pyarrow (the spark extra); without it this module skips,
+# saying so, before the imports below that need it.
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
 
 from coordinator.offline.cli import main
 from coordinator.offline.generate import GeneratorConfig, expected_identities, generate
