@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from coordinator.group.result import ReplyHandle, Result
+from coordinator.records import CoordinatorRecord
 
 
 class PartitionLoading(Exception):
@@ -33,6 +34,20 @@ class PartitionNotActive(Exception):
 
 class RuntimeClosed(Exception):
     pass
+
+
+class Shard(Protocol):
+    """What a partition runtime needs of the state it serializes access to
+    (`group.shard.GroupShard` is the one there is; a second group type lives inside it).
+
+    The runtime only replays records into it and tells it when it is live: everything a
+    request or timer does to it goes through the ops that `write` and `read` run."""
+
+    def replay(self, offset: int, record: CoordinatorRecord) -> None: ...
+
+    def on_loaded(self) -> None: ...
+
+    def on_unloaded(self) -> None: ...
 
 
 class RuntimeApi(Protocol):

@@ -34,10 +34,11 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Protocol
+from typing import Protocol
 
 from coordinator import records
 from coordinator.records import CoordinatorRecord
+from coordinator.runtime.api import Shard
 from storage.api import LogRecord, LogStore, RecordFields, StoredRecord
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class LoadSummary:
     end_offset: int
 
 
-async def load_partition(store: LogStore, partition: int, shard: Any, serde: RecordSerde,
+async def load_partition(store: LogStore, partition: int, shard: Shard, serde: RecordSerde,
                          chunk_records: int = LOAD_CHUNK_RECORDS) -> LoadSummary:
     error = store.partition_error(partition)
     if error is not None:
@@ -131,7 +132,7 @@ async def _latest_by_key(batches: Iterator[tuple[bool, list[RecordFields]]],
     return read, survivors
 
 
-async def _replay(partition: int, fields: Iterable[RecordFields], shard: Any, serde: RecordSerde,
+async def _replay(partition: int, fields: Iterable[RecordFields], shard: Shard, serde: RecordSerde,
                   chunk_records: int) -> tuple[int, int]:
     """Decode and replay each record; how many were handled, and how many skipped."""
     deserialize = serde.deserialize

@@ -48,14 +48,14 @@ from typing import Any
 
 from coordinator import metrics
 from coordinator.group.result import Result
-from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
+from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from storage.api import LogStore, StorageError
 
 log = logging.getLogger(__name__)
 
-ShardFactory = Callable[[int, LoopTimer], Any]
+ShardFactory = Callable[[int, LoopTimer], Shard]
 
 
 class PartitionState(enum.Enum):
@@ -153,7 +153,7 @@ class PartitionRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
-        self._shard: Any = None
+        self._shard: Shard | None = None
         self._timer: LoopTimer | None = None
         self._closing = False
         self._loaded = asyncio.Event()
