@@ -7,7 +7,9 @@ the process.
 
 `EmbeddedBroker` starts the binary, waits (bounded) until it answers ApiVersions and
 Metadata, learns the node id it advertises (kgc opens a listener for that node), and stops
-it by PID: SIGTERM, then SIGKILL after a bound. Tansu waits for open connections to close
+it by PID: SIGTERM, then SIGKILL after a bound. The broker runs in its own session, so a
+terminal's Ctrl-C reaches kgc alone: kgc stops gracefully against a live upstream and
+stops the broker last. Tansu waits for open connections to close
 before it exits on SIGTERM, which is why the bound matters: close kgc's upstream connections
 first.
 
@@ -111,7 +113,10 @@ class EmbeddedBroker:
             self._process = subprocess.Popen(
                 [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
                  "--storage-engine", "memory://tansu/"],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+                # Its own session: a terminal's Ctrl-C (SIGINT to the foreground process
+                # group) reaches kgc only, and kgc stops the broker after its own stop.
+                start_new_session=True)
         try:
             self._wait_ready(ready_timeout_s)
         except BaseException:

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_ID = "kgc-gateway"
 _NEWEST_METADATA = 12  # the brokers of v12 are all we read; v0 cannot ask for "no topics"
+CLOSE_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,7 @@ class UpstreamCluster:
         self._wake = asyncio.Event()
         self._reached = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._closing = False
         self._attempt = 0
         self._failed_attempts = 0
         self._last_failure: str | None = None
@@ -119,18 +121,25 @@ class UpstreamCluster:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="upstream-cluster")
 
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait([self._task])
-            self._task = None
+    async def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        """Stops the refresh loop, within `timeout_s` whatever the upstream does."""
+        self._closing = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            # Python 3.11's wait_for can swallow a cancel that lands as its inner wait
+            # completes (a failing control connection wakes the loop at that very moment):
+            # `_closing` ends the loop then, and the wait is bounded in case it cannot.
+            done, _ = await asyncio.wait([task], timeout=timeout_s)
+            if not done:
+                log.warning("upstream refresh did not stop within %ss; leaving it", timeout_s)
         await self._drop_control()
 
     # -- the refresh loop -----------------------------------------------------------
 
     async def _run(self) -> None:
         backoff_ms = self._backoff_initial_ms
-        while True:
+        while not self._closing:
             if await self._refresh_once():
                 backoff_ms, wait_ms = self._backoff_initial_ms, self.refresh_interval_ms
             else:

@@ -234,3 +234,19 @@ async def _until(predicate, bound_s: float = BOUND_S) -> None:
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
         await asyncio.sleep(0.02)
+
+
+async def test_close_stops_the_refresh_loop_even_when_a_wake_up_lands_with_the_cancel():
+    # The loop's wait for a wake-up completing in the same step as close()'s cancel: the
+    # race a dying upstream causes (its failing connection wakes the loop) when a terminal's
+    # Ctrl-C reaches kgc and the embedded broker together. Python 3.11's wait_for then
+    # swallows the cancel; close() must still end the loop, within its bound.
+    cluster = new_cluster(("127.0.0.1", free_port()), backoff_initial_ms=10_000, backoff_max_ms=10_000)
+    cluster.start()
+    await _until(lambda: "unreachable after 1 attempt" in cluster.status)
+    task = cluster._task
+    cluster.refresh_soon()
+    started = asyncio.get_running_loop().time()
+    await cluster.close(timeout_s=2)
+    assert asyncio.get_running_loop().time() - started < 1
+    assert task.done()
