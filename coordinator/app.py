@@ -30,6 +30,7 @@ from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.http.server import HttpServer
+from coordinator.net.authentication import SaslSettings
 from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.server import Listener
@@ -37,6 +38,7 @@ from coordinator.node import CoordinatorNode
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.security.credentials import CredentialStore
 from coordinator.service import GroupCoordinatorService
 from coordinator.settings import ServerConfig
 from storage.clock import wall_clock_ms
@@ -93,7 +95,8 @@ class KgcApp:
         node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
         self.service = GroupCoordinatorService(self.runtime, node)
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None
-        self._dispatcher = Dispatcher(self.service, LocalAnswers(node, gateway), gateway)
+        self._dispatcher = Dispatcher(self.service, LocalAnswers(node, gateway, sasl_enabled=cfg.sasl), gateway,
+                                      sasl=self._sasl_settings())
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
@@ -102,6 +105,15 @@ class KgcApp:
             self.cleaner.start()
         self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
         self.sampler.start()
+
+    def _sasl_settings(self) -> SaslSettings | None:
+        cfg = self.config
+        if not cfg.sasl:
+            return None
+        if cfg.security_protocol == "sasl_plaintext" and "PLAIN" in cfg.sasl_mechanisms:
+            log.warning("PLAIN over sasl_plaintext: passwords cross the network in clear text")
+        return SaslSettings(mechanisms=cfg.sasl_mechanisms, credentials=CredentialStore(cfg.sasl_credentials_file),
+                            max_reauth_ms=cfg.sasl_max_reauth_ms, failure_delay_ms=cfg.sasl_failure_delay_ms)
 
     def _listener(self, port: int, node_id: int | None) -> Listener:
         """A bound listener (bind errors raise here, before anything is served)."""

@@ -40,6 +40,9 @@ thread counts them. Label values are bounded: an API key kgc has no name for is 
 | kgc_upstream_request_duration_seconds | histogram | api | forwarded request to upstream response |
 | kgc_upstream_reachable | gauge | | 1 when the upstream cluster answers its control connection |
 | kgc_upstream_brokers | gauge | | upstream brokers known |
+| kgc_authentications_total | counter | mechanism, outcome | SASL exchanges: success, reauthenticated, failure, unsupported_mechanism |
+| kgc_sasl_sessions_expired_total | counter | | connections closed because their SASL session lifetime passed |
+| kgc_authorization_denials_total | counter | api | requests (or parts of them) refused by the authorizer |
 """
 
 from __future__ import annotations
@@ -120,6 +123,13 @@ UPSTREAM_REQUEST_SECONDS = Histogram("kgc_upstream_request_duration_seconds",
                                      buckets=LATENCY_BUCKETS, registry=REGISTRY)
 UPSTREAM_REACHABLE = Gauge("kgc_upstream_reachable", "1 when the upstream cluster answers", registry=REGISTRY)
 UPSTREAM_BROKERS = Gauge("kgc_upstream_brokers", "Upstream brokers known", registry=REGISTRY)
+
+AUTHENTICATIONS = Counter("kgc_authentications", "SASL exchanges by mechanism and outcome",
+                          ["mechanism", "outcome"], registry=REGISTRY)
+SESSIONS_EXPIRED = Counter("kgc_sasl_sessions_expired", "Connections closed at the end of their SASL session",
+                           registry=REGISTRY)
+AUTHORIZATION_DENIALS = Counter("kgc_authorization_denials", "Requests or parts refused by the authorizer",
+                                ["api"], registry=REGISTRY)
 
 UPSTREAM_SENT = UPSTREAM_BYTES.labels("sent")
 UPSTREAM_RECEIVED = UPSTREAM_BYTES.labels("received")
@@ -332,6 +342,25 @@ def upstream_answered(api_key: int, started: float) -> None:
 def upstream_state(reachable: bool, brokers: int) -> None:
     UPSTREAM_REACHABLE.set(int(reachable))
     UPSTREAM_BROKERS.set(brokers)
+
+
+# A client names the mechanism it wants: any other name is counted as "other".
+_SASL_MECHANISM_LABELS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI"})
+_SASL_OUTCOMES = frozenset({"success", "reauthenticated", "failure", "unsupported_mechanism"})
+
+
+def sasl_attempt(mechanism: str | None, outcome: str) -> None:
+    if outcome not in _SASL_OUTCOMES:
+        raise ValueError(f"unknown SASL outcome {outcome!r}")
+    AUTHENTICATIONS.labels(mechanism if mechanism in _SASL_MECHANISM_LABELS else "other", outcome).inc()
+
+
+def sasl_session_expired() -> None:
+    SESSIONS_EXPIRED.inc()
+
+
+def authorization_denied(api_key: int) -> None:
+    AUTHORIZATION_DENIALS.labels(api_name(api_key)).inc()
 
 
 # ---- the log (storage calls this through its observer seam) -----------------------------

@@ -54,7 +54,17 @@ class ServerConfig:
     delete_retention_ms: int = 86_400_000    # tombstones kept this long (Kafka's delete.retention.ms)
     shutdown_timeout_ms: int = 10_000        # graceful stop: how long in-flight requests may take
     metrics_sample_interval_ms: int = 1_000  # group states and rebalances are sampled this often
+    security_protocol: str = "plaintext"     # of every client listener, as Kafka names them
+    sasl_mode: str = "terminate"
+    sasl_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+    sasl_credentials_file: str | None = None
+    sasl_max_reauth_ms: int = 0              # Kafka's connections.max.reauth.ms (0: sessions never expire)
+    sasl_failure_delay_ms: int = 100         # Kafka's connection.failed.authentication.delay.ms
     group: GroupConfig = GroupConfig()
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("sasl_")
 
     @property
     def advertised(self) -> str:
@@ -152,6 +162,21 @@ def broker_ports(raw: Any) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+def names(*, choices: tuple[str, ...]) -> Parser:
+    """A non-empty list of distinct names from `choices`, as a tuple."""
+    def parse(raw: Any) -> tuple[str, ...]:
+        items = _items(raw)
+        if not items:
+            raise ValueError("must not be empty")
+        for item in items:
+            if item not in choices:
+                raise ValueError(f"expected some of {', '.join(choices)}, got {item!r}")
+        if len(set(items)) != len(items):
+            raise ValueError(f"names a value twice: {', '.join(items)}")
+        return tuple(items)
+    return parse
+
+
 def _fsync_policy(value: str) -> None:
     FsyncPolicy.parse(value)
 
@@ -208,6 +233,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delete_retention_ms", _MS, "tombstones are kept this long by the cleaner"),
     Setting("shutdown_timeout_ms", _MS, "on SIGTERM, how long in-flight requests may take"),
     Setting("metrics_sample_interval_ms", _POSITIVE_MS, "how often group states are sampled for metrics"),
+    Setting("security_protocol", text(choices=("plaintext", "sasl_plaintext"), fold=str.lower),
+            "plaintext | sasl_plaintext: of every client listener"),
+    Setting("sasl_mode", text(choices=("terminate",), fold=str.lower),
+            "terminate: kgc checks SASL credentials itself (sasl_credentials_file)"),
+    Setting("sasl_mechanisms", names(choices=("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")),
+            "SASL mechanisms offered, in order", metavar="MECHANISM[,MECHANISM...]"),
+    Setting("sasl_credentials_file", text(nullable=True), "SCRAM credential file (kgc scram-credential writes it)"),
+    Setting("sasl_max_reauth_ms", _MS, "SASL session lifetime before re-authentication (0: none)"),
+    Setting("sasl_failure_delay_ms", _MS, "delay before answering a failed authentication"),
     Setting("initial_rebalance_delay_ms", _MS, "Kafka's group.initial.rebalance.delay.ms", in_group=True),
     Setting("min_session_timeout_ms", _POSITIVE_MS, "Kafka's group.min.session.timeout.ms", in_group=True),
     Setting("max_session_timeout_ms", _POSITIVE_MS, "Kafka's group.max.session.timeout.ms", in_group=True),
@@ -312,6 +346,19 @@ def check(config: ServerConfig) -> None:
         raise ConfigError(f"http_port and port are both {config.port}")
     if config.data_dir is not None and Path(config.data_dir).exists() and not Path(config.data_dir).is_dir():
         raise ConfigError(f"data_dir {config.data_dir} exists and is not a directory")
+    _check_security(config)
+
+
+def _check_security(config: ServerConfig) -> None:
+    if config.sasl:
+        if config.sasl_credentials_file is None:
+            raise ConfigError(f"security_protocol {config.security_protocol} with sasl_mode terminate needs "
+                              "sasl_credentials_file: kgc checks the passwords")
+        if not Path(config.sasl_credentials_file).is_file():
+            raise ConfigError(f"sasl_credentials_file {config.sasl_credentials_file} is not a file")
+    elif config.sasl_credentials_file is not None:
+        raise ConfigError(f"sasl_credentials_file is set but security_protocol is {config.security_protocol}: "
+                          "no listener uses SASL (set security_protocol = sasl_plaintext)")
 
 
 # ---- printing ---------------------------------------------------------------------------
@@ -329,6 +376,8 @@ def _toml_value(value: Any) -> str:
 
 def _raw_form(setting: Setting, value: Any) -> Any:
     """The value as a TOML file spells it for this setting."""
+    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
     if setting.parse is host_ports:
         return [f"{host}:{port}" for host, port in value]
     if setting.parse is broker_ports:

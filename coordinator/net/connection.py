@@ -33,6 +33,13 @@ class ProtocolViolation(Exception):
     """The client sent something that cannot be answered: close the connection."""
 
 
+class LastFrame(bytes):
+    """A response after which the connection closes (a refused SASL exchange, as Kafka
+    answers it): written in its turn, then the connection closes and reads no more."""
+
+    __slots__ = ()
+
+
 class ConnectionState(enum.Enum):
     ACTIVE = "active"
     DRAINING = "draining"
@@ -98,6 +105,8 @@ class KafkaConnection(asyncio.Protocol):
                 slots.append(outcome)
                 if isinstance(outcome, asyncio.Future):
                     outcome.add_done_callback(self._on_slot_done)
+                elif type(outcome) is LastFrame:
+                    break
         except (FrameError, ProtocolViolation) as exc:
             log.warning("closing connection from %s: %s", self.peer_host, exc)
             self._write(ready)
@@ -138,6 +147,10 @@ class KafkaConnection(asyncio.Protocol):
             slots.popleft()
             if frame is not None:
                 ready.append(frame)
+                if type(frame) is LastFrame:
+                    self._write(ready)
+                    self.close()
+                    return
         self._write(ready)
         self._apply_backpressure()
 

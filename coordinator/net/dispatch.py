@@ -20,9 +20,10 @@ from kafka.protocol.api_key import ApiKey
 from coordinator import metrics
 from coordinator.group.result import RequestContext
 from coordinator.net import sasl
-from coordinator.net.connection import KafkaConnection, ProtocolViolation
+from coordinator.net.authentication import Answer, SaslSession, SaslSettings
+from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
-from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS
+from protocol.api_keys import LOCAL_VERSIONS
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -38,20 +39,25 @@ class Session:
     conn: KafkaConnection
     client_host: str
     upstream: Any = None
+    auth: SaslSession | None = None     # None: the listener has no SASL
 
 
 class Dispatcher:
-    def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None):
+    def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
+                 sasl: SaslSettings | None = None, clock=None):
         self._service = service
         self._answers = answers
         self._gateway = gateway
+        self._sasl = sasl
         self._loop = asyncio.get_running_loop()
+        self._clock = clock or (lambda: self._loop.time() * 1000)
 
     def open(self, conn: KafkaConnection) -> Session:
         upstream = None
         if self._gateway is not None:
             upstream = self._gateway.session(conn.listener_node_id)
-        return Session(conn, "/" + conn.peer_host, upstream)
+        auth = None if self._sasl is None else SaslSession(self._sasl, self._clock, conn.peer_host)
+        return Session(conn, "/" + conn.peer_host, upstream, auth)
 
     def close(self, session: Session) -> None:
         if session.upstream is not None:
@@ -77,8 +83,10 @@ class Dispatcher:
         api_key = header.api_key
         if api_key == ApiKey.ApiVersions:
             return self._api_versions(header, payload)
-        if api_key in SASL_VERSIONS:
-            return self._sasl(header, payload)
+        if api_key in self._answers.sasl_ranges:
+            return self._sasl_request(session, header, payload)
+        if session.auth is not None:
+            session.auth.admit(api_key)
         if api_key in LOCAL_VERSIONS and not (api_key == ApiKey.Metadata and session.upstream is not None):
             return self._local(session, header, payload, request_metrics)
         if session.upstream is not None:
@@ -94,14 +102,21 @@ class Dispatcher:
         request = self._decode(header, payload)
         return encode_response(header, self._answers.api_versions(request), header.api_version)
 
-    def _sasl(self, header, payload: bytes) -> bytes:
-        low, high = SASL_VERSIONS[header.api_key]
+    def _sasl_request(self, session: Session, header, payload: bytes) -> bytes | asyncio.Future:
+        low, high = self._answers.sasl_ranges[header.api_key]
         if not low <= header.api_version <= high:
             raise ProtocolViolation(f"{ApiKey(header.api_key).name} v{header.api_version} is not served "
                                     f"(we serve {low}-{high})")
-        self._decode(header, payload)
-        response = sasl.illegal_state(header.api_key, header.api_version)
-        return encode_response(header, response, header.api_version)
+        request = self._decode(header, payload)
+        auth = session.auth
+        if auth is None:
+            return encode_response(header, sasl.illegal_state(header.api_key, header.api_version), header.api_version)
+        answer = auth.handshake(request) if header.api_key == ApiKey.SaslHandshake else auth.authenticate(request)
+        if not isinstance(answer, asyncio.Future):
+            return _sasl_frame(header, answer)
+        frame = self._loop.create_future()
+        answer.add_done_callback(partial(_sasl_answered, header, frame))
+        return frame
 
     def _local(self, session: Session, header, payload: bytes,
                request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future:
@@ -194,6 +209,18 @@ class _Pending:
             frame.set_result(encode_response(header, response, header.api_version))
         except Exception as exc:
             frame.set_exception(exc)
+
+
+def _sasl_frame(header, answer: Answer) -> bytes:
+    response, last = answer
+    data = encode_response(header, response, header.api_version)
+    return LastFrame(data) if last else data
+
+
+def _sasl_answered(header, frame: asyncio.Future, answer: asyncio.Future) -> None:
+    if frame.done():
+        return      # the client went away
+    frame.set_result(_sasl_frame(header, answer.result()))
 
 
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:

@@ -1,0 +1,233 @@
+"""SASL authentication of one client connection, terminated by kgc (`sasl_mode = "terminate"`).
+
+The states follow Kafka's `SaslServerAuthenticator` and `SocketServer`:
+
+    START ──SaslHandshake(enabled M)──► HANDSHAKEN(M) ──SaslAuthenticate…──► AUTHENTICATED
+      │                                   │ wrong proof / password: 58, close   │
+      │ any API but ApiVersions: close    │ any API but SaslAuthenticate: close  │ lifetime over:
+      ▼                                   ▼                                      ▼ next non-SASL
+    closed                              closed        SaslHandshake (KIP-368) ◄──┘ request closes
+
+- Before authentication only ApiVersions, SaslHandshake and SaslAuthenticate are read;
+  anything else closes the connection without an answer, as Kafka does.
+- SaslHandshake with a mechanism not enabled: UNSUPPORTED_SASL_MECHANISM (33) with the
+  enabled list, then close. v0 (raw SASL tokens after it) is not served: kgc advertises 1.
+- A failed exchange: SASL_AUTHENTICATION_FAILED (58) with Kafka's generic message (it
+  never says whether the user exists), answered after `failure_delay_ms` (Kafka's
+  `connection.failed.authentication.delay.ms`), then close.
+- Session lifetime (KIP-368): `max_reauth_ms` (Kafka's `connections.max.reauth.ms`) goes
+  to the client in SaslAuthenticate v1+; once it has passed, the next request other than
+  a SaslHandshake closes the connection, even a Heartbeat kgc would answer itself. A
+  re-authentication must use the same mechanism and yield the same principal.
+- Authenticated again without a lifetime (no re-authentication possible): SASL requests
+  get ILLEGAL_SASL_STATE, as Kafka's `KafkaApis` answers them.
+
+Auth bytes and passwords are never logged; only the user name and the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
+from scramp import ScramException, ScramMechanism
+
+from coordinator import metrics
+from coordinator.net.connection import ProtocolViolation
+from coordinator.net.sasl import illegal_state
+from coordinator.security.credentials import SCRAM_MECHANISMS, CredentialStore
+from protocol.errors import ErrorCode
+from protocol.messages import response_class
+
+log = logging.getLogger(__name__)
+
+PLAIN = "PLAIN"
+MECHANISMS = (*SCRAM_MECHANISMS, PLAIN)
+
+# (response, close the connection once it is written)
+Answer = tuple[ApiMessage, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class SaslSettings:
+    mechanisms: tuple[str, ...]
+    credentials: CredentialStore
+    max_reauth_ms: int = 0            # 0: sessions never expire
+    failure_delay_ms: int = 100
+
+
+class AuthState(enum.Enum):
+    START = "start"
+    HANDSHAKEN = "handshaken"
+    AUTHENTICATED = "authenticated"
+    FAILED = "failed"
+
+
+class SaslSession:
+    """The authentication of one connection. `clock` gives monotonic milliseconds."""
+
+    __slots__ = ("_settings", "_clock", "_peer", "state", "mechanism", "principal", "expires_at",
+                 "_scram", "_scram_user", "_reauthenticating")
+
+    def __init__(self, settings: SaslSettings, clock: Callable[[], float], peer: str):
+        self._settings = settings
+        self._clock = clock
+        self._peer = peer
+        self.state = AuthState.START
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+        self.expires_at: float | None = None
+        self._scram = None
+        self._scram_user: str | None = None
+        self._reauthenticating = False
+
+    # ---- the barrier ------------------------------------------------------------------
+
+    def admit(self, api_key: int) -> None:
+        """Raises ProtocolViolation (close, no answer) unless `api_key` may be served now."""
+        if self.principal is None:
+            raise ProtocolViolation(f"{_name(api_key)} before SASL authentication completed")
+        if self.expires_at is not None and self._clock() >= self.expires_at:
+            metrics.sasl_session_expired()
+            raise ProtocolViolation(f"SASL session of {self.principal} expired without re-authentication")
+
+    # ---- SaslHandshake ----------------------------------------------------------------
+
+    def handshake(self, request) -> Answer:
+        version, wanted = request.version, request.mechanism
+        enabled = list(self._settings.mechanisms)
+        if self.state is AuthState.AUTHENTICATED:
+            if self.expires_at is None:
+                return illegal_state(ApiKey.SaslHandshake, version), False
+            if wanted != self.mechanism:
+                log.info("closing connection from %s: re-authentication changed mechanism", self._peer)
+                return _handshake(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
+            self._reauthenticating = True
+        elif self.state is not AuthState.START:
+            return illegal_state(ApiKey.SaslHandshake, version), True
+        elif wanted not in enabled:
+            metrics.sasl_attempt(wanted, "unsupported_mechanism")
+            return _handshake(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
+        self.state = AuthState.HANDSHAKEN
+        self.mechanism = wanted
+        self._scram = None
+        return _handshake(version, ErrorCode.NONE, enabled), False
+
+    # ---- SaslAuthenticate -------------------------------------------------------------
+
+    def authenticate(self, request) -> Answer | asyncio.Future:
+        version = request.version
+        if self.state is not AuthState.HANDSHAKEN:
+            message = "SaslAuthenticate before SaslHandshake" if self.principal is None else None
+            return illegal_state(ApiKey.SaslAuthenticate, version, message or "SaslAuthenticate out of turn"), True
+        if self.mechanism == PLAIN:
+            return self._plain(version, bytes(request.auth_bytes))
+        return self._scram_round(version, bytes(request.auth_bytes))
+
+    def _plain(self, version: int, token: bytes) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        answer = loop.create_future()
+        parts = token.split(b"\0")
+        if len(parts) != 3 or not parts[1] or not parts[2] or parts[0] not in (b"", parts[1]):
+            # Kafka's PlainSaslServer: two NULs, user and password non-empty, authzid empty or the user.
+            self._fail(version, answer, "malformed PLAIN token")
+            return answer
+        try:
+            user, password = parts[1].decode("utf-8"), parts[2].decode("utf-8")
+        except UnicodeDecodeError:
+            self._fail(version, answer, "PLAIN token is not UTF-8")
+            return answer
+        checked = loop.run_in_executor(None, self._settings.credentials.check_plain, user, password)
+
+        def done(fut: asyncio.Future) -> None:
+            if answer.done():
+                return
+            if not fut.cancelled() and fut.exception() is None and fut.result():
+                answer.set_result(self._succeed(version, user, b""))
+            else:
+                self._fail(version, answer, f"wrong password or unknown user {user!r}")
+        checked.add_done_callback(done)
+        return answer
+
+    def _scram_round(self, version: int, token: bytes) -> Answer | asyncio.Future:
+        try:
+            message = token.decode("utf-8")
+            if self._scram is None:
+                mechanism = self.mechanism
+                self._scram = ScramMechanism(mechanism).make_server(self._scram_credentials)
+                self._scram.set_client_first(message)
+                return _authenticate(version, ErrorCode.NONE, None, self._scram.get_server_first().encode()), False
+            self._scram.set_client_final(message)
+            server_final = self._scram.get_server_final().encode()
+        except (ScramException, UnicodeDecodeError, ValueError, KeyError) as exc:
+            answer = asyncio.get_running_loop().create_future()
+            self._fail(version, answer, f"SCRAM exchange failed ({type(exc).__name__})"
+                       + (f" for user {self._scram_user!r}" if self._scram_user else ""))
+            return answer
+        return self._succeed(version, self._scram_user, server_final)
+
+    def _scram_credentials(self, saslname: str) -> tuple[bytes, bytes, bytes, int]:
+        # Kafka's ScramFormatter.username: saslname escapes "," as =2C and "=" as =3D.
+        user = saslname.replace("=2C", ",").replace("=3D", "=")
+        self._scram_user = user
+        return self._settings.credentials.scram(user, self.mechanism)
+
+    # ---- outcomes ---------------------------------------------------------------------
+
+    def _succeed(self, version: int, user: str, server_bytes: bytes) -> Answer:
+        principal = f"User:{user}"
+        if self._reauthenticating and principal != self.principal:
+            metrics.sasl_attempt(self.mechanism, "failure")
+            log.info("closing connection from %s: re-authentication as %s, was %s", self._peer,
+                     principal, self.principal)
+            return _authenticate(version, ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                 "Cannot change principals during re-authentication", b""), True
+        lifetime = self._settings.max_reauth_ms
+        self.state = AuthState.AUTHENTICATED
+        self.principal = principal
+        self.expires_at = self._clock() + lifetime if lifetime > 0 else None
+        self._scram = None
+        metrics.sasl_attempt(self.mechanism, "reauthenticated" if self._reauthenticating else "success")
+        log.debug("%s authenticated as %s with %s", self._peer, principal, self.mechanism)
+        self._reauthenticating = False
+        return _authenticate(version, ErrorCode.NONE, None, server_bytes, lifetime), False
+
+    def _fail(self, version: int, answer: asyncio.Future, why: str) -> None:
+        mechanism = self.mechanism
+        self.state = AuthState.FAILED
+        self.principal = None
+        self._scram = None
+        metrics.sasl_attempt(mechanism, "failure")
+        log.info("authentication failed from %s with %s: %s", self._peer, mechanism, why)
+        response = _authenticate(
+            version, ErrorCode.SASL_AUTHENTICATION_FAILED,
+            f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}",
+            b"")
+        loop = asyncio.get_running_loop()
+        loop.call_later(self._settings.failure_delay_ms / 1000, _settle, answer, (response, True))
+
+
+def _settle(answer: asyncio.Future, result: Answer) -> None:
+    if not answer.done():
+        answer.set_result(result)
+
+
+def _handshake(version: int, code: int, mechanisms: list[str]) -> ApiMessage:
+    return response_class(ApiKey.SaslHandshake)(version=version, error_code=code, mechanisms=mechanisms)
+
+
+def _authenticate(version: int, code: int, message: str | None, auth_bytes: bytes, lifetime_ms: int = 0) -> ApiMessage:
+    return response_class(ApiKey.SaslAuthenticate)(version=version, error_code=code, error_message=message,
+                                                   auth_bytes=auth_bytes, session_lifetime_ms=lifetime_ms)
+
+
+def _name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"
