@@ -41,6 +41,7 @@ from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.security.credentials import CredentialStore
 from coordinator.service import GroupCoordinatorService
 from coordinator.settings import ServerConfig
+from protocol.api_keys import local_versions
 from storage.clock import wall_clock_ms
 from storage.file_store import FileLogStore
 from storage.memory_store import MemoryLogStore
@@ -95,8 +96,8 @@ class KgcApp:
         node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
         self.service = GroupCoordinatorService(self.runtime, node)
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None
-        self._dispatcher = Dispatcher(self.service, LocalAnswers(node, gateway, sasl_enabled=cfg.sasl), gateway,
-                                      sasl=self._sasl_settings())
+        answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
+        self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings())
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.group.config import GroupConfig
+from protocol.api_keys import GROUP_API_FLOORS
 from storage.fsync_policy import FsyncPolicy
 
 
@@ -60,6 +61,7 @@ class ServerConfig:
     sasl_credentials_file: str | None = None
     sasl_max_reauth_ms: int = 0              # Kafka's connections.max.reauth.ms (0: sessions never expire)
     sasl_failure_delay_ms: int = 100         # Kafka's connection.failed.authentication.delay.ms
+    min_group_api_versions: str = "kafka3"   # a key of protocol.api_keys.GROUP_API_FLOORS
     group: GroupConfig = GroupConfig()
 
     @property
@@ -242,6 +244,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sasl_credentials_file", text(nullable=True), "SCRAM credential file (kgc scram-credential writes it)"),
     Setting("sasl_max_reauth_ms", _MS, "SASL session lifetime before re-authentication (0: none)"),
     Setting("sasl_failure_delay_ms", _MS, "delay before answering a failed authentication"),
+    Setting("min_group_api_versions", text(choices=tuple(GROUP_API_FLOORS), fold=str.lower),
+            "kafka3: serve every group API version Kafka 3.9 served | kafka4: refuse what Kafka 4.0 "
+            "removed (OffsetCommit v0-1, OffsetFetch v0) with UNSUPPORTED_VERSION"),
     Setting("initial_rebalance_delay_ms", _MS, "Kafka's group.initial.rebalance.delay.ms", in_group=True),
     Setting("min_session_timeout_ms", _POSITIVE_MS, "Kafka's group.min.session.timeout.ms", in_group=True),
     Setting("max_session_timeout_ms", _POSITIVE_MS, "Kafka's group.max.session.timeout.ms", in_group=True),

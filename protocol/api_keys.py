@@ -11,13 +11,21 @@ Version ranges we answer ourselves (Kafka 4.x serves these APIs at the versions 
 | Heartbeat       |  12 | 0-4  | 4              |                                               |
 | LeaveGroup      |  13 | 0-5  | 4              | v3+ batches members                           |
 | SyncGroup       |  14 | 0-5  | 4              |                                               |
-| OffsetCommit    |   8 | 2-9  | 8              | v0-1 removed in Kafka 4.0 (KIP-896)           |
-| OffsetFetch     |   9 | 1-9  | 6              | v0 removed in Kafka 4.0 (KIP-896)             |
+| OffsetCommit    |   8 | 0-9  | 8              | v0-1 removed in Kafka 4.0 (KIP-896)           |
+| OffsetFetch     |   9 | 0-9  | 6              | v0 removed in Kafka 4.0 (KIP-896)             |
 | DescribeGroups  |  15 | 0-6  | 5              |                                               |
 | ListGroups      |  16 | 0-5  | 3              |                                               |
 | DeleteGroups    |  42 | 0-2  | 2              |                                               |
 | OffsetDelete    |  47 | 0    | never          |                                               |
 | Metadata        |   3 | 0-12 | 9              | local only in standalone mode, else forwarded |
+
+These are the versions Kafka 3.9 served for every group API it shares with kgc (its
+`*Request.json` `validVersions`), and Kafka 4.x's additions: clients older than Kafka 4
+(sarama 1.22 commits with OffsetCommit v1) keep working whichever cluster kgc fronts.
+Kafka 4.0 (KIP-896) removed OffsetCommit v0-1 and OffsetFetch v0, the only group API
+versions it removed for good (JoinGroup v0-1 came back in 4.0.1, DeleteGroups v0 was
+kept); `local_versions("kafka4")` is the table with that cut, for operators who want it
+(the `min_group_api_versions` setting).
 
 OffsetCommit and OffsetFetch v10 name topics by id (uuid) instead of by name; they wait
 until the gateway keeps a topic-id view of the upstream cluster. Metadata v13 only adds a
@@ -46,8 +54,8 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
     ApiKey.Heartbeat: (0, 4),
     ApiKey.LeaveGroup: (0, 5),
     ApiKey.SyncGroup: (0, 5),
-    ApiKey.OffsetCommit: (2, 9),
-    ApiKey.OffsetFetch: (1, 9),
+    ApiKey.OffsetCommit: (0, 9),
+    ApiKey.OffsetFetch: (0, 9),
     ApiKey.DescribeGroups: (0, 6),
     ApiKey.ListGroups: (0, 5),
     ApiKey.DeleteGroups: (0, 2),
@@ -62,6 +70,22 @@ SASL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
     ApiKey.SaslHandshake: (0, 1),
     ApiKey.SaslAuthenticate: (0, 2),
 })
+
+# The lowest version served of each API whose floor moved, by the Kafka release whose
+# floor kgc keeps: "kafka3" serves everything Kafka 3.9 served, "kafka4" cuts what
+# Kafka 4.0 removed (KIP-896).
+GROUP_API_FLOORS: MappingProxyType[str, MappingProxyType[ApiKey, int]] = MappingProxyType({
+    "kafka3": MappingProxyType({}),
+    "kafka4": MappingProxyType({ApiKey.OffsetCommit: 2, ApiKey.OffsetFetch: 1}),
+})
+
+
+def local_versions(floor: str) -> MappingProxyType[ApiKey, tuple[int, int]]:
+    """`LOCAL_VERSIONS` with the lowest versions `GROUP_API_FLOORS[floor]` sets."""
+    raised = GROUP_API_FLOORS[floor]
+    return MappingProxyType({key: (max(low, raised.get(key, low)), high)
+                             for key, (low, high) in LOCAL_VERSIONS.items()})
+
 
 _NEVER = 1 << 15  # above any int16 version: "flexibleVersions": "none"
 

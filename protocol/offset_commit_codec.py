@@ -1,4 +1,4 @@
-"""Hand-written codecs for OffsetCommit (API 8): request v2-9, response v0-9.
+"""Hand-written codecs for OffsetCommit (API 8): request v0-9, response v0-9.
 
 A consumer commits every partition it owns in one request, so per request kafka-python's
 generic path built and walked one object per partition three times over (decode, the
@@ -19,8 +19,8 @@ three over generated messages).
     request  group_id string, [v1+] generation_id_or_member_epoch int32, [v1+] member_id
              string, [v7+] group_instance_id nullable string, [v2-4] retention_time_ms
              int64, topics []: name string, partitions []: partition_index int32,
-             committed_offset int64, [v6+] committed_leader_epoch int32,
-             committed_metadata nullable string
+             committed_offset int64, [v6+] committed_leader_epoch int32, [v1]
+             commit_timestamp int64, committed_metadata nullable string
     response [v3+] throttle_time_ms int32, topics []: name string, partitions []:
              partition_index int32, error_code int16
     v8-9 are flexible: compact strings and arrays, a tagged-field section per struct,
@@ -39,8 +39,8 @@ from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitRespo
 
 from protocol.wire import WireError, encode_uvarint, read_uvarint
 
-MIN_REQUEST_VERSION = 2       # v0-1 (gone from Kafka 4) and v10 (topic ids) take kafka-python's path
-MAX_REQUEST_VERSION = 9
+MIN_REQUEST_VERSION = 0
+MAX_REQUEST_VERSION = 9       # v10 (topic ids) takes kafka-python's path
 MAX_RESPONSE_VERSION = 9
 
 _RequestTopic = OffsetCommitRequest.OffsetCommitRequestTopic
@@ -51,9 +51,11 @@ _ResponsePartition = _ResponseTopic.OffsetCommitResponsePartition
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-# partition_index, committed_offset, [v6+] committed_leader_epoch, metadata length
+# partition_index, committed_offset, [v6+] committed_leader_epoch, [v1] commit_timestamp,
+# metadata length
 _PARTITION_V6 = struct.Struct(">iqih")
 _PARTITION_V2 = struct.Struct(">iqh")
+_PARTITION_V1 = struct.Struct(">iqqh")
 _PARTITION_FLEXIBLE = struct.Struct(">iqiB")
 _new = object.__new__
 
@@ -119,8 +121,9 @@ class _Classic:
         # metadata length (nearly always 0).
         data, pos, end = self.data, self.pos, len(self.data)
         with_epoch = version >= 6
-        unpack = (_PARTITION_V6 if with_epoch else _PARTITION_V2).unpack_from
-        step = 18 if with_epoch else 14
+        with_timestamp = version == 1
+        layout = _PARTITION_V6 if with_epoch else _PARTITION_V1 if with_timestamp else _PARTITION_V2
+        unpack, step = layout.unpack_from, layout.size
         out = []
         for _ in range(count):
             p = _new(_RequestPartition)
@@ -129,6 +132,8 @@ class _Classic:
             p.unknown_tags = None
             if with_epoch:
                 p.partition_index, p.committed_offset, p.committed_leader_epoch, size = unpack(data, pos)
+            elif with_timestamp:
+                p.partition_index, p.committed_offset, p.commit_timestamp, size = unpack(data, pos)
             else:
                 p.partition_index, p.committed_offset, size = unpack(data, pos)
             pos += step
@@ -216,11 +221,12 @@ def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
     request.tags = None
     request.unknown_tags = None
     request.group_id = r.string()
-    request.generation_id_or_member_epoch = r.fixed(_INT32)[0]
-    request.member_id = r.string()
+    if version >= 1:    # v0 leaves them unset: they read as the schema's -1 and ""
+        request.generation_id_or_member_epoch = r.fixed(_INT32)[0]
+        request.member_id = r.string()
     if version >= 7:
         request.group_instance_id = r.string(nullable=True)
-    if version <= 4:
+    if 2 <= version <= 4:
         request.retention_time_ms = r.fixed(_INT64)[0]
     topics = []
     for _ in range(r.count()):

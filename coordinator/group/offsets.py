@@ -109,6 +109,8 @@ class OffsetManager:
     def commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result:
         version = ctx.api_version
         group_id = request.group_id
+        # v0 carries neither: kafka-python reads them as the schema's defaults, -1 and "", so
+        # a v0 commit is validated and stored as any commit outside a generation.
         generation = request.generation_id_or_member_epoch
         member_id = request.member_id
         instance_id = request.group_instance_id if version >= 7 else None
@@ -135,6 +137,9 @@ class OffsetManager:
         expire_ms = -1 if retention_ms == -1 else now + retention_ms
         max_bytes = self.config.offset_metadata_max_bytes
         with_epoch = version >= 6
+        stamped = version == 1
+        audit = {"member_id": member_id, "generation": generation, "client_id": ctx.client_id,
+                 "client_host": ctx.client_host}
         records: list[CoordinatorRecord] = []
         errors: dict[tuple[int, int], int] = {}
         for t_index, topic in enumerate(request.topics):
@@ -150,11 +155,17 @@ class OffsetManager:
                     log.debug("[group=%s] metadata of %s-%d too large", group_id, name, p.partition_index)
                     errors[t_index, p.partition_index] = _OFFSET_METADATA_TOO_LARGE
                     continue
-                commits.append((p.partition_index, p.committed_offset,
-                                p.committed_leader_epoch if with_epoch else -1, metadata or ""))
-            records += new_offset_commit_records(group_id, name, commits, now, expire_ms, member_id=member_id,
-                                                 generation=generation, client_id=ctx.client_id,
-                                                 client_host=ctx.client_host)
+                commit = (p.partition_index, p.committed_offset, p.committed_leader_epoch if with_epoch else -1,
+                          metadata or "")
+                if stamped:
+                    # v1 names each partition's commit time (-1: the coordinator's), and Kafka
+                    # stored it as given: it is what retention counts from.
+                    stamp = p.commit_timestamp
+                    records += new_offset_commit_records(group_id, name, [commit], now if stamp == -1 else stamp,
+                                                         expire_ms, **audit)
+                else:
+                    commits.append(commit)
+            records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
         return Result(records=tuple(records), response=offset_commit_response(version, request, errors))
 
     @staticmethod

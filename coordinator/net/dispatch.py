@@ -23,7 +23,6 @@ from coordinator.net import sasl
 from coordinator.net.authentication import Answer, SaslSession, SaslSettings
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
-from protocol.api_keys import LOCAL_VERSIONS
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -47,6 +46,7 @@ class Dispatcher:
                  sasl: SaslSettings | None = None, clock=None):
         self._service = service
         self._answers = answers
+        self._versions = answers.versions
         self._gateway = gateway
         self._sasl = sasl
         self._loop = asyncio.get_running_loop()
@@ -87,7 +87,7 @@ class Dispatcher:
             return self._sasl_request(session, header, payload)
         if session.auth is not None:
             session.auth.admit(api_key)
-        if api_key in LOCAL_VERSIONS and not (api_key == ApiKey.Metadata and session.upstream is not None):
+        if api_key in self._versions and not (api_key == ApiKey.Metadata and session.upstream is not None):
             return self._local(session, header, payload, request_metrics)
         if session.upstream is not None:
             return session.upstream.forward(header, payload)
@@ -95,7 +95,7 @@ class Dispatcher:
                                 "and there is no upstream to forward it to")
 
     def _api_versions(self, header, payload: bytes) -> bytes:
-        low, high = LOCAL_VERSIONS[ApiKey.ApiVersions]
+        low, high = self._versions[ApiKey.ApiVersions]
         if header.api_version > high:
             # KIP-511: a newer client gets a v0 answer listing our range, then retries lower.
             return encode_response(header, api_versions_error_response(), 0)
@@ -121,7 +121,7 @@ class Dispatcher:
     def _local(self, session: Session, header, payload: bytes,
                request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future:
         api_key, version = header.api_key, header.api_version
-        low, high = LOCAL_VERSIONS[api_key]
+        low, high = self._versions[api_key]
         if not low <= version <= high:
             return self._unsupported_version(session, header, payload, low, high)
         request = self._decode(header, payload)
@@ -144,8 +144,8 @@ class Dispatcher:
 
     def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int) -> bytes:
         """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
-        (e.g. OffsetCommit v0-1, removed in Kafka 4.0); otherwise there is no shape the
-        client could read, so close."""
+        (e.g. OffsetCommit v0-1 under `min_group_api_versions = "kafka4"`); otherwise
+        there is no shape the client could read, so close."""
         name = ApiKey(header.api_key).name
         log.debug("refusing %s v%d from %s: we serve %d-%d", name, header.api_version,
                   session.client_host, low, high)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
@@ -14,15 +16,17 @@ CLUSTER_ID = "kgc-standalone"
 
 
 class LocalAnswers:
-    def __init__(self, node: CoordinatorNode, gateway=None, *, sasl_enabled: bool = False):
+    def __init__(self, node: CoordinatorNode, gateway=None,
+                 versions: Mapping[ApiKey, tuple[int, int]] = LOCAL_VERSIONS, *, sasl_enabled: bool = False):
         self._node = node
         self._gateway = gateway
+        self.versions = versions    # the local APIs' ranges (`protocol.api_keys.local_versions`)
         # With SASL, SaslHandshake v1 only: after v0, SASL tokens travel as raw frames
         # without a Kafka header, which kgc's framing does not read.
         self.sasl_ranges = {**SASL_VERSIONS, ApiKey.SaslHandshake: (1, 1)} if sasl_enabled else dict(SASL_VERSIONS)
 
     def served_ranges(self) -> dict[int, tuple[int, int]]:
-        local = {**LOCAL_VERSIONS, **self.sasl_ranges}
+        local = {**self.versions, **self.sasl_ranges}
         if self._gateway is None:
             return local
         if self._gateway.cluster.api_versions:

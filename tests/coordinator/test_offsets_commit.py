@@ -145,3 +145,47 @@ def test_v10_topic_without_a_resolved_name_is_an_unknown_topic_id():
     assert result.response.topics[0].partitions[0].error_code == UNKNOWN_TOPIC_ID
     request.topics[0].name = "t"                     # what the service does once it knows the id
     assert ctx.shard.commit_offsets(ctx.rctx(10), request).records[0].key == OffsetCommitKey("g", "t", 0)
+
+
+# ---- the versions Kafka 4.0 removed (KIP-896), served as Kafka 3.9 served them
+
+def test_v1_stores_each_partitions_commit_timestamp_and_the_coordinators_time_for_minus_one():
+    ctx = GroupTestContext()
+    a, _ = ctx.stable_group(2)
+    now = ctx.clock.now_ms()
+    call = ctx.commit(version=1, member_id=a, generation_id=1,
+                      offsets=(("t", 0, 10, None), ("t", 1, 11, "m"), ("u", 0, 12, None), ("t", 0, 13, None)),
+                      commit_timestamps={("t", 0): 500, ("u", 0): 2_000_000})
+    assert errors(call) == [("t", 0, NONE), ("t", 1, NONE), ("t", 0, NONE), ("u", 0, NONE)]
+    assert [(r.key.topic, r.key.partition, r.value) for r in ctx.written[-4:]] == [
+        ("t", 0, OffsetCommitValue(10, -1, "", 500)),
+        ("t", 1, OffsetCommitValue(11, -1, "m", now)),
+        ("t", 0, OffsetCommitValue(13, -1, "", 500)),
+        ("u", 0, OffsetCommitValue(12, -1, "", 2_000_000))]
+    assert ctx.fetch(topics=[("t", [0])]).topics[0].partitions[0].offset == 13   # the last one listed wins
+    assert dict(ctx.written[-1].headers)["member_id"] == a.encode()
+
+
+def test_v1_checks_member_and_generation_as_later_versions_do():
+    ctx = GroupTestContext()
+    a, _ = ctx.stable_group(2)
+    assert errors(ctx.commit(version=1, member_id="ghost", generation_id=1)) == [("t", 0, UNKNOWN_MEMBER_ID)]
+    assert errors(ctx.commit(version=1, member_id=a, generation_id=2)) == [("t", 0, ILLEGAL_GENERATION)]
+    assert errors(ctx.commit(version=1, generation_id=5)) == [("t", 0, UNKNOWN_MEMBER_ID)]
+
+
+def test_v0_is_a_commit_outside_any_generation():
+    """v0 has no generation or member: stored like any commit with generation -1 (Kafka
+    kept v0 commits in ZooKeeper; kgc has one store), so it is refused while the group
+    has members, which a v0 client cannot prove to be."""
+    ctx = GroupTestContext()
+    assert errors(ctx.commit(version=0, offsets=(("t", 0, 10, "m"),))) == [("t", 0, NONE)]
+    assert [(r.key, r.value) for r in ctx.written] == [
+        (OffsetCommitKey("g", "t", 0), OffsetCommitValue(10, -1, "m", 1_000_000))]
+    assert dict(ctx.written[0].headers)["generation"] == b"-1"
+    assert ctx.state() == "Empty" and ctx.fetch(version=1).topics[0].partitions[0].offset == 10
+    other = GroupTestContext()
+    other.stable_group(2)
+    before = len(other.written)
+    assert errors(other.commit(version=0)) == [("t", 0, UNKNOWN_MEMBER_ID)]
+    assert len(other.written) == before

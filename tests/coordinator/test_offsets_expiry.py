@@ -98,3 +98,15 @@ def test_empty_group_without_offsets_is_deleted_at_the_next_check():
     ctx.sleep(CHECK_MS)
     assert "g" not in ctx.shard.groups
     assert ctx.deadline_in(expire_offsets_key()) == CHECK_MS
+
+
+def test_a_v1_commit_timestamp_is_what_retention_counts_from():
+    """OffsetCommit v1 names the commit time; Kafka 3.x stored it, so a simple group's
+    offset committed "a day ago" expires at the next check."""
+    ctx = GroupTestContext(offsets_retention_ms=DAY_MS)
+    now = ctx.clock.now_ms()
+    ctx.commit(version=1, offsets=(("t", 0, 1, None), ("t", 1, 1, None)),
+               commit_timestamps={("t", 0): now - DAY_MS})
+    ctx = loaded(ctx)
+    ctx.sleep(CHECK_MS)
+    assert offsets(ctx) == {("t", 1): 1}

@@ -55,6 +55,16 @@ def test_each_source_sets_values_of_every_kind(tmp_path):
     assert from_flags.broker_ports == ((1, 19093), (2, 19094)) and from_flags.group.initial_rebalance_delay_ms == 0
 
 
+def test_min_group_api_versions_is_kafka3_unless_an_operator_chooses_kafka_4s_cut(tmp_path):
+    assert load().config.min_group_api_versions == "kafka3"
+    assert load("--config", write(tmp_path, 'min_group_api_versions = "kafka4"\n')).config.min_group_api_versions \
+        == "kafka4"
+    assert load(env={"KGC_MIN_GROUP_API_VERSIONS": "KAFKA4"}).config.min_group_api_versions == "kafka4"
+    assert load("--min-group-api-versions", "kafka4").config.min_group_api_versions == "kafka4"
+    with pytest.raises(ConfigError, match="bad min_group_api_versions from flag .*expected one of kafka3, kafka4"):
+        load("--min-group-api-versions", "kafka5")
+
+
 def test_flags_win_over_the_environment_which_wins_over_the_file(tmp_path):
     path = write(tmp_path, "port = 1\nnode_id = 1\nhttp_port = 1\n")
     loaded = load("--port", "3", env={"KGC_CONFIG": path, "KGC_PORT": "2", "KGC_NODE_ID": "2"})

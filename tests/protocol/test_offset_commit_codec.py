@@ -35,7 +35,7 @@ def requests(draw):
     for _ in range(draw(st.integers(0, 3))):
         partitions = [
             _RequestPartition(partition_index=draw(INT32), committed_offset=draw(INT64),
-                              committed_leader_epoch=draw(INT32),
+                              committed_leader_epoch=draw(INT32), commit_timestamp=draw(INT64),
                               committed_metadata=draw(st.none() | st.just("") | TEXT))
             for _ in range(draw(st.integers(0, 6)))]
         topics.append(_RequestTopic(name=draw(TEXT), partitions=partitions))
@@ -76,7 +76,7 @@ def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
         assert outcome == "malformed"
 
 
-@pytest.mark.parametrize("version", [2, 7, 8, 9])
+@pytest.mark.parametrize("version", [0, 1, 2, 7, 8, 9])
 def test_a_null_group_id_is_refused_as_before(version):
     request = OffsetCommitRequest(version=version, group_id="g", generation_id_or_member_epoch=1, member_id="m",
                                   group_instance_id=None, retention_time_ms=-1, topics=[])
@@ -136,6 +136,28 @@ def test_a_response_frame_is_byte_identical_to_kafka_python(version, correlation
     expected = (len(header_bytes) + len(body)).to_bytes(4, "big") + header_bytes + body
     assert offset_commit_codec.offset_commit_response_frame(correlation_id, version, response) == expected
     assert encode_response(header, response, version) == expected
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_versions_kafka_4_removed_decode_as_kafka_python_decodes_them(version):
+    """v0 has no generation or member (they read as the schema's -1 and ""); v1 carries a
+    commit timestamp per partition."""
+    partitions = [_RequestPartition(partition_index=0, committed_offset=5, commit_timestamp=1_700_000_000_000,
+                                    committed_metadata="m"),
+                  _RequestPartition(partition_index=3, committed_offset=9, committed_metadata=None)]
+    request = OffsetCommitRequest(version=version, group_id="g", generation_id_or_member_epoch=4, member_id="m-1",
+                                  topics=[_RequestTopic(name="t", partitions=partitions)])
+    body = bytes(request.encode())
+    fast = offset_commit_codec.decode_offset_commit_request(version, memoryview(body))
+    assert generic_decode(ApiKey.OffsetCommit, version, body) == ("ok", attributes(fast))
+    got = [(p.partition_index, p.committed_offset, p.commit_timestamp, p.committed_metadata)
+           for p in fast.topics[0].partitions]
+    if version == 0:
+        assert (fast.generation_id_or_member_epoch, fast.member_id) == (-1, "")
+        assert got == [(0, 5, -1, "m"), (3, 9, -1, None)]
+    else:
+        assert (fast.generation_id_or_member_epoch, fast.member_id) == (4, "m-1")
+        assert got == [(0, 5, 1_700_000_000_000, "m"), (3, 9, -1, None)]
 
 
 def test_responses_it_does_not_cover_are_left_to_kafka_python():

@@ -8,6 +8,7 @@ would reach the coordinator.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 
 from kafka.protocol.admin.groups import DeleteGroupsRequest
 from kafka.protocol.consumer.group import (
@@ -75,15 +76,17 @@ def leave_request(version: int, group_id: str = "g", members=()) -> LeaveGroupRe
 
 def commit_request(version: int, group_id: str = "g", offsets=(("t", 0, 10, None),), *, member_id: str = "",
                    generation_id: int = -1, group_instance_id: str | None = None,
-                   retention_time_ms: int = -1, leader_epoch: int = -1) -> OffsetCommitRequest:
-    """`offsets`: (topic, partition, offset, metadata) tuples."""
+                   retention_time_ms: int = -1, leader_epoch: int = -1,
+                   commit_timestamps: Mapping[tuple[str, int], int] | None = None) -> OffsetCommitRequest:
+    """`offsets`: (topic, partition, offset, metadata) tuples; `commit_timestamps` (v1) by
+    (topic, partition), -1 for the others."""
     topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
     part_cls = topic_cls.OffsetCommitRequestPartition
     by_topic: dict[str, list] = {}
     for topic, partition, offset, metadata in offsets:
         by_topic.setdefault(topic, []).append(part_cls(
             partition_index=partition, committed_offset=offset, committed_leader_epoch=leader_epoch,
-            committed_metadata=metadata))
+            commit_timestamp=(commit_timestamps or {}).get((topic, partition), -1), committed_metadata=metadata))
     return _wire(OffsetCommitRequest(
         version=version, group_id=group_id, generation_id_or_member_epoch=generation_id, member_id=member_id,
         group_instance_id=group_instance_id, retention_time_ms=retention_time_ms,
