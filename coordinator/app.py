@@ -25,10 +25,13 @@ import logging
 import uuid
 
 from coordinator import metrics
+from coordinator.consumer_lag import partition_lag
 from coordinator.gateway.cluster import BrokerChange, UpstreamCluster
 from coordinator.gateway.gateway import Gateway
+from coordinator.gateway.log_ends import LogEnds, keep_fresh
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
+from coordinator.http.groups import committed_offsets
 from coordinator.http.server import HttpServer
 from coordinator.net.authentication import SaslSettings
 from coordinator.net.dispatch import Dispatcher
@@ -49,6 +52,7 @@ from storage.memory_store import MemoryLogStore
 log = logging.getLogger(__name__)
 
 DRAIN_POLL_S = 0.01
+BACKGROUND_STOP_S = 1.0  # a background job that ignores its cancel is left behind after this
 
 
 def new_member_id(prefix: str) -> str:
@@ -67,6 +71,10 @@ class KgcApp:
         self.http: HttpServer | None = None
         self.sampler: GroupStatsSampler | None = None
         self.cleaner: CleanerSchedule | None = None
+        self.log_ends: LogEnds | None = None
+        self.warnings: list[str] = []   # what /readyz tells even when ready (the embedded broker's memory storage)
+        self._lag_task: asyncio.Task | None = None
+        self._lag_stopping = asyncio.Event()
         self.stopping = False
         self._dispatcher: Dispatcher | None = None
         self._plan: ListenerPlan | None = None
@@ -101,6 +109,8 @@ class KgcApp:
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
+            self.log_ends = LogEnds(self.cluster)
+            self._lag_task = asyncio.get_running_loop().create_task(self._keep_log_ends_fresh(), name="log-ends")
         if isinstance(self.store, FileLogStore) and cfg.cleaner_interval_ms > 0:
             self.cleaner = CleanerSchedule(self.store, self.runtime, cfg.cleaner_interval_ms)
             self.cleaner.start()
@@ -115,6 +125,27 @@ class KgcApp:
             log.warning("PLAIN over sasl_plaintext: passwords cross the network in clear text")
         return SaslSettings(mechanisms=cfg.sasl_mechanisms, credentials=CredentialStore(cfg.sasl_credentials_file),
                             max_reauth_ms=cfg.sasl_max_reauth_ms, failure_delay_ms=cfg.sasl_failure_delay_ms)
+
+    async def _keep_log_ends_fresh(self) -> None:
+        await self.runtime.wait_loaded()
+        await self.cluster.wait_reachable()
+        await keep_fresh(self.log_ends, self._committed_offsets, self.config.lag_refresh_interval_ms,
+                         self._lag_stopping, self._publish_lag)
+
+    async def _committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        found: dict[str, dict[tuple[str, int], int]] = {}
+        outcomes = await asyncio.gather(*(self.runtime.read(p, committed_offsets)
+                                          for p in range(self.runtime.num_partitions)), return_exceptions=True)
+        for outcome in outcomes:
+            if not isinstance(outcome, BaseException):   # a partition not active now is skipped this time
+                found.update(outcome)
+        return found
+
+    def _publish_lag(self, committed: dict[str, dict[tuple[str, int], int]]) -> None:
+        rows = [metrics.LagRow(group, topic, partition,
+                               partition_lag(offset, *self.log_ends.end_and_error((topic, partition))).value)
+                for group, by_partition in committed.items() for (topic, partition), offset in by_partition.items()]
+        metrics.consumer_lag(rows, per_partition=self.config.lag_metrics_per_partition)
 
     def _listener(self, port: int, node_id: int | None) -> Listener:
         """A bound listener (bind errors raise here, before anything is served)."""
@@ -149,6 +180,15 @@ class KgcApp:
             self._broker_listeners[node_id] = listener
             asyncio.get_running_loop().create_task(listener.serve(self._dispatcher))
 
+    async def _stop_lag(self) -> None:
+        self._lag_stopping.set()
+        task, self._lag_task = self._lag_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task], timeout=BACKGROUND_STOP_S)
+        if self.log_ends is not None:
+            await self.log_ends.close()
+
     @property
     def port(self) -> int:
         return self.listeners[0].port
@@ -164,6 +204,7 @@ class KgcApp:
         for background in (self.sampler, self.cleaner):
             if background is not None:
                 await background.close()
+        await self._stop_lag()
         if self.runtime is not None:
             await self.runtime.close()
         while any(listener.in_flight for listener in self.listeners) and loop.time() < deadline:

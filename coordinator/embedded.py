@@ -3,7 +3,11 @@
 `kgc serve` without `--upstream` (and without `--standalone`) and `kgc demo` run this broker
 as a child process on a free loopback port, so one command gives a working Kafka endpoint
 with kgc coordinating its groups. Its storage is memory: topics and records live as long as
-the process.
+the process. The Tansu build in the wheel (0.6) has no storage engine that keeps data on
+local disk: asked for sqlite://, turso:// or slatedb:// it answers "FeatureNotEnabled",
+for file:// "UnsupportedStorageUrl"; the rest (postgres://, s3://) need a server of
+their own. So kgc says so at start (`MEMORY_STORAGE_WARNING`, also in /readyz) and warns
+about groups whose offsets name topics the upstream lacks (`coordinator.gateway.log_ends`).
 
 `EmbeddedBroker` starts the binary, waits (bounded) until it answers ApiVersions and
 Metadata, learns the node id it advertises (kgc opens a listener for that node), and stops
@@ -43,6 +47,13 @@ log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 READY_POLL_S = 0.05
+
+
+MEMORY_STORAGE_WARNING = (
+    "the embedded upstream keeps topics and records in memory only (its Tansu build has no local "
+    "storage engine): they are gone when kgc stops, while group offsets in the data dir survive, so after "
+    "a restart groups resume past the end of topics that are empty or missing; use --upstream with a "
+    "durable Kafka cluster to keep them")
 
 
 class EmbeddedUnavailable(RuntimeError):
@@ -206,4 +217,5 @@ def choose_upstream(config: ServerConfig, *, standalone: bool) -> tuple[ServerCo
         return config, None
     log.info("no --upstream given: using the embedded upstream %s (--standalone to run without one)",
              broker.bootstrap)
+    log.warning("%s", MEMORY_STORAGE_WARNING)
     return replace(config, upstream=(broker.address,)), broker

@@ -43,6 +43,10 @@ thread counts them. Label values are bounded: an API key kgc has no name for is 
 | kgc_authentications_total | counter | mechanism, outcome | SASL exchanges: success, reauthenticated, failure, unsupported_mechanism |
 | kgc_sasl_sessions_expired_total | counter | | connections closed because their SASL session lifetime passed |
 | kgc_authorization_denials_total | counter | api | requests (or parts of them) refused by the authorizer |
+| kgc_consumer_lag | gauge | group, topic | log end minus committed offset, summed over partitions whose lag is known |
+| kgc_consumer_lag_unknown_partitions | gauge | group, topic | partitions whose lag is unknown |
+| kgc_consumer_lag_partition | gauge | group, topic, partition | per partition (setting lag_metrics_per_partition) |
+| kgc_consumer_lag_series_dropped | gauge | | lag series left out past MAX_LAG_SERIES per family |
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from collections import Counter as Tally
 from collections.abc import Iterable
 from functools import cache
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka.protocol.api_key import ApiKey
 from prometheus_client import (
@@ -65,7 +69,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from protocol.errors import ErrorCode
 
@@ -386,3 +390,66 @@ class LogObserver:
 
 
 LOG_OBSERVER = LogObserver()
+
+
+# ---- consumer lag (set after each log-end refresh, read at scrape time) -----------------
+
+# Lag series are bounded: past this many label sets per family, the rest are dropped and
+# counted in kgc_consumer_lag_series_dropped (a scrape must stay small whatever the groups).
+MAX_LAG_SERIES = 10_000
+
+
+class LagRow(NamedTuple):
+    group: str
+    topic: str
+    partition: int
+    lag: int | None          # None: unknown (the HTTP API says why)
+
+
+class _LagCollector:
+    def __init__(self) -> None:
+        self.rows: list[LagRow] = []
+        self.per_partition = False
+
+    def collect(self) -> Iterable[Any]:
+        by_topic: dict[tuple[str, str], list[int]] = {}
+        for row in self.rows:
+            known_unknown = by_topic.setdefault((row.group, row.topic), [0, 0])
+            if row.lag is None:
+                known_unknown[1] += 1
+            else:
+                known_unknown[0] += row.lag
+        lag = GaugeMetricFamily("kgc_consumer_lag", "Consumer lag per group and topic: log end minus committed "
+                                "offset, summed over the partitions whose lag is known", labels=["group", "topic"])
+        unknown = GaugeMetricFamily("kgc_consumer_lag_unknown_partitions", "Partitions per group and topic whose "
+                                    "lag is unknown (no log end, or the upstream's end is below the commit)",
+                                    labels=["group", "topic"])
+        dropped = 0
+        for i, ((group, topic), (known, n_unknown)) in enumerate(sorted(by_topic.items())):
+            if i >= MAX_LAG_SERIES:
+                dropped += 1
+                continue
+            lag.add_metric([group, topic], known)
+            unknown.add_metric([group, topic], n_unknown)
+        yield lag
+        yield unknown
+        if self.per_partition:
+            per_partition = GaugeMetricFamily("kgc_consumer_lag_partition", "Consumer lag per group, topic and "
+                                              "partition (only where it is known)",
+                                              labels=["group", "topic", "partition"])
+            known_rows = [r for r in self.rows if r.lag is not None]
+            for row in known_rows[:MAX_LAG_SERIES]:
+                per_partition.add_metric([row.group, row.topic, str(row.partition)], row.lag)
+            dropped += max(0, len(known_rows) - MAX_LAG_SERIES)
+            yield per_partition
+        yield GaugeMetricFamily("kgc_consumer_lag_series_dropped", f"Lag series left out past {MAX_LAG_SERIES} "
+                                "per family", value=dropped)
+
+
+_LAG = _LagCollector()
+REGISTRY.register(_LAG)
+
+
+def consumer_lag(rows: list[LagRow], *, per_partition: bool) -> None:
+    _LAG.rows = rows
+    _LAG.per_partition = per_partition

@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 
 from coordinator.app import KgcApp
-from coordinator.embedded import EmbeddedBroker, choose_upstream
+from coordinator.embedded import MEMORY_STORAGE_WARNING, EmbeddedBroker, choose_upstream
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.settings import ServerConfig
 
@@ -64,6 +64,8 @@ async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[
     stop = asyncio.Event()
     signals = ShutdownSignals(stop.set, on_second_signal)
     app = KgcApp(config)
+    if broker is not None:
+        app.warnings.append(MEMORY_STORAGE_WARNING)
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
     frozen = watcher = None
     try:

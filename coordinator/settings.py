@@ -62,6 +62,8 @@ class ServerConfig:
     sasl_max_reauth_ms: int = 0              # Kafka's connections.max.reauth.ms (0: sessions never expire)
     sasl_failure_delay_ms: int = 100         # Kafka's connection.failed.authentication.delay.ms
     min_group_api_versions: str = "kafka3"   # a key of protocol.api_keys.GROUP_API_FLOORS
+    lag_refresh_interval_ms: int = 10_000  # log ends of committed partitions are fetched this often
+    lag_metrics_per_partition: bool = False  # kgc_consumer_lag_partition series (else group+topic only)
     group: GroupConfig = GroupConfig()
 
     @property
@@ -247,6 +249,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("min_group_api_versions", text(choices=tuple(GROUP_API_FLOORS), fold=str.lower),
             "kafka3: serve every group API version Kafka 3.9 served | kafka4: refuse what Kafka 4.0 "
             "removed (OffsetCommit v0-1, OffsetFetch v0) with UNSUPPORTED_VERSION"),
+    Setting("lag_refresh_interval_ms", _MS, "how often log-end offsets are fetched for lag (0: only on demand)"),
+    Setting("lag_metrics_per_partition", boolean, "export lag per partition too, not only per group and topic"),
     Setting("initial_rebalance_delay_ms", _MS, "Kafka's group.initial.rebalance.delay.ms", in_group=True),
     Setting("min_session_timeout_ms", _POSITIVE_MS, "Kafka's group.min.session.timeout.ms", in_group=True),
     Setting("max_session_timeout_ms", _POSITIVE_MS, "Kafka's group.max.session.timeout.ms", in_group=True),

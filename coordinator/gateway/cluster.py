@@ -109,6 +109,13 @@ class UpstreamCluster:
             return None
         return self._control.host, self._control.port
 
+    async def request(self, request, response_class):
+        """One request on the control connection (Metadata for a few topics, say); raises
+        `UpstreamUnavailable` while the upstream is not reachable."""
+        if not self.reachable or self._control is None or self._control.failure is not None:
+            raise UpstreamUnavailable(self.status)
+        return await self._request(request, response_class)
+
     def refresh_soon(self) -> None:
         self._wake.set()
 

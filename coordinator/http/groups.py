@@ -1,4 +1,5 @@
-"""JSON views of a shard's groups for /v1/groups, read on the partition's executor.
+"""JSON views of a shard's groups for /v1/groups, read on the partition's executor, and
+their lag from the log ends the app keeps (`coordinator.gateway.log_ends`).
 
 Assignments of groups using the "consumer" protocol type are decoded
 (ConsumerProtocolAssignment, read as v0, the prefix of every version) into
@@ -8,11 +9,17 @@ Assignments of groups using the "consumer" protocol type are decoded
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0
 
+from coordinator.consumer_lag import partition_lag
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+
+TopicPartition = tuple[str, int]
+# (log end, why it is unknown) of a partition
+EndOf = Callable[[TopicPartition], tuple[int | None, str | None]]
 
 
 def summary(group: ClassicGroup, partition: int) -> dict[str, Any]:
@@ -70,3 +77,37 @@ def _assignment(protocol_type: str | None, data: bytes) -> dict[str, Any]:
         except Exception:  # kafka-python raises assorted errors on bytes it cannot read
             pass
     return {"base64": base64.b64encode(data).decode("ascii")} if data else {}
+
+
+def committed_offsets(shard: Any) -> dict[str, dict[TopicPartition, int]]:
+    """Every group's committed offset per (topic, partition)."""
+    return {group_id: {(topic, partition): v.offset for topic, by_partition in topics.items()
+                       for partition, v in by_partition.items()}
+            for group_id, topics in shard.offsets.committed.items()}
+
+
+def lag_summary(committed: Mapping[TopicPartition, int], end_of: EndOf) -> dict[str, Any]:
+    """A group's lag: in total and per topic, the sum over partitions whose lag is known,
+    and how many are unknown (never a negative lag: `coordinator.consumer_lag`)."""
+    topics: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(committed.items()):
+        lag = partition_lag(offset, *end_of((topic, partition)))
+        entry = topics.setdefault(topic, {"lag": 0, "unknown_partitions": 0})
+        if lag.value is None:
+            entry["unknown_partitions"] += 1
+        else:
+            entry["lag"] += lag.value
+    return {"total": sum(t["lag"] for t in topics.values()),
+            "unknown_partitions": sum(t["unknown_partitions"] for t in topics.values()), "topics": topics}
+
+
+def add_partition_lag(view: dict[str, Any], end_of: EndOf) -> None:
+    """Each committed offset of a `detail` view gains its log end and lag (or why unknown)."""
+    committed = {}
+    for topic, by_partition in view["offsets"].items():
+        for partition, entry in by_partition.items():
+            end, error = end_of((topic, int(partition)))
+            lag = partition_lag(entry["offset"], end, error)
+            entry.update(log_end_offset=end, lag=lag.value, lag_unknown_reason=lag.reason)
+            committed[(topic, int(partition))] = entry["offset"]
+    view["lag"] = lag_summary(committed, end_of)

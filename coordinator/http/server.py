@@ -4,9 +4,12 @@
 |---|---|
 | GET /metrics | Prometheus text format (`coordinator.metrics`), group gauges sampled first |
 | GET /healthz | 200 while the process serves HTTP at all (liveness) |
-| GET /readyz | 200 when every partition is loaded (ACTIVE) and the upstream, if any, answers; else 503 with the reasons |
-| GET /v1/groups | every group of the loaded partitions: state, protocol, generation, member count |
-| GET /v1/groups/{group} | one group: members with their assignments, committed offsets (404 if unknown) |
+| GET /readyz | 200 when every partition is loaded (ACTIVE) and the upstream, if any, answers; else 503 with the reasons; `warnings` either way (an embedded upstream that keeps topics in memory) |
+| GET /v1/groups | every group of the loaded partitions: state, protocol, generation, member count, lag |
+| GET /v1/groups/{group} | one group: members with their assignments, committed offsets with log end and lag (404 if unknown) |
+
+Lag comes from the log ends the app keeps fresh (`kgc.log_ends`, None without an
+upstream); /v1/groups/{group} fetches its own partitions' ends first, within a bound.
 
 The server starts before the log is opened, so liveness holds through a long load while
 readiness says why it is not ready yet; it stops last on shutdown.
@@ -108,7 +111,8 @@ class HttpServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         r = readiness(self._kgc)
-        body = {"ready": r.ready, "reasons": list(r.reasons), "partitions": r.partitions, "upstream": r.upstream}
+        body = {"ready": r.ready, "reasons": list(r.reasons), "partitions": r.partitions, "upstream": r.upstream,
+                "warnings": list(getattr(self._kgc, "warnings", ()))}
         return web.json_response(body, status=200 if r.ready else 503)
 
     async def _groups(self, request: web.Request) -> web.Response:
@@ -116,7 +120,7 @@ class HttpServer:
         if runtime is None:
             return web.json_response({"error": "starting: the log is not open yet"}, status=503)
         partitions = range(runtime.num_partitions)
-        outcomes = await asyncio.gather(*(runtime.read(p, groups.summaries) for p in partitions),
+        outcomes = await asyncio.gather(*(runtime.read(p, _summaries_with_lag(self._end_of)) for p in partitions),
                                         return_exceptions=True)
         listed: list[dict[str, Any]] = []
         unavailable = []
@@ -143,4 +147,27 @@ class HttpServer:
             return web.json_response({"error": str(exc), "partition": partition}, status=503)
         if view is None:
             return web.json_response({"error": f"group {group_id} not found", "partition": partition}, status=404)
+        log_ends = getattr(self._kgc, "log_ends", None)
+        if log_ends is not None:   # on demand: this group's partitions, fresh
+            await log_ends.refresh((topic, int(p)) for topic, by_p in view["offsets"].items() for p in by_p)
+        groups.add_partition_lag(view, self._end_of)
         return web.json_response(view)
+
+    def _end_of(self, tp: tuple[str, int]) -> tuple[int | None, str | None]:
+        log_ends = getattr(self._kgc, "log_ends", None)
+        if log_ends is None:
+            return None, NO_UPSTREAM
+        return log_ends.end_and_error(tp)
+
+
+NO_UPSTREAM = "no upstream: kgc runs standalone, with no log ends to compare with"
+
+
+def _summaries_with_lag(end_of: groups.EndOf):
+    def read(shard: Any) -> list[dict[str, Any]]:
+        committed = groups.committed_offsets(shard)
+        listed = groups.summaries(shard)
+        for summary in listed:
+            summary["lag"] = groups.lag_summary(committed.get(summary["group_id"], {}), end_of)
+        return listed
+    return read

@@ -5,14 +5,18 @@ the reason logged when the embedded broker is unavailable."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.structs import OffsetAndMetadata
 
 from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
@@ -120,3 +124,33 @@ def test_an_embedded_broker_that_dies_is_reported_and_reaped_while_kgc_keeps_ser
         assert kgc.proc.poll() is None
         assert metadata(kgc.port).brokers, "kgc stopped answering after its upstream died"
     assert kgc.proc.returncode == 0
+
+
+def test_a_restart_over_the_embedded_brokers_memory_storage_is_said_loudly(tansu, tmp_path):
+    """The embedded broker forgets its topics when kgc stops; the data dir keeps the offsets.
+    kgc says so at start and in /readyz, and names the groups whose topics are gone."""
+    data_dir, http_port = tmp_path / "data", free_port()
+    args = ("--data-dir", str(data_dir), "--http-port", str(http_port), "--lag-refresh-interval-ms", "0")
+    group = new_name("lost")
+    first, second = tmp_path / "first.log", tmp_path / "second.log"
+    broker_port = free_port()
+    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), *args, log_path=str(first),
+                     embedded=True) as kgc:
+        wait_listening(broker_port)
+        topic = create_topic(kgc.bootstrap, 1)
+        consumer = KafkaConsumer(bootstrap_servers=kgc.bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
+        finally:
+            consumer.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/readyz", timeout=10) as resp:
+            assert any("in memory only" in w for w in json.load(resp)["warnings"])
+    assert "the embedded upstream keeps topics and records in memory only" in log_text(first)
+
+    broker_port = free_port()
+    with kgc_process("--broker-port-base", str(broker_port - tansu.node_id), *args, log_path=str(second),
+                     embedded=True):
+        wait_listening(broker_port)
+        lost = f"groups {group} have committed offsets for topic {topic}, which the upstream does not have"
+        wait_until(lambda: lost in log_text(second), 10, lambda: log_text(second)[-2000:])

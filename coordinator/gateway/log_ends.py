@@ -1,0 +1,201 @@
+"""Log-end offsets of the partitions groups have committed offsets for, kept fresh for lag.
+
+`LogEnds.refresh(partitions)` asks the upstream where each partition's log ends: Metadata
+for the topics (on the cluster's control connection) to find each partition's leader, then
+one ListOffsets "latest" per leader for all of its partitions. It runs every
+`lag_refresh_interval_ms` for every committed partition (`run`, fed by a callable the app
+supplies) and on demand for one group's (/v1/groups/{group}). Each answer is kept with its
+time; a partition the upstream could not answer for keeps the reason instead.
+
+Topics the upstream does not have are remembered (`missing_topics`) and each is logged once
+at WARNING with the groups that committed offsets for it: after a restart over an upstream
+that lost its topics (the embedded broker keeps them in memory), those groups would resume
+past the end of empty topics and read nothing, silently.
+
+Lag itself (`coordinator.consumer_lag`) is never negative: an end below the committed
+offset makes it unknown, with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import NamedTuple
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from coordinator.consumer_lag import NOT_FETCHED
+from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.periodic import run_every
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+CLIENT_ID = "kgc-lag"
+LATEST = -1
+# v4 is the first that can ask not to create the topics it names (v1-v3 create them on a
+# broker with auto-creation on, as Tansu does): asking where a log ends must not create it.
+_METADATA_VERSION = 4
+_LIST_OFFSETS_VERSIONS = (1, 7)  # v1: one offset per partition; v7 is the newest kafka-python writes here
+INTERNAL_TOPIC = "__consumer_offsets"
+
+
+class LogEnd(NamedTuple):
+    offset: int | None          # None: unknown, `error` says why
+    error: str | None
+    fetched_ms: int
+
+
+class LogEnds:
+    def __init__(self, cluster: UpstreamCluster, *, request_timeout_ms: int = 5_000,
+                 clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000):
+        self._cluster = cluster
+        self._timeout_s = request_timeout_ms / 1000
+        self._clock = clock
+        self._ends: dict[TopicPartition, LogEnd] = {}
+        self._leaders: dict[int, UpstreamConnection] = {}
+        self._correlation_ids = itertools.count(1)
+        self.missing_topics: set[str] = set()
+        self._warned: set[str] = set()
+
+    def get(self, tp: TopicPartition) -> LogEnd | None:
+        return self._ends.get(tp)
+
+    def end_and_error(self, tp: TopicPartition) -> tuple[int | None, str | None]:
+        end = self._ends.get(tp)
+        return (None, NOT_FETCHED) if end is None else (end.offset, end.error)
+
+    async def refresh(self, partitions: Iterable[TopicPartition]) -> None:
+        """Fetches the log end of each partition (bounded); failures are kept as reasons."""
+        wanted = sorted({tp for tp in partitions if tp[0] != INTERNAL_TOPIC})
+        if not wanted:
+            return
+        try:
+            await asyncio.wait_for(self._refresh(wanted), self._timeout_s)
+        except (UpstreamUnavailable, TimeoutError) as exc:
+            reason = f"log end offset unavailable: {exc or type(exc).__name__}"
+            now = self._clock()
+            for tp in wanted:
+                old = self._ends.get(tp)
+                # A known end stays (with its time) rather than be replaced by an error.
+                if old is None or old.offset is None:
+                    self._ends[tp] = LogEnd(None, reason, now)
+
+    async def _refresh(self, wanted: list[TopicPartition]) -> None:
+        topics = sorted({t for t, _ in wanted})
+        low, high = self._cluster.api_versions.get(ApiKey.Metadata, (0, -1))
+        if not low <= _METADATA_VERSION <= high:
+            raise UpstreamUnavailable(f"upstream serves Metadata {low}-{high}: kgc asks for log ends with "
+                                      f"v{_METADATA_VERSION}")
+        metadata = await self._cluster.request(
+            MetadataRequest[_METADATA_VERSION](topics=topics, allow_auto_topic_creation=False), MetadataResponse)
+        brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+        leaders: dict[TopicPartition, int] = {}
+        now = self._clock()
+        for topic in metadata.topics:
+            if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                self.missing_topics.add(topic.name)
+                continue
+            self.missing_topics.discard(topic.name)
+            for p in topic.partitions:
+                leaders[(topic.name, p.partition_index)] = p.leader_id
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in wanted:
+            if tp[0] in self.missing_topics:
+                self._ends[tp] = LogEnd(None, f"topic {tp[0]} does not exist upstream", now)
+            elif tp not in leaders or leaders[tp] not in brokers:
+                self._ends[tp] = LogEnd(None, "partition has no leader upstream", now)
+            else:
+                by_leader[leaders[tp]].append(tp)
+        await asyncio.gather(*(self._list_offsets(node, brokers[node], tps) for node, tps in by_leader.items()))
+
+    async def _list_offsets(self, node: int, address: tuple[str, int], tps: list[TopicPartition]) -> None:
+        low, high = self._cluster.api_versions.get(ApiKey.ListOffsets, (0, -1))
+        version = min(high, _LIST_OFFSETS_VERSIONS[1])
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, partition in tps:
+            by_topic[topic].append(partition)
+        request = ListOffsetsRequest[version](replica_id=-1, isolation_level=0, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(version=version, name=topic, partitions=[
+                ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                    version=version, partition_index=p, current_leader_epoch=-1, timestamp=LATEST)
+                for p in partitions])
+            for topic, partitions in by_topic.items()])
+        now = self._clock()
+        if version < max(low, _LIST_OFFSETS_VERSIONS[0]):
+            for tp in tps:
+                self._ends[tp] = LogEnd(None, f"upstream serves ListOffsets {low}-{high}", now)
+            return
+        try:
+            response = await self._send(node, address, request)
+        except UpstreamUnavailable as exc:
+            for tp in tps:
+                self._ends[tp] = LogEnd(None, f"log end offset unavailable: {exc}", now)
+            return
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if p.error_code:
+                    self._ends[tp] = LogEnd(None, f"upstream answered {ErrorCode(p.error_code).name}", now)
+                else:
+                    self._ends[tp] = LogEnd(p.offset, None, now)
+
+    async def _send(self, node: int, address: tuple[str, int], request) -> ListOffsetsResponse:
+        conn = self._leaders.get(node)
+        if conn is None or conn.failure is not None or (conn.host, conn.port) != address:
+            if conn is not None:
+                await conn.close()
+            conn = self._leaders[node] = UpstreamConnection(*address, connect_timeout_ms=int(self._timeout_s * 1000))
+        correlation_id = next(self._correlation_ids)
+        request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
+        payload = await conn.send(correlation_id, request.encode(header=True), True)
+        return ListOffsetsResponse.decode(payload, version=request.API_VERSION, header=True)
+
+    def warn_missing(self, committed_by: Mapping[str, Iterable[str]]) -> None:
+        """Once per topic: the groups (`committed_by[topic]`) holding offsets for a topic the
+        upstream does not have."""
+        for topic in sorted(self.missing_topics - self._warned):
+            groups = sorted(committed_by.get(topic, ()))
+            if not groups:
+                continue
+            self._warned.add(topic)
+            log.warning("groups %s have committed offsets for topic %s, which the upstream does not have: "
+                        "their consumers will find no such topic, or, once it is created again, start past "
+                        "its end (an upstream that lost its topics, such as the embedded broker after a "
+                        "restart, does this)", ", ".join(groups[:10]) + (" ..." if len(groups) > 10 else ""),
+                        topic)
+
+    async def close(self) -> None:
+        leaders, self._leaders = self._leaders, {}
+        await asyncio.gather(*(conn.close() for conn in leaders.values()))
+
+
+async def keep_fresh(log_ends: LogEnds, committed: Callable[[], Awaitable[Mapping[str, Mapping[TopicPartition, int]]]],
+                     interval_ms: int, stopping: asyncio.Event,
+                     on_refreshed: Callable[[Mapping[str, Mapping[TopicPartition, int]]], None]) -> None:
+    """Now, then every `interval_ms` (0: only now, for the missing-topic warning): the log
+    end of every partition some group has an offset for, then `on_refreshed(committed)`."""
+    async def step() -> None:
+        offsets = await committed()
+        await log_ends.refresh(tp for by_partition in offsets.values() for tp in by_partition)
+        committed_by: dict[str, set[str]] = defaultdict(set)
+        for group, by_partition in offsets.items():
+            for topic, _ in by_partition:
+                committed_by[topic].add(group)
+        log_ends.warn_missing(committed_by)
+        on_refreshed(offsets)
+
+    try:
+        await step()
+    except Exception:
+        log.exception("log end offset refresh failed")
+    if interval_ms > 0:
+        await run_every(interval_ms, stopping, step, "log end offset refresh")

@@ -1,0 +1,126 @@
+"""Consumer lag in /v1/groups, /v1/groups/{group} and /metrics, checked against a real
+consumer's position through kgc in front of Tansu.
+
+Records go one per batch (tests/e2e/test_groups_command.py says why: Tansu's ListOffsets
+"latest" is the true end only then); a batch of several makes the reported end too low,
+and kgc must then call the lag unknown, never negative.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from tests.e2e.admin import create_topic, new_name
+from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
+from tests.e2e.test_groups_command import (
+    PER_PARTITION,
+    joined_consumer,
+    produce_one_per_batch,
+    read_everything,
+)
+from tests.ops.support import Samples
+from tests.support.kgc import free_port, kgc_process
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+REFRESH_MS = 200
+
+
+@pytest.fixture(scope="module")
+def kgc_http(tansu, tmp_path_factory):
+    """kgc in front of the session's Tansu with its HTTP port known and lag refreshed often."""
+    broker_port, http_port = free_port(), free_port()
+    log_path = tmp_path_factory.mktemp("kgc-lag") / "kgc.log"
+    with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+                     "--http-port", str(http_port), "--lag-refresh-interval-ms", str(REFRESH_MS),
+                     "--lag-metrics-per-partition", *KGC_GROUP_FLAGS, log_path=str(log_path)) as proc:
+        wait_listening(broker_port)
+        yield proc, http_port
+
+
+def get_json(port: int, path: str) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+        return json.load(resp)
+
+
+def scrape(port: int) -> Samples:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        return Samples.parse(resp.read().decode())
+
+
+def until(predicate, timeout_s: float = 10.0):
+    deadline = time.monotonic() + timeout_s
+    while not (found := predicate()):
+        assert time.monotonic() < deadline, "not in time"
+        time.sleep(0.05)
+    return found
+
+
+def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metrics(kgc_http):
+    kgc, http_port = kgc_http
+    topic = create_topic(kgc.bootstrap, len(PER_PARTITION))
+    produce_one_per_batch(kgc.bootstrap, topic, PER_PARTITION)
+    group = new_name("lag")
+    consumer = joined_consumer(kgc.bootstrap, topic, group)
+    try:
+        positions = read_everything(consumer, topic)
+        committed = {0: 1, 1: 4, 2: 5}
+        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()})
+        expected = {p: positions[p] - committed[p] for p in positions}
+
+        view = get_json(http_port, f"/v1/groups/{group}")   # fetches its log ends on demand
+        for p, entry in view["offsets"][topic].items():
+            assert (entry["offset"], entry["log_end_offset"], entry["lag"]) == (
+                committed[int(p)], positions[int(p)], expected[int(p)])
+        assert view["lag"] == {"total": sum(expected.values()), "unknown_partitions": 0,
+                               "topics": {topic: {"lag": sum(expected.values()), "unknown_partitions": 0}}}
+
+        listed = {g["group_id"]: g for g in get_json(http_port, "/v1/groups")["groups"]}
+        assert listed[group]["lag"]["total"] == sum(expected.values())
+
+        # The metrics follow the periodic refresh.
+        samples = until(lambda: (s := scrape(http_port)).get("kgc_consumer_lag", group=group, topic=topic)
+                        == sum(expected.values()) and s)
+        for p, lag in expected.items():
+            assert samples.get("kgc_consumer_lag_partition", group=group, topic=topic, partition=str(p)) == lag
+        assert samples.get("kgc_consumer_lag_unknown_partitions", group=group, topic=topic) == 0
+
+        # The consumer catches up: lag 0 everywhere.
+        consumer.commit()
+        until(lambda: scrape(http_port).get("kgc_consumer_lag", group=group, topic=topic) == 0
+              and get_json(http_port, f"/v1/groups/{group}")["lag"]["total"] == 0)
+    finally:
+        consumer.close()
+
+
+def test_an_end_below_the_commit_is_unknown_lag_never_negative(kgc_http):
+    kgc, http_port = kgc_http
+    topic = create_topic(kgc.bootstrap, 1)
+    producer = Producer({"bootstrap.servers": kgc.bootstrap, "linger.ms": 200})
+    for i in range(5):          # one batch of five: Tansu then reports an end of 1
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(10) == 0
+    group = new_name("batched")
+    consumer = KafkaConsumer(bootstrap_servers=kgc.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
+    finally:
+        consumer.close()
+    entry = get_json(http_port, f"/v1/groups/{group}")["offsets"][topic]["0"]
+    assert entry["lag"] is None and entry["log_end_offset"] == 1
+    assert "committed offset 5 is past the log end offset 1" in entry["lag_unknown_reason"]
+    samples = until(lambda: (s := scrape(http_port)).get("kgc_consumer_lag_unknown_partitions", group=group,
+                                                          topic=topic) == 1 and s)
+    assert samples.get("kgc_consumer_lag", group=group, topic=topic) == 0
+    assert ("kgc_consumer_lag_partition", frozenset({("group", group), ("topic", topic), ("partition", "0")})) \
+        not in samples.values
+
