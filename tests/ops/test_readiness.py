@@ -60,7 +60,8 @@ async def test_readyz_is_false_while_partitions_load_and_true_after(tmp_path):
     assert first["partitions"]["loading"] == 1 and first["partitions"]["active"] == 49
     assert first["reasons"] == ["partitions not active: 1 loading"]
     last_status, last = seen[-1]
-    assert last == {"ready": True, "reasons": [], "partitions": {"active": 50}, "upstream": None}
+    assert last == {"ready": True, "reasons": [], "partitions": {"active": 50}, "upstream": None,
+                    "warnings": []}
     assert health == 200
 
 
