@@ -23,7 +23,7 @@ from kafka.protocol.api_key import ApiKey
 from coordinator.bench.context import Context, Launcher, Sizes
 from coordinator.bench.stats import Figure, median, not_measured
 from coordinator.bench.targets import Unsupported, external, spawn_kgc, spawn_tansu
-from coordinator.bench.workloads import commit, fetch_offsets, heartbeat, join, load, memory, rebalance
+from coordinator.bench.workloads import commit, fetch_offsets, heartbeat, join, load, memory, rebalance, sync_commit
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ WORKLOADS: dict[str, Callable[[Context], Awaitable[list[Figure]]]] = {
     "rebalance": rebalance.run,
     "heartbeat": heartbeat.run,
     "commit": commit.run,
+    "sync-commit": sync_commit.run,
     "fetch-offsets": fetch_offsets.run,
     "load": load.run,
     "memory": memory.run,
@@ -44,6 +45,7 @@ REQUIRES: dict[str, tuple[ApiKey, ...]] = {
     "rebalance": (*_MEMBERSHIP, ApiKey.LeaveGroup),
     "heartbeat": _MEMBERSHIP,
     "commit": (ApiKey.OffsetCommit,),
+    "sync-commit": (ApiKey.OffsetCommit, ApiKey.OffsetFetch),
     "fetch-offsets": (ApiKey.OffsetCommit, ApiKey.OffsetFetch),
     "load": (ApiKey.OffsetFetch,),
     "memory": (*_MEMBERSHIP, ApiKey.OffsetCommit),

@@ -23,6 +23,8 @@ class Sizes:
     commit_clients: int = 8
     commit_partitions: int = 50
     commit_pipeline: int = 1
+    sync_commit_clients: tuple[int, ...] = (1, 3, 8)
+    sync_commit_partitions: tuple[int, ...] = (1, 2, 10)
     fetch_groups: int = 10
     fetch_partitions: int = 1000
     fetch_clients: int = 8
@@ -40,7 +42,8 @@ class Sizes:
     def tiny(cls) -> Sizes:
         """Seconds-long runs that still exercise every code path (the smoke tests)."""
         return cls(join_members=(1, 3), rebalance_members=3, heartbeat_members=(4,), heartbeat_group_size=2,
-                   commit_clients=2, commit_partitions=5, fetch_groups=2, fetch_partitions=20, fetch_clients=2,
+                   commit_clients=2, commit_partitions=5, sync_commit_clients=(2,), sync_commit_partitions=(2,),
+                   fetch_groups=2, fetch_partitions=20, fetch_clients=2,
                    load_records=(2_000,), memory_offsets=1_000, memory_members=20, memory_group_size=2,
                    duration_s=0.3, warmup_s=0.1, timeout_s=30.0)
 

@@ -162,10 +162,11 @@ def heartbeat_error(payload: bytes) -> int:
 
 
 class OffsetCommitEncoder:
-    """OffsetCommit v7 for one group committing one offset to partitions 0..n-1 of a topic,
-    as a simple consumer (generation -1, no member id), packed without kafka-python."""
+    """OffsetCommit v7 for one group committing one offset to partitions first..first+n-1
+    of a topic, as a simple consumer (generation -1, no member id), packed without
+    kafka-python."""
 
-    def __init__(self, group: str, topic: str, partitions: int):
+    def __init__(self, group: str, topic: str, partitions: int, first: int = 0):
         def string(s: str) -> bytes:
             b = s.encode()
             return _STRING_LEN.pack(len(b)) + b
@@ -173,7 +174,7 @@ class OffsetCommitEncoder:
         self._after_header = b"".join((
             string(CLIENT_ID), string(group), _INT32.pack(-1), string(""), _INT16.pack(-1),
             _INT32.pack(1), string(topic), _INT32.pack(partitions)))
-        self._indexes = [_INT32.pack(p) for p in range(partitions)]
+        self._indexes = [_INT32.pack(p) for p in range(first, first + partitions)]
         self._size = 8 + len(self._after_header) + partitions * (4 + _COMMIT_PARTITION_TAIL.size)
         self.partitions = partitions
 
@@ -183,7 +184,7 @@ class OffsetCommitEncoder:
         return b"".join((head, self._after_header, tail.join(self._indexes), tail))
 
 
-def offset_commit_request(group: str, topic: str, partitions: int, offset: int):
+def offset_commit_request(group: str, topic: str, partitions: int, offset: int, first: int = 0):
     """The kafka-python twin of `OffsetCommitEncoder`, for set-up and for its tests."""
     cls = OffsetCommitRequest[VERSIONS[ApiKey.OffsetCommit]]
     topic_cls = cls.OffsetCommitRequestTopic
@@ -191,7 +192,7 @@ def offset_commit_request(group: str, topic: str, partitions: int, offset: int):
     return cls(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
                topics=[topic_cls(name=topic, partitions=[
                    partition_cls(partition_index=p, committed_offset=offset, committed_leader_epoch=-1,
-                                 committed_metadata="") for p in range(partitions)])])
+                                 committed_metadata="") for p in range(first, first + partitions)])])
 
 
 @functools.cache
@@ -217,10 +218,10 @@ def offset_commit_errors(payload: bytes) -> tuple[int, int]:
     return answered, failed
 
 
-def offset_fetch_request(group: str, topic: str, partitions: int):
+def offset_fetch_request(group: str, topic: str, partitions: int, first: int = 0):
     cls = OffsetFetchRequest[VERSIONS[ApiKey.OffsetFetch]]
-    return cls(group_id=group,
-               topics=[cls.OffsetFetchRequestTopic(name=topic, partition_indexes=list(range(partitions)))])
+    return cls(group_id=group, topics=[cls.OffsetFetchRequestTopic(
+        name=topic, partition_indexes=list(range(first, first + partitions)))])
 
 
 def decode_offset_fetch(payload: bytes):

@@ -1,0 +1,124 @@
+"""Workload sync-commit: a consumer's synchronous commit. N clients share one group; each
+owns K partitions and keeps exactly one OffsetCommit of them in flight, as a consumer does
+with `commit(asynchronous=False)` after each batch; commits/s and p50/p99 round trip
+for every N in `sync_commit_clients` and K in `sync_commit_partitions`.
+
+At the end of each (N, K) every client reads its partitions back with OffsetFetch (the
+`committed()` a consumer calls) and checks it gets the last offset it committed.
+
+kgc runs with fsync `always` and `never`. In the same kgc run the disk's own fsync of a
+small append is timed (`disk.fsync_latencies`), and for each (N, K) the figure "fsync
+cost / disk fsync" says how much longer a commit waits with `always` than with `never`,
+in units of that fsync (p50 against p50): 1.0 means the commit path adds nothing to the
+fsync itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from coordinator.bench import messages
+from coordinator.bench.context import Context
+from coordinator.bench.disk import fsync_latencies
+from coordinator.bench.member import TOPIC, BenchError
+from coordinator.bench.stats import Figure, Latencies
+from coordinator.bench.wire import BenchConnection
+
+FSYNC_POLICIES = ("always", "never")
+
+
+def label(clients: int, partitions: int) -> str:
+    return f"sync commit {clients} clients x {partitions} partitions"
+
+
+async def run(ctx: Context) -> list[Figure]:
+    s = ctx.sizes
+    figures = []
+    p50s: dict[tuple[str | None, int, int], float] = {}
+    disk = None
+    for fsync in FSYNC_POLICIES if ctx.kind == "kgc" else (None,):
+        options = {"fsync": fsync} if fsync else {}
+        async with ctx.launch(**options) as target:
+            await target.create_topic(TOPIC, max(s.sync_commit_clients) * max(s.sync_commit_partitions))
+            for n in s.sync_commit_clients:
+                for k in s.sync_commit_partitions:
+                    group = ctx.group_name("sync-commit", f"{fsync}-{n}x{k}")
+                    latencies, requests = await _measure(ctx, target, group, n, k)
+                    note = f"{requests} OffsetCommits in {s.duration_s:g} s, one in flight per client"
+                    figures += [
+                        Figure(f"{label(n, k)}: commits/s", requests / s.duration_s, "/s", "higher",
+                               target.config, note),
+                        Figure(f"{label(n, k)}: p50", latencies.percentile_ms(50), "ms", "lower",
+                               target.config, note),
+                        Figure(f"{label(n, k)}: p99", latencies.percentile_ms(99), "ms", "lower",
+                               target.config, note),
+                    ]
+                    p50s[fsync, n, k] = latencies.percentile_ms(50)
+            if fsync == "always":
+                disk = await asyncio.to_thread(fsync_latencies, ctx.work_dir)
+    if disk is None:
+        return figures
+    disk_p50 = disk.percentile_ms(50)
+    config = "kgc, disk of the work dir, in the same run"
+    figures += [Figure("disk: fsync of a small append: p50", disk_p50, "ms", "lower", config),
+                Figure("disk: fsync of a small append: p99", disk.percentile_ms(99), "ms", "lower", config)]
+    for n in s.sync_commit_clients:
+        for k in s.sync_commit_partitions:
+            extra = p50s["always", n, k] - p50s["never", n, k]
+            figures.append(Figure(f"{label(n, k)}: fsync cost / disk fsync", extra / disk_p50, "x", "lower",
+                                  config, f"p50 always - p50 never = {extra:.3f} ms; disk fsync p50 {disk_p50:.3f} ms"))
+    return figures
+
+
+async def _measure(ctx: Context, target, group: str, clients: int, partitions: int) -> tuple[Latencies, int]:
+    s = ctx.sizes
+    conns = await target.connections(clients)
+    latencies = Latencies()
+    counts = [0]
+    start = time.perf_counter()
+    measure_from = start + s.warmup_s
+    end = measure_from + s.duration_s
+    try:
+        last = await asyncio.gather(*(
+            _client(conns[i], messages.OffsetCommitEncoder(group, TOPIC, partitions, i * partitions),
+                    measure_from, end, latencies, counts)
+            for i in range(clients)))
+        for i in range(clients):
+            await _check_committed(conns[i], group, partitions, i * partitions, last[i])
+    finally:
+        for conn in conns:
+            conn.close()
+    return latencies, counts[0]
+
+
+async def _client(conn: BenchConnection, encoder: messages.OffsetCommitEncoder, measure_from: float, end: float,
+                  latencies: Latencies, counts: list[int]) -> int:
+    """Commit offsets 1, 2, 3, ... one at a time until `end`; the last offset committed."""
+    offset = 0
+    while True:
+        offset += 1
+        cid = conn.next_correlation_id()
+        sent = time.perf_counter_ns()
+        payload = await conn.send(encoder.frame(cid, offset), cid)
+        now_ns = time.perf_counter_ns()
+        answered, failed = messages.offset_commit_errors(payload)
+        if failed or answered != encoder.partitions:
+            raise BenchError(f"commit of offset {offset}: {failed} of {answered} partitions failed")
+        now = now_ns / 1e9
+        if now >= end:
+            return offset
+        if now >= measure_from:
+            latencies.add(now_ns - sent)
+            counts[0] += 1
+
+
+async def _check_committed(conn: BenchConnection, group: str, partitions: int, first: int, offset: int) -> None:
+    cid = conn.next_correlation_id()
+    request = messages.offset_fetch_request(group, TOPIC, partitions, first)
+    response = messages.decode_offset_fetch(await conn.send(messages.encode(request, cid), cid))
+    got = {p.partition_index: (p.committed_offset, p.error_code) for t in response.topics for p in t.partitions}
+    want = {p: (offset, 0) for p in range(first, first + partitions)}
+    if response.error_code or got != want:
+        raise BenchError(f"[group={group}] committed() after the loop: error {response.error_code}, "
+                         f"got {got}, want {want}")
