@@ -2,7 +2,9 @@
 
 A commit under `--fsync always` waits for at least one fsync of a small append; this is
 that floor: append `APPEND_BYTES` to a fresh file in the given directory and fsync it,
-`count` times, each timed alone.
+`count` times, each timed alone. On a shared disk this time moves with everyone else's
+writes (from 0.1 to several ms within minutes here), so a workload times it right before
+and after the runs it compares with it.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from coordinator.bench.stats import Latencies
 APPEND_BYTES = 150    # about one small OffsetCommit batch
 
 
-def fsync_latencies(directory: Path, count: int = 300) -> Latencies:
-    latencies = Latencies()
+def fsync_latencies(directory: Path, count: int = 300, into: Latencies | None = None) -> Latencies:
+    """The fsync times, added to `into` when given (to pool probes taken around a run)."""
+    latencies = into if into is not None else Latencies()
     fd, name = tempfile.mkstemp(prefix="fsync-probe-", dir=directory)
     try:
         data = b"x" * APPEND_BYTES
