@@ -1,11 +1,19 @@
-"""Group commit: one writer task per partition between `append` and the disk.
+"""Group commit: one writer per partition between `append` and the disk.
 
-`submit` queues an encoded batch and returns its `durable` future. The writer task
-takes every batch queued since its last write, writes them with one `write` call (more
-when a segment rolls) in the writer's own thread, fsyncs there if the policy says so, and
-back on the event loop resolves every future the write covered, in offset order. While a
-write is in the thread, new batches queue up for the next one: under load one fsync
-releases many batches.
+`submit` returns an encoded batch's `durable` future. Two ways to the disk:
+
+- Inline: when the policy owes no fsync with this write (`never`, or `interval` before
+  its time), nothing is queued or in the thread, and the batch rolls no segment, `submit`
+  writes it from the event loop and returns its future already resolved. A write to the
+  page cache takes microseconds; a round trip through a thread costs a context switch
+  each way, which a client with one commit in flight waits for.
+- Through the writer thread: otherwise the batch queues, and a `_start` scheduled for
+  the end of this loop iteration (so that requests read together share one write and
+  one fsync) hands every queued batch to the thread in one job: one `write` call (more
+  when a segment rolls), then the fsync if the policy says so. The thread's answer runs
+  on the loop as one callback that marks the log durable, resolves every future the
+  write covered in offset order, and hands the thread whatever queued meanwhile. Under
+  load one fsync releases many batches.
 
 A write or fsync that raises fails the partition: the batches of that write, every
 queued batch and every later submit fail with `StorageError` until the owner recovers
@@ -17,8 +25,9 @@ passed in so that storage imports nothing from the coordinator.
 
 Each writer owns one thread for its disk work (writes and fsyncs, one at a time): a
 `SimpleQueue` hand-off costs far less than `asyncio.to_thread`'s executor round trip
-(BENCHMARKS.md, "Writer thread and load replay"). `close` stops and joins it; a writer dropped
-without `close` stops its thread when collected.
+(BENCHMARKS.md, "Writer thread and load replay"). `close` waits for the thread's work,
+fsyncs what was only written, then stops and joins it; a writer dropped without `close`
+stops its thread when collected.
 """
 
 from __future__ import annotations
@@ -29,8 +38,8 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from storage.api import StorageError
@@ -76,27 +85,38 @@ class GroupCommitWriter:
         self._log = partition_log
         self._policy = policy
         self._observer = observer or Unobserved()
-        self._queue: list[_Queued] = []
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._unsynced = False           # written since the last fsync
-        self._last_fsync = asyncio.get_running_loop().time()
-        self.failure: StorageError | None = None
         self._loop = asyncio.get_running_loop()
+        self._queue: list[_Queued] = []
+        self._busy = False               # the thread has a write or an fsync of ours
+        self._start_pending = False      # a `_start` is scheduled
+        self._closing = False
+        self._idle = asyncio.Event()     # set while not busy with nothing queued
+        self._idle.set()
+        self._unsynced = False           # written since the last fsync
+        self._last_fsync = self._loop.time()
+        self._deferred: asyncio.TimerHandle | None = None
+        self.failure: StorageError | None = None
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=_serve, args=(self._jobs,), name=f"group-commit-{partition}")
         self._thread.start()
         weakref.finalize(self, self._jobs.put, None)
-        self._task = asyncio.create_task(self._run(), name=f"group-commit-{partition}")
 
     def submit(self, base_offset: int, data: bytes, last_offset: int, next_offset: int) -> asyncio.Future[int]:
-        durable = asyncio.get_running_loop().create_future()
+        durable = self._loop.create_future()
         if self.failure is not None:
             durable.set_exception(self.failure)
-        else:
-            self._queue.append(_Queued(base_offset, data, last_offset, next_offset, durable,
-                                       time.perf_counter()))
-            self._wake.set()
+            return durable
+        queued = _Queued(base_offset, data, last_offset, next_offset, durable, time.perf_counter())
+        if not self._busy and not self._queue and self._writes_inline(len(data)):
+            self._write_inline(queued)
+            return durable
+        self._queue.append(queued)
+        self._idle.clear()
+        if not self._busy and not self._start_pending:
+            # Not started right here: requests read in the same loop iteration (several
+            # clients' commits) join this write and share its fsync.
+            self._start_pending = True
+            self._loop.call_soon(self._start)
         return durable
 
     def reset(self) -> None:
@@ -105,50 +125,52 @@ class GroupCommitWriter:
 
     async def close(self) -> None:
         self._closing = True
-        self._wake.set()
+        if self._deferred is not None:
+            self._deferred.cancel()
+            self._deferred = None
         try:
-            await self._task
+            await self._idle.wait()
+            if self._unsynced and self.failure is None:
+                try:
+                    await self._fsync()
+                except Exception as e:
+                    self._fail(e, "fsync at close")
         finally:
             self._jobs.put(None)
             self._thread.join()
 
-    def _in_thread(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
-        done = self._loop.create_future()
-        self._jobs.put((self._loop, done, fn, args))
-        return done
+    # -- the inline write: no fsync due, nothing ahead of it ------------------------------
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            if not self._queue:
-                if self._closing:
-                    break
-                self._wake.clear()
-                await self._idle(loop)
-                continue
-            group, self._queue = self._queue, []
-            fsync = self._policy.fsync_with_write((loop.time() - self._last_fsync) * 1000)
-            try:
-                segment, size, write_s, fsync_s = await self._in_thread(
-                    self._write_group, [(q.base_offset, q.data) for q in group], fsync)
-            except Exception as e:
-                self._fail(e, "write")
-                for queued in group:
-                    _settle(queued.durable, self.failure)
-                continue
-            if fsync:
-                self._last_fsync = loop.time()
-            self._unsynced = not fsync
-            self._log.mark_durable(segment, size, group[-1].next_offset)
-            self._observer.group_committed(len(group), sum(len(q.data) for q in group), write_s, fsync_s)
-            now = time.perf_counter()
-            for queued in group:
-                self._observer.durable(now - queued.submitted_s)
-                _settle(queued.durable, queued.last_offset)
-            # Not kept alive while idle: after a burst, the last group's batch bytes would
-            # stay allocated until the next write.
-            del group
-        await self._final_fsync()
+    def _writes_inline(self, size: int) -> bool:
+        """Whether a write can go out from the event loop: it owes no fsync (a write to the
+        page cache takes microseconds, a hand-off to the thread and back far longer) and
+        does not roll a segment (a roll fsyncs)."""
+        ms_since_fsync = (self._loop.time() - self._last_fsync) * 1000
+        return not self._policy.fsync_with_write(ms_since_fsync) and self._log.fits(size)
+
+    def _write_inline(self, queued: _Queued) -> None:
+        started = time.perf_counter()
+        try:
+            segment, size = self._log.write_group([(queued.base_offset, queued.data)])
+        except Exception as e:
+            self._fail(e, "write")
+            _settle(queued.durable, self.failure)
+            return
+        self._unsynced = True
+        self._written([queued], segment, size, time.perf_counter() - started, None)
+        self._schedule_deferred_fsync()
+
+    # -- the thread: writes that fsync or roll, and deferred fsyncs -----------------------
+
+    def _start(self) -> None:
+        self._start_pending = False
+        if self._busy or not self._queue or self.failure is not None:
+            return
+        group, self._queue = self._queue, []
+        fsync = self._policy.fsync_with_write((self._loop.time() - self._last_fsync) * 1000)
+        self._busy = True
+        self._jobs.put((self._loop, self._write_group, ([(q.base_offset, q.data) for q in group], fsync),
+                        partial(self._group_done, group, fsync)))
 
     def _write_group(self, batches: list[tuple[int, bytes]], fsync: bool):
         """In the writer thread: the write, then the fsync, timed apart."""
@@ -160,44 +182,84 @@ class GroupCommitWriter:
         self._log.fsync()
         return segment, size, written - started, time.perf_counter() - written
 
+    def _group_done(self, group: list[_Queued], fsync: bool, outcome: Any, error: BaseException | None) -> None:
+        """On the loop, straight from the thread's answer: release the group, then hand the
+        thread whatever queued meanwhile, in the same callback."""
+        self._busy = False
+        if error is not None:
+            self._fail(error, "write")
+            for queued in group:
+                _settle(queued.durable, self.failure)
+        else:
+            segment, size, write_s, fsync_s = outcome
+            if fsync:
+                self._last_fsync = self._loop.time()
+            self._unsynced = not fsync
+            self._written(group, segment, size, write_s, fsync_s)
+        self._next()
+
+    def _written(self, group: list[_Queued], segment: Any, size: int, write_s: float, fsync_s: float | None) -> None:
+        self._log.mark_durable(segment, size, group[-1].next_offset)
+        self._observer.group_committed(len(group), sum(len(q.data) for q in group), write_s, fsync_s)
+        now = time.perf_counter()
+        for queued in group:
+            self._observer.durable(now - queued.submitted_s)
+            _settle(queued.durable, queued.last_offset)
+
+    def _next(self) -> None:
+        if self._queue and self.failure is None:
+            self._start()
+        elif not self._busy:
+            self._idle.set()
+            self._schedule_deferred_fsync()
+
+    def _schedule_deferred_fsync(self) -> None:
+        """Under `interval`, fsync unsynced data when its time comes (if no write that
+        carries its own fsync comes first)."""
+        if self._deferred is not None or self._closing or not self._unsynced or self.failure is not None:
+            return
+        delay_ms = self._policy.deferred_fsync_in_ms((self._loop.time() - self._last_fsync) * 1000)
+        if delay_ms is not None:
+            self._deferred = self._loop.call_later(delay_ms / 1000, self._deferred_fsync)
+
+    def _deferred_fsync(self) -> None:
+        self._deferred = None
+        if not self._unsynced or self.failure is not None or self._closing:
+            return
+        if self._busy or self._queue:
+            # The write under way or queued decides; `_next` schedules again after it.
+            return
+        self._busy = True
+        self._idle.clear()
+        started = time.perf_counter()
+        self._jobs.put((self._loop, self._log.fsync, (), partial(self._deferred_done, started)))
+
+    def _deferred_done(self, started: float, _outcome: Any, error: BaseException | None) -> None:
+        self._busy = False
+        if error is not None:
+            self._fail(error, "deferred fsync")
+        else:
+            self._observer.fsynced(time.perf_counter() - started)
+            self._last_fsync = self._loop.time()
+            self._unsynced = False
+        self._next()
+
     async def _fsync(self) -> None:
         started = time.perf_counter()
-        await self._in_thread(self._log.fsync)
+        done = self._loop.create_future()
+        self._jobs.put((self._loop, self._log.fsync, (), partial(_answer, done)))
+        await done
         self._observer.fsynced(time.perf_counter() - started)
 
-    async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Wait for work; under `interval`, fsync unsynced data when its time comes."""
-        delay_ms = None
-        if self._unsynced and self.failure is None:
-            delay_ms = self._policy.deferred_fsync_in_ms((loop.time() - self._last_fsync) * 1000)
-        if delay_ms is None:
-            await self._wake.wait()
-            return
-        try:
-            await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
-        except TimeoutError:
-            try:
-                await self._fsync()
-            except Exception as e:
-                self._fail(e, "deferred fsync")
-                return
-            self._last_fsync = loop.time()
-            self._unsynced = False
-
-    async def _final_fsync(self) -> None:
-        if self._unsynced and self.failure is None:
-            try:
-                await self._fsync()
-            except Exception as e:
-                self._fail(e, "fsync at close")
-
-    def _fail(self, cause: Exception, what: str) -> None:
+    def _fail(self, cause: BaseException, what: str) -> None:
         self.failure = StorageError(f"partition {self.partition}: {what} failed: {cause}")
         self.failure.__cause__ = cause
         log.error("partition %d failed: %s failed: %s", self.partition, what, cause)
         for queued in self._queue:
             _settle(queued.durable, self.failure)
         self._queue = []
+        if not self._busy:
+            self._idle.set()
 
 
 def _settle(future: asyncio.Future[int], outcome: int | StorageError) -> None:
@@ -211,19 +273,20 @@ def _settle(future: asyncio.Future[int], outcome: int | StorageError) -> None:
 
 
 def _serve(jobs: queue.SimpleQueue) -> None:
-    """The writer thread: run each job in turn until `None`, answering on the job's loop."""
+    """The writer thread: run each job in turn until `None`, handing its outcome to the
+    job's callback on the job's loop."""
     while (job := jobs.get()) is not None:
-        loop, done, fn, args = job
+        loop, fn, args, on_done = job
         try:
             outcome = fn(*args)
         except BaseException as e:   # every job must be answered, or its writer waits forever
-            loop.call_soon_threadsafe(_answer, done, None, e)
+            loop.call_soon_threadsafe(on_done, None, e)
         else:
-            loop.call_soon_threadsafe(_answer, done, outcome, None)
+            loop.call_soon_threadsafe(on_done, outcome, None)
 
 
 def _answer(done: asyncio.Future, outcome: Any, error: BaseException | None) -> None:
-    # Cancelled when the writer task was cancelled mid-write.
+    # Cancelled when the close waiting on it was cancelled.
     if done.cancelled():
         return
     if error is None:

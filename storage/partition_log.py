@@ -196,6 +196,12 @@ class PartitionLog:
         active = self.segments[-1]
         return active, active.size
 
+    def fits(self, size: int) -> bool:
+        """Whether a batch of `size` bytes goes into the active segment without a roll
+        (`write_group`'s rule for a batch written alone)."""
+        filled = self.segments[-1].size
+        return filled == 0 or filled + size <= self.segment_bytes
+
     def _write_run(self, run: list[bytes]) -> None:
         if run:
             data = b"".join(run)

@@ -23,7 +23,16 @@ from kafka.protocol.api_key import ApiKey
 from coordinator.bench.context import Context, Launcher, Sizes
 from coordinator.bench.stats import Figure, median, not_measured
 from coordinator.bench.targets import Unsupported, external, spawn_kgc, spawn_tansu
-from coordinator.bench.workloads import commit, fetch_offsets, heartbeat, join, load, memory, rebalance, sync_commit
+from coordinator.bench.workloads import (
+    commit,
+    fetch_offsets,
+    heartbeat,
+    join,
+    load,
+    memory,
+    rebalance,
+    sync_commit,
+)
 
 log = logging.getLogger(__name__)
 

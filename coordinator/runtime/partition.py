@@ -13,9 +13,11 @@ and FAILED raise `PartitionNotActive`, a closing runtime raises `RuntimeClosed`.
 Write path, in order; one consumer task runs the events, and an op never
 awaits, so nothing else touches the shard while it runs:
 1. `write(op)` makes a `FutureReplyHandle` and enqueues the event.
-2. The consumer runs `result = op(shard, handle)`. When the partition is idle (nothing
-   queued, nothing waiting on durability) the op runs inline in `submit_write` instead,
-   and an answer that needs no durable write comes back without a future.
+2. The consumer runs `result = op(shard, handle)`. When nothing is queued the op runs
+   inline in `submit_write` instead (writes may still be waiting on durability: step 4
+   holds its answer back just the same), and an answer that needs nothing more to be
+   durable comes back without a future: one with no records when nothing is pending,
+   one whose records the store wrote inline (durable at once under fsync `never`).
 3. Its records are replayed into the shard at the offsets they will get (unless
    `result.replay` is False), then appended as one batch.
 4. `result.response` (to this request's handle), every `Reply` and `after_commit` are
@@ -215,7 +217,7 @@ class PartitionRuntime:
         op ran inline and its answer needs no durable write, otherwise a future of it."""
         self._check_serving()
         self.stats.writes += 1
-        if self._idle():
+        if self._queue.empty():
             return self._write_inline(op)
         return self._enqueue_write(op)
 
@@ -237,7 +239,11 @@ class PartitionRuntime:
         # the consumer would see next, and since ops never await (and asyncio is one
         # thread) running it here is still serial. The consumer only runs events taken
         # from the queue, so an empty queue means it is not between two steps.
-        return self._queue.empty() and not self._parked and self._last_written <= self._last_durable
+        return self._queue.empty() and self._settled()
+
+    def _settled(self) -> bool:
+        """Nothing waits on durability: an answer made now may go out now."""
+        return not self._parked and self._last_written <= self._last_durable
 
     def _write_inline(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
         handle = _InlineHandle(self._new_waiter)
@@ -247,12 +253,16 @@ class PartitionRuntime:
             if handle.materialized:
                 handle.future.cancel()  # kept by the op before it failed; nobody will await it
             raise
-        if result.records or result.response is None:
+        if result.records or result.response is None or not self._settled():
+            # An answer waits for its own records, or (Kafka's empty-records branch) for
+            # the writes pending before it, so no client sees state that is not durable.
             fut = handle.future     # made before the append, so a failure there reaches it
             self._guarded(lambda: self._apply(result, handle))
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                return fut.result()     # durable already (written inline)
             return fut
         if result.replies or result.after_commit is not None:
-            # Idle, so nothing is pending: these are released right away, as the queue would.
+            # Settled, so nothing is pending: these are released right away, as the queue would.
             self._guarded(lambda: self._apply(result, None))
         return result.response
 
@@ -361,8 +371,6 @@ class PartitionRuntime:
         except Exception as exc:
             self._fail(exc)
             return False
-        epoch = self._epoch
-        append.durable.add_done_callback(lambda fut: self._on_durable(epoch, append.last_offset, fut))
         expected = base + len(log_records) - 1
         if append.last_offset != expected:
             # Replay used offsets the log did not give: state and log disagree.
@@ -372,6 +380,13 @@ class PartitionRuntime:
         self._last_written = append.last_offset
         self.stats.batches_appended += 1
         self.stats.records_appended += len(log_records)
+        if append.durable.done():
+            # Written inline (no fsync owed): durable now, so the caller parks nothing and
+            # an inline op answers in this very call, with no scheduling round.
+            self._on_durable(self._epoch, append.last_offset, append.durable)
+            return self.state is PartitionState.ACTIVE     # not if that write failed
+        epoch = self._epoch
+        append.durable.add_done_callback(lambda fut: self._on_durable(epoch, append.last_offset, fut))
         return True
 
     def _park_or_release(self, parked: _Parked) -> None:

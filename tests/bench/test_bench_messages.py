@@ -28,6 +28,13 @@ def test_offset_commit_encoder_matches_kafka_python_byte_for_byte(group, topic, 
     assert encoder.frame(77, offset) == expected
 
 
+def test_offset_commit_encoder_from_a_first_partition_matches_kafka_python():
+    encoder = messages.OffsetCommitEncoder("g", "t", 2, first=4)
+    request = messages.offset_commit_request("g", "t", 2, 9, first=4)
+    assert [p.partition_index for p in request.topics[0].partitions] == [4, 5]
+    assert encoder.frame(5, 9) == messages.encode(request, 5)
+
+
 def test_offset_commit_errors_counts_each_failed_partition():
     cls = OffsetCommitResponse[messages.VERSIONS[OffsetCommitResponse.API_KEY]]
     topic_cls = cls.OffsetCommitResponseTopic

@@ -34,6 +34,8 @@ EXPECTED = {
     "commit": ["commit 2 clients x 5 partitions: partition-commits/s",
                "commit 2 clients x 5 partitions: OffsetCommit requests/s",
                "commit 2 clients x 5 partitions: p50", "commit 2 clients x 5 partitions: p99"] * 2,
+    "sync-commit": [f"sync commit 2 clients x 2 partitions: {m}" for m in ("commits/s", "p50", "p99")] * 2
+    + ["sync commit 2 clients x 2 partitions: disk fsync p50", "sync commit 2 clients x 2 partitions: fsync cost / disk fsync"],
     "fetch-offsets": [f"fetch offsets 20 partitions x 2 groups, 2 clients: {m}"
                       for m in ("fetches/s", "partitions/s", "p50", "p99")],
     "load": ["load 0 records (empty data dir): spawn to all partitions loaded",
@@ -54,7 +56,7 @@ def test_each_workload_measures_every_figure_on_kgc(workload, tmp_path):
     assert all(f.config.startswith("kgc fsync=") for f in figures)
     throughputs = [f for f in figures if f.unit == "/s"]
     assert all(f.value > 0 for f in throughputs)
-    if workload == "commit":
+    if workload in ("commit", "sync-commit"):
         assert {f.config.split(",")[0] for f in figures} == {"kgc fsync=always", "kgc fsync=never"}
 
 

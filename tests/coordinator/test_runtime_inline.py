@@ -1,7 +1,7 @@
-"""The request path's `submit_write`/`submit_read`: an idle partition runs the op inline
-and answers without a future when nothing has to become durable; anything else keeps
-the queue's order and the durability rule. The store is `manual_commit`, so nothing is
-durable until the test says so."""
+"""The request path's `submit_write`/`submit_read`: with nothing queued the op runs
+inline, and answers without a future when nothing has to become durable (or its batch
+already is); anything else keeps the queue's order and the durability rule. The store
+is `manual_commit`, so nothing is durable until the test says so."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import asyncio
 
 from coordinator.group.result import Reply, Result
 from protocol.errors import ApiError, ErrorCode
-from tests.coordinator.test_runtime import P, Parker, respond, settle
+from storage.api import Append
+from storage.memory_store import MemoryLogStore
+from tests.coordinator.test_runtime import Harness, P, Parker, respond, settle
 
 
 async def test_an_answer_without_records_on_an_idle_partition_comes_back_at_once(harness):
@@ -30,7 +32,7 @@ async def test_a_write_with_records_runs_inline_but_answers_only_once_durable(ha
 
 async def test_an_answer_behind_a_pending_batch_waits_for_it_in_order(harness, store):
     first = harness.partition.submit_write(respond("a"))
-    # not idle now: this one takes the queue and, having no records, parks behind "a"
+    # "a" is pending: this one runs inline but, having no records, parks behind "a"
     second = harness.partition.submit_write(respond(response="beat"))
     read = harness.partition.submit_read(lambda shard: list(shard.replayed))
     await settle()
@@ -77,3 +79,62 @@ async def test_after_commit_of_an_inline_answer_runs_at_once_when_nothing_is_pen
 
     assert harness.partition.submit_write(respond(response="ok", after_commit=after)) == "ok"
     assert ran == [True]
+
+
+async def test_a_write_behind_a_pending_batch_runs_inline_and_answers_in_offset_order(harness, store):
+    first = harness.partition.submit_write(respond("a"))
+    second = harness.partition.submit_write(respond("b"))
+    # both ran before any loop turn: no hop through the queue while "a" is pending
+    assert harness.shard.replayed == [(0, "a", "v"), (1, "b", "v")]
+    store.commit(P, 0)
+    await settle()
+    assert first.done() and not second.done()
+    store.commit(P, 1)
+    assert await asyncio.gather(first, second) == ["ok", "ok"]
+
+
+class DurableOnAppend(MemoryLogStore):
+    """A store that makes each batch durable within `append`, as the file store's inline
+    write does under fsync `never`."""
+
+    def append(self, partition, records, timestamp_ms) -> Append:
+        append = super().append(partition, records, timestamp_ms)
+        self.commit(partition, append.last_offset)
+        return append
+
+
+async def test_a_write_whose_batch_is_durable_on_append_is_answered_without_a_future():
+    harness = Harness(DurableOnAppend(num_partitions=1, manual_commit=True), [1_000])
+    await harness.start()
+    try:
+        assert harness.partition.submit_write(respond("a")) == "ok"
+        assert harness.partition.submit_write(respond("b")) == "ok"
+        assert harness.shard.replayed == [(0, "a", "v"), (1, "b", "v")]
+    finally:
+        await harness.partition.close(drain_timeout_s=0)
+
+
+class FailsOnAppend(MemoryLogStore):
+    """A store whose write fails within `append` (the inline write hit a full disk)."""
+
+    def append(self, partition, records, timestamp_ms) -> Append:
+        append = super().append(partition, records, timestamp_ms)
+        self.fail(partition, OSError(28, "No space left on device"))
+        return append
+
+
+async def test_a_write_failing_within_append_fails_the_request_and_the_partition():
+    harness = Harness(FailsOnAppend(num_partitions=1, manual_commit=True), [1_000])
+    await harness.start()
+    try:
+        outcome = harness.partition.submit_write(respond("a"))
+        assert isinstance(outcome, asyncio.Future)
+        try:
+            await outcome
+        except Exception as exc:
+            assert "partition" in str(exc)
+        else:
+            raise AssertionError("a failed write was answered")
+        assert not harness.partition._parked
+    finally:
+        await harness.partition.close(drain_timeout_s=0)

@@ -116,3 +116,56 @@ async def test_close_fsyncs_what_was_only_written(tmp_path):
     await store.append(1, one(0), 0).durable
     await store.close()
     assert io.counts == {"write": 1, "fsync": 1}
+
+
+async def test_never_writes_from_the_loop_so_the_batch_is_durable_when_append_returns(tmp_path):
+    store, io = await open_counting(tmp_path, "never")
+    try:
+        for i in range(3):
+            append = store.append(0, one(i), i)
+            assert append.durable.done() and append.durable.result() == i
+        assert io.counts == {"write": 3}
+        assert [b.base_offset for b in store.read(0)] == [0, 1, 2]
+    finally:
+        await store.close()
+
+
+async def test_always_never_writes_from_the_loop(tmp_path):
+    store, io = await open_counting(tmp_path, "always")
+    try:
+        append = store.append(0, one(0), 0)
+        assert not append.durable.done() and io.counts == {}
+        assert await append.durable == 0
+        assert io.events == ["write", "fsync"]
+    finally:
+        await store.close()
+
+
+async def test_a_write_that_rolls_goes_through_the_thread_even_under_never(tmp_path):
+    io = CountingIO()
+    store = FileLogStore(tmp_path, num_partitions=1, fsync="never", segment_bytes=200, io=io)
+    await store.open()
+    try:
+        first = store.append(0, [LogRecord(b"k", b"x" * 150)], 0)
+        assert first.durable.done()
+        io.events.clear()
+        second = store.append(0, [LogRecord(b"k", b"y" * 150)], 1)
+        assert not second.durable.done()        # the roll fsyncs: not on the loop
+        assert await second.durable == 1
+        assert io.events[0] == "fsync"          # the closed segment, before the new one
+        assert len(list(tmp_path.glob("*/*.log"))) == 2
+    finally:
+        await store.close()
+
+
+async def test_interval_writes_inline_until_an_fsync_is_due_then_through_the_thread(tmp_path):
+    store, io = await open_counting(tmp_path, "interval:60000")
+    try:
+        assert store.append(0, one(0), 0).durable.done()
+        store._writers[0]._last_fsync -= 61     # the interval has passed
+        late = store.append(0, one(1), 1)
+        assert not late.durable.done()
+        assert await late.durable == 1
+        assert io.events == ["write", "write", "fsync"]
+    finally:
+        await store.close()

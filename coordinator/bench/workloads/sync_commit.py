@@ -62,7 +62,7 @@ async def run(ctx: Context) -> list[Figure]:
                     p50s[fsync, n, k] = latencies.percentile_ms(50)
     if not disk:
         return figures
-    config = "kgc, disk of the work dir, around each fsync=always run"
+    config = "kgc fsync=always, the disk's fsync timed around each run"
     for (n, k), probes in disk.items():
         disk_p50 = probes.percentile_ms(50)
         extra = p50s["always", n, k] - p50s["never", n, k]
