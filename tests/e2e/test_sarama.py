@@ -1,0 +1,148 @@
+"""sarama (Go) consumer groups through kgc in front of Tansu, driven by tests/e2e/go/sarama_group.go.
+
+sarama 1.22 (Debian's golang-github-shopify-sarama-dev) speaks the group APIs at the
+versions Kafka 4.0 dropped or kept from long ago: FindCoordinator v0, JoinGroup v1,
+SyncGroup v0, Heartbeat v0, LeaveGroup v0, OffsetFetch v1, and, with its default
+`Consumer.Offsets.Retention` of 0, OffsetCommit v1. The program is built offline in GOPATH
+mode; the test is skipped, saying why, when Go, sarama or the build is unavailable
+(`.ci/run` installs both from Debian's packages).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import pathlib
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.admin import committed_offsets, create_topic, group_at_broker, new_name, produce_sequenced
+from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
+from tests.ops.support import Samples
+from tests.support.kgc import KgcProcess, free_port, kgc_process
+
+log = logging.getLogger(__name__)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+SOURCE = pathlib.Path(__file__).parent / "go" / "sarama_group.go"
+GOPATH = pathlib.Path("/usr/share/gocode")       # where Debian's golang-*-dev packages put Go sources
+SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
+KAFKA_VERSION = "2.1.0"     # sarama's Config.Version: any from 0.10.2 (groups) gives the same group requests
+PARTITIONS = 3
+FIRST, SECOND = 20, 15
+
+
+@pytest.fixture(scope="module")
+def sarama_group(tmp_path_factory) -> str:
+    """The program, built offline: Go in GOPATH mode against Debian's packaged sarama."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("the sarama test needs Go (Debian: golang-go) on PATH")
+    if not SARAMA.is_dir():
+        pytest.skip(f"the sarama test needs sarama's sources in {SARAMA} (Debian: golang-github-shopify-sarama-dev)")
+    out = tmp_path_factory.mktemp("sarama")
+    binary = out / "sarama_group"
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOPROXY": "off", "GOFLAGS": "",
+           "GOCACHE": str(out / "cache"), "HOME": str(out)}
+    try:
+        subprocess.run([go, "build", "-o", str(binary), str(SOURCE)], env=env, check=True, timeout=300,
+                       capture_output=True, text=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot build {SOURCE.name} against Debian's sarama: {exc} {(exc.stderr or '')[-1000:]}")
+    return str(binary)
+
+
+@contextlib.contextmanager
+def kgc_before(tansu, *flags: str) -> Iterator[tuple[KgcProcess, int]]:
+    """kgc in front of the session's Tansu with an HTTP port this test knows, for /metrics."""
+    broker_port, http_port = free_port(), free_port()
+    with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+                     "--http-port", str(http_port), *KGC_GROUP_FLAGS, *flags) as proc:
+        wait_listening(broker_port)
+        yield proc, http_port
+
+
+def requests_by_version(http_port: int) -> dict[tuple[str, str], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as response:
+        samples = Samples.parse(response.read().decode())
+    return {(dict(labels)["api"], dict(labels)["version"]): value
+            for (name, labels), value in samples.values.items() if name == "kgc_requests_total"}
+
+
+def run_member(binary: str, bootstrap: str, topic: str, group: str, expect: int) -> dict:
+    run = subprocess.run([binary, bootstrap, topic, group, str(expect), KAFKA_VERSION],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    report["log"] = run.stderr
+    return report
+
+
+def first_offsets(report: dict) -> dict[int, int]:
+    firsts: dict[int, int] = {}
+    for r in report["received"]:
+        firsts[r["partition"]] = min(r["offset"], firsts.get(r["partition"], r["offset"]))
+    return firsts
+
+
+def values(report: dict) -> list[str]:
+    return sorted(r["value"] for r in report["received"])
+
+
+def expected_values(first_sequence: int, count: int) -> list[str]:
+    return sorted(f"{p}:{s}" for p in range(PARTITIONS) for s in range(first_sequence, first_sequence + count))
+
+
+def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_after_a_restart(
+        sarama_group, tansu):
+    with kgc_before(tansu) as (kgc, http_port):
+        topic = create_topic(kgc.bootstrap, PARTITIONS)
+        group = new_name("sarama")
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
+
+        first = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
+        assert sorted(first["claimed"]) == list(range(PARTITIONS))
+        assert values(first) == expected_values(0, FIRST)
+        assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST)
+
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, SECOND, first_sequence=FIRST)
+        second = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * SECOND)
+        # The restarted member starts where the first one committed: nothing read twice.
+        assert first_offsets(second) == dict.fromkeys(range(PARTITIONS), FIRST)
+        assert values(second) == expected_values(FIRST, SECOND)
+        assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND)
+        assert "not supported" not in first["log"] + second["log"]
+        seen = requests_by_version(http_port)
+    # kgc answered the group: Tansu's own coordinator never heard of it.
+    assert group_at_broker(tansu.host, tansu.port, group) == ("Empty", 0)
+    # Every group request sarama 1.22 sends, at the versions it sends them, was answered.
+    sarama_paths = [("FindCoordinator", "0"), ("JoinGroup", "1"), ("SyncGroup", "0"), ("Heartbeat", "0"),
+                    ("OffsetFetch", "1"), ("OffsetCommit", "1"), ("LeaveGroup", "0")]
+    log.info("sarama's group requests through kgc: %s", {path: seen.get(path) for path in sarama_paths})
+    assert all(seen.get(path, 0) >= 1 for path in sarama_paths), seen
+    assert seen.get(("LeaveGroup", "0")) == 2
+
+
+def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_everything_again(
+        sarama_group, tansu):
+    """What kgc did before it served OffsetCommit v1, and what `min_group_api_versions =
+    "kafka4"` restores: every commit refused with UNSUPPORTED_VERSION, which sarama reports
+    only in its log, and the restarted member starts over."""
+    with kgc_before(tansu, "--min-group-api-versions", "kafka4") as (kgc, http_port):
+        topic = create_topic(kgc.bootstrap, PARTITIONS)
+        group = new_name("sarama-cut")
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
+        first = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
+        second = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
+        assert committed_offsets(kgc.bootstrap, group) == {}
+        assert requests_by_version(http_port).get(("OffsetCommit", "1"), 0) >= 2
+    assert values(first) == values(second) == expected_values(0, FIRST)
+    assert first_offsets(second) == dict.fromkeys(range(PARTITIONS), 0)
+    assert "The version of API is not supported" in first["log"]
