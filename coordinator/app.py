@@ -38,10 +38,13 @@ from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.server import Listener
 from coordinator.node import CoordinatorNode
+from coordinator.periodic import run_every
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.security.credentials import CredentialStore
+from coordinator.security.principal import PrincipalMapper
+from coordinator.security.tls import ServerTls, ServerTlsFiles, client_context
 from coordinator.service import GroupCoordinatorService
 from coordinator.settings import ServerConfig
 from protocol.api_keys import local_versions
@@ -79,6 +82,9 @@ class KgcApp:
         self._dispatcher: Dispatcher | None = None
         self._plan: ListenerPlan | None = None
         self._broker_listeners: dict[int, Listener] = {}
+        self.tls: ServerTls | None = None
+        self._tls_stop = asyncio.Event()
+        self._tls_reloader: asyncio.Task | None = None
 
     def _make_store(self):
         cfg = self.config
@@ -95,6 +101,7 @@ class KgcApp:
             # First: liveness answers while the log opens, readiness says it is not ready.
             self.http = HttpServer(self, cfg.http_host, cfg.http_port)
             await self.http.start()
+        self._start_tls()
         self.store = self._make_store()
         await self.store.open()
         self.runtime = CoordinatorRuntime(self.store, cfg.group, clock=self._clock,
@@ -105,7 +112,8 @@ class KgcApp:
         self.service = GroupCoordinatorService(self.runtime, node)
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None
         answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
-        self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings())
+        self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
+                                      principals=PrincipalMapper(cfg.ssl_principal_mapping_rules))
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
@@ -116,6 +124,28 @@ class KgcApp:
             self.cleaner.start()
         self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
         self.sampler.start()
+
+    def _start_tls(self) -> None:
+        """The listeners' TLS (files checked now: a bad one stops the start), reloaded on change."""
+        cfg = self.config
+        if not cfg.tls:
+            return
+        self.tls = ServerTls(ServerTlsFiles(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_client_ca_file,
+                                            cfg.tls_client_auth))
+        if cfg.tls_reload_interval_ms > 0:
+            async def reload() -> None:
+                self.tls.reload_if_changed()
+            self._tls_reloader = asyncio.get_running_loop().create_task(
+                run_every(cfg.tls_reload_interval_ms, self._tls_stop, reload, "TLS certificate reload"))
+
+    def _upstream_tls(self):
+        cfg = self.config
+        if cfg.upstream_security_protocol != "ssl":
+            return None
+        if not cfg.upstream_tls_check_hostname:
+            log.warning("upstream_tls_check_hostname is off: any certificate the CA signed passes as the upstream")
+        return client_context(cfg.upstream_tls_ca_file, cfg.upstream_tls_cert_file, cfg.upstream_tls_key_file,
+                              check_hostname=cfg.upstream_tls_check_hostname)
 
     def _sasl_settings(self) -> SaslSettings | None:
         cfg = self.config
@@ -151,7 +181,7 @@ class KgcApp:
         """A bound listener (bind errors raise here, before anything is served)."""
         cfg = self.config
         listener = Listener(cfg.host, port, listener_node_id=node_id,
-                            max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight)
+                            max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight, tls=self.tls)
         listener.bind()
         self.listeners.append(listener)
         return listener
@@ -161,7 +191,7 @@ class KgcApp:
         self._plan = ListenerPlan(coordinator_node_id=cfg.node_id, advertised_host=cfg.advertised,
                                   bootstrap_port=bootstrap_port, broker_port_base=cfg.broker_port_base,
                                   port_map=dict(cfg.broker_ports))
-        self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan)
+        self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan, tls=self._upstream_tls())
         self.cluster.subscribe(self._on_brokers_changed)
         return Gateway(self.cluster, self._plan, OffsetsTopic(self.store, cfg.group.num_partitions))
 
@@ -205,6 +235,9 @@ class KgcApp:
             if background is not None:
                 await background.close()
         await self._stop_lag()
+        self._tls_stop.set()
+        if self._tls_reloader is not None:
+            await self._tls_reloader
         if self.runtime is not None:
             await self.runtime.close()
         while any(listener.in_flight for listener in self.listeners) and loop.time() < deadline:

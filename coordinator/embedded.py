@@ -94,9 +94,12 @@ class EmbeddedBroker:
     """Start it from a thread that outlives it (the main thread): on Linux the broker gets
     SIGTERM when the starting thread ends."""
 
-    def __init__(self, port: int | None = None, *, host: str = HOST, log_path: str | None = None):
+    def __init__(self, port: int | None = None, *, host: str = HOST, log_path: str | None = None,
+                 advertised_port: int | None = None):
         self.host = host
         self.port = port or free_port(host)
+        # Another port in front of the broker (a TLS front in tests) that Metadata should name.
+        self.advertised_port = advertised_port or self.port
         self.node_id: int | None = None
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._process: subprocess.Popen | None = None
@@ -120,9 +123,10 @@ class EmbeddedBroker:
     def start(self, *, ready_timeout_s: float = 10.0) -> EmbeddedBroker:
         binary = broker_binary()
         url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.host}:{self.advertised_port}"
         with open(self.log_path, "ab") as out:
             self._process = subprocess.Popen(
-                [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                [binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                  "--storage-engine", "memory://tansu/"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
                 # Its own session: a terminal's Ctrl-C (SIGINT to the foreground process

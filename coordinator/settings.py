@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.group.config import GroupConfig
+from coordinator.security.principal import parse_rules
 from protocol.api_keys import GROUP_API_FLOORS
 from storage.fsync_policy import FsyncPolicy
 
@@ -64,11 +65,26 @@ class ServerConfig:
     min_group_api_versions: str = "kafka3"   # a key of protocol.api_keys.GROUP_API_FLOORS
     lag_refresh_interval_ms: int = 10_000  # log ends of committed partitions are fetched this often
     lag_metrics_per_partition: bool = False  # kgc_consumer_lag_partition series (else group+topic only)
+    tls_cert_file: str | None = None         # PEM chain, leaf first, of every kgc listener
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None
+    tls_client_auth: str = "none"            # none | requested | required (mTLS)
+    tls_reload_interval_ms: int = 60_000     # certificate files checked for changes (0: never)
+    ssl_principal_mapping_rules: str = "DEFAULT"
+    upstream_security_protocol: str = "plaintext"
+    upstream_tls_ca_file: str | None = None  # None: the system's CAs
+    upstream_tls_cert_file: str | None = None
+    upstream_tls_key_file: str | None = None
+    upstream_tls_check_hostname: bool = True
     group: GroupConfig = GroupConfig()
 
     @property
     def sasl(self) -> bool:
         return self.security_protocol.startswith("sasl_")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("ssl", "sasl_ssl")
 
     @property
     def advertised(self) -> str:
@@ -181,6 +197,10 @@ def names(*, choices: tuple[str, ...]) -> Parser:
     return parse
 
 
+def _mapping_rules(value: str) -> None:
+    parse_rules(value)
+
+
 def _fsync_policy(value: str) -> None:
     FsyncPolicy.parse(value)
 
@@ -237,8 +257,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delete_retention_ms", _MS, "tombstones are kept this long by the cleaner"),
     Setting("shutdown_timeout_ms", _MS, "on SIGTERM, how long in-flight requests may take"),
     Setting("metrics_sample_interval_ms", _POSITIVE_MS, "how often group states are sampled for metrics"),
-    Setting("security_protocol", text(choices=("plaintext", "sasl_plaintext"), fold=str.lower),
-            "plaintext | sasl_plaintext: of every client listener"),
+    Setting("security_protocol", text(choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), fold=str.lower),
+            "plaintext | ssl | sasl_plaintext | sasl_ssl: of every client listener"),
     Setting("sasl_mode", text(choices=("terminate",), fold=str.lower),
             "terminate: kgc checks SASL credentials itself (sasl_credentials_file)"),
     Setting("sasl_mechanisms", names(choices=("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")),
@@ -251,6 +271,20 @@ SETTINGS: tuple[Setting, ...] = (
             "removed (OffsetCommit v0-1, OffsetFetch v0) with UNSUPPORTED_VERSION"),
     Setting("lag_refresh_interval_ms", _MS, "how often log-end offsets are fetched for lag (0: only on demand)"),
     Setting("lag_metrics_per_partition", boolean, "export lag per partition too, not only per group and topic"),
+    Setting("tls_cert_file", text(nullable=True), "PEM certificate chain of the listeners (ssl, sasl_ssl)"),
+    Setting("tls_key_file", text(nullable=True), "PEM private key of tls_cert_file"),
+    Setting("tls_client_ca_file", text(nullable=True), "CA that signs client certificates (mTLS)"),
+    Setting("tls_client_auth", text(choices=("none", "requested", "required"), fold=str.lower),
+            "none | requested | required: client certificates (mTLS)"),
+    Setting("tls_reload_interval_ms", _MS, "how often certificate files are checked for changes (0: never)"),
+    Setting("ssl_principal_mapping_rules", text(check=_mapping_rules),
+            "Kafka's ssl.principal.mapping.rules: certificate DN to user name"),
+    Setting("upstream_security_protocol", text(choices=("plaintext", "ssl"), fold=str.lower),
+            "plaintext | ssl: kgc's connections to the upstream brokers"),
+    Setting("upstream_tls_ca_file", text(nullable=True), "CA of the upstream brokers (unset: the system's CAs)"),
+    Setting("upstream_tls_cert_file", text(nullable=True), "kgc's client certificate for the upstream (mTLS)"),
+    Setting("upstream_tls_key_file", text(nullable=True), "private key of upstream_tls_cert_file"),
+    Setting("upstream_tls_check_hostname", boolean, "check that upstream certificates name the broker"),
     Setting("initial_rebalance_delay_ms", _MS, "Kafka's group.initial.rebalance.delay.ms", in_group=True),
     Setting("min_session_timeout_ms", _POSITIVE_MS, "Kafka's group.min.session.timeout.ms", in_group=True),
     Setting("max_session_timeout_ms", _POSITIVE_MS, "Kafka's group.max.session.timeout.ms", in_group=True),
@@ -359,6 +393,7 @@ def check(config: ServerConfig) -> None:
 
 
 def _check_security(config: ServerConfig) -> None:
+    _check_tls(config)
     if config.sasl:
         if config.sasl_credentials_file is None:
             raise ConfigError(f"security_protocol {config.security_protocol} with sasl_mode terminate needs "
@@ -368,6 +403,34 @@ def _check_security(config: ServerConfig) -> None:
     elif config.sasl_credentials_file is not None:
         raise ConfigError(f"sasl_credentials_file is set but security_protocol is {config.security_protocol}: "
                           "no listener uses SASL (set security_protocol = sasl_plaintext)")
+
+
+def _check_tls(config: ServerConfig) -> None:
+    listener_files = ("tls_cert_file", "tls_key_file", "tls_client_ca_file")
+    if config.tls:
+        for name in ("tls_cert_file", "tls_key_file"):
+            if getattr(config, name) is None:
+                raise ConfigError(f"security_protocol {config.security_protocol} needs {name}")
+        if config.tls_client_auth != "none" and config.tls_client_ca_file is None:
+            raise ConfigError(f"tls_client_auth {config.tls_client_auth} needs tls_client_ca_file: "
+                              "the CA client certificates are checked against")
+    else:
+        given = [name for name in listener_files if getattr(config, name) is not None]
+        if given or config.tls_client_auth != "none":
+            raise ConfigError(f"{', '.join(given) or 'tls_client_auth'} set but security_protocol is "
+                              f"{config.security_protocol}: the listeners do not use TLS "
+                              "(set security_protocol = ssl or sasl_ssl)")
+    upstream_files = ("upstream_tls_ca_file", "upstream_tls_cert_file", "upstream_tls_key_file")
+    if config.upstream_security_protocol != "ssl":
+        given = [name for name in upstream_files if getattr(config, name) is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} set but upstream_security_protocol is plaintext")
+    if (config.upstream_tls_cert_file is None) != (config.upstream_tls_key_file is None):
+        raise ConfigError("upstream_tls_cert_file and upstream_tls_key_file go together")
+    for name in (*listener_files, *upstream_files):
+        path = getattr(config, name)
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{name} {path} is not a file")
 
 
 # ---- printing ---------------------------------------------------------------------------

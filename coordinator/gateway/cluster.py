@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -51,8 +52,9 @@ class UpstreamCluster:
     def __init__(self, bootstrap: Iterable[tuple[str, int]], *, plan: ListenerPlan | None = None,
                  refresh_interval_ms: int = 30_000, connect_timeout_ms: int = 5_000,
                  request_timeout_ms: int = 10_000, backoff_initial_ms: int = 100,
-                 backoff_max_ms: int = 10_000):
+                 backoff_max_ms: int = 10_000, tls: ssl.SSLContext | None = None):
         self._bootstrap = list(bootstrap)
+        self.tls = tls                    # kgc's TLS client context for every upstream connection
         if not self._bootstrap:
             raise ValueError("an upstream cluster needs at least one bootstrap address")
         self._plan = plan
@@ -176,7 +178,7 @@ class UpstreamCluster:
             host, port = self._next_address()
             # A control connection that dies between refreshes wakes the loop at once.
             self._control = UpstreamConnection(host, port, connect_timeout_ms=self.connect_timeout_ms,
-                                               on_failure=lambda _: self.refresh_soon())
+                                               on_failure=lambda _: self.refresh_soon(), tls=self.tls)
             versions = await self._request(ApiVersionsRequest[0](), ApiVersionsResponse)
             if versions.error_code:
                 raise UpstreamUnavailable(f"{host}:{port} refused ApiVersions v0 (error {versions.error_code})")

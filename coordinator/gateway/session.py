@@ -94,7 +94,8 @@ class GatewaySession:
             if address is None:
                 self._upstream = UpstreamUnavailable(self._no_target_reason(), before_connect=True)
             else:
-                self._upstream = UpstreamConnection(*address, connect_timeout_ms=self._cluster.connect_timeout_ms)
+                self._upstream = UpstreamConnection(*address, connect_timeout_ms=self._cluster.connect_timeout_ms,
+                                                    tls=self._cluster.tls)
         return self._upstream
 
     def _target(self) -> tuple[str, int] | None:

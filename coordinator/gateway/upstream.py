@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -56,8 +57,10 @@ def failed_future(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asynci
 class UpstreamConnection(asyncio.Protocol):
     def __init__(self, host: str, port: int, *, connect_timeout_ms: int,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-                 on_failure: Callable[[UpstreamUnavailable], None] | None = None):
+                 on_failure: Callable[[UpstreamUnavailable], None] | None = None,
+                 tls: ssl.SSLContext | None = None):
         self.host = host
+        self._tls = tls
         self.port = port
         self._connect_timeout_ms = connect_timeout_ms
         self._reader = FrameReader(max_response_bytes)
@@ -83,9 +86,11 @@ class UpstreamConnection(asyncio.Protocol):
 
     async def _open(self) -> None:
         try:
-            await asyncio.wait_for(self._loop.create_connection(lambda: self, self.host, self.port),
+            # TLS: the broker's certificate must name the host kgc dials (its advertised host).
+            tls = {} if self._tls is None else {"ssl": self._tls, "server_hostname": self.host}
+            await asyncio.wait_for(self._loop.create_connection(lambda: self, self.host, self.port, **tls),
                                    self._connect_timeout_ms / 1000)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError (a bad certificate) is an OSError
             reason = str(exc) or type(exc).__name__
             self._fail(UpstreamUnavailable(f"cannot connect to {self.host}:{self.port}: {reason}",
                                            before_connect=True))

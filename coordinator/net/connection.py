@@ -24,6 +24,7 @@ import logging
 from collections import deque
 from typing import Any, Protocol
 
+from coordinator.security.tls import peer_certificate
 from protocol.framing import FrameError, FrameReader
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,12 @@ class FrameHandler(Protocol):
 class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "_dispatcher", "_reader", "_slots", "_transport", "_session", "_max_in_flight",
-        "_reading_paused", "_writing_paused", "state", "peer_host", "listener_node_id",
+        "_reading_paused", "_writing_paused", "state", "peer_host", "listener_node_id", "tls",
+        "peer_certificate",
     )
 
     def __init__(self, dispatcher: FrameHandler, *, max_frame_bytes: int, max_in_flight: int,
-                 listener_node_id: int | None = None):
+                 listener_node_id: int | None = None, tls: bool = False):
         self._dispatcher = dispatcher
         self._reader = FrameReader(max_frame_bytes)
         self._slots: deque[bytes | asyncio.Future] = deque()
@@ -79,12 +81,16 @@ class KafkaConnection(asyncio.Protocol):
         self.state = ConnectionState.ACTIVE
         self.peer_host = "unknown"
         self.listener_node_id = listener_node_id
+        self.tls = tls
+        self.peer_certificate: bytes | None = None   # DER, when a TLS client presented one
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer_host = peer[0]
+        if self.tls:
+            self.peer_certificate = peer_certificate(transport)
         self._session = self._dispatcher.open(self)
 
     def data_received(self, data: bytes) -> None:
@@ -108,7 +114,10 @@ class KafkaConnection(asyncio.Protocol):
                 elif type(outcome) is LastFrame:
                     break
         except (FrameError, ProtocolViolation) as exc:
-            log.warning("closing connection from %s: %s", self.peer_host, exc)
+            why = str(exc)
+            if not self.tls and data[:2] == b"\x16\x03":
+                why = "it speaks TLS to a plaintext listener (set the client's security.protocol to match kgc's)"
+            log.warning("closing connection from %s: %s", self.peer_host, why)
             self._write(ready)
             self.close()
             return

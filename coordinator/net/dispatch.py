@@ -23,6 +23,7 @@ from coordinator.net import sasl
 from coordinator.net.authentication import Answer, SaslSession, SaslSettings
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
+from coordinator.security.principal import MappingRuleError, PrincipalMapper
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -33,22 +34,34 @@ log = logging.getLogger(__name__)
 TRANSACTION_KEY = 1  # FindCoordinator KeyType (KIP-98)
 
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
 @dataclass(slots=True)
 class Session:
     conn: KafkaConnection
     client_host: str
     upstream: Any = None
     auth: SaslSession | None = None     # None: the listener has no SASL
+    tls_principal: str | None = None    # from the client's certificate (mTLS)
+
+    @property
+    def principal(self) -> str:
+        """Kafka's rule: the SASL principal on a SASL listener, else the certificate's, else ANONYMOUS."""
+        if self.auth is not None:
+            return self.auth.principal or ANONYMOUS
+        return self.tls_principal or ANONYMOUS
 
 
 class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
-                 sasl: SaslSettings | None = None, clock=None):
+                 sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None, clock=None):
         self._service = service
         self._answers = answers
         self._versions = answers.versions
         self._gateway = gateway
         self._sasl = sasl
+        self._principals = principals or PrincipalMapper()
         self._loop = asyncio.get_running_loop()
         self._clock = clock or (lambda: self._loop.time() * 1000)
 
@@ -57,7 +70,14 @@ class Dispatcher:
         if self._gateway is not None:
             upstream = self._gateway.session(conn.listener_node_id)
         auth = None if self._sasl is None else SaslSession(self._sasl, self._clock, conn.peer_host)
-        return Session(conn, "/" + conn.peer_host, upstream, auth)
+        session = Session(conn, "/" + conn.peer_host, upstream, auth)
+        if conn.peer_certificate:
+            try:
+                session.tls_principal = self._principals.principal(conn.peer_certificate)
+            except (MappingRuleError, ValueError) as exc:
+                log.warning("closing connection from %s: no principal for its certificate: %s", conn.peer_host, exc)
+                conn.close()
+        return session
 
     def close(self, session: Session) -> None:
         if session.upstream is not None:

@@ -8,6 +8,7 @@ import socket
 
 from coordinator import metrics
 from coordinator.net.connection import KafkaConnection
+from coordinator.security.tls import HANDSHAKE_TIMEOUT_S, ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -16,8 +17,9 @@ class Listener:
     """A TCP listener whose connections speak for one node (None: the bootstrap listener)."""
 
     def __init__(self, host: str, port: int, *, listener_node_id: int | None,
-                 max_frame_bytes: int, max_in_flight: int):
+                 max_frame_bytes: int, max_in_flight: int, tls: ServerTls | None = None):
         self._dispatcher = None
+        self._tls = tls
         self._sock: socket.socket | None = None
         self._host = host
         self._port = port
@@ -29,7 +31,8 @@ class Listener:
 
     def _make_connection(self) -> KafkaConnection:
         conn = _TrackedConnection(self._dispatcher, max_frame_bytes=self._max_frame_bytes,
-                                  max_in_flight=self._max_in_flight, listener_node_id=self._node_id)
+                                  max_in_flight=self._max_in_flight, listener_node_id=self._node_id,
+                                  tls=self._tls is not None)
         conn.registry = self._connections
         return conn
 
@@ -42,9 +45,14 @@ class Listener:
     async def serve(self, dispatcher) -> None:
         self._dispatcher = dispatcher
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_connection, sock=self._sock)
-        log.info("listening on %s:%d (%s)", self._host, self._port,
-                 "bootstrap/coordinator" if self._node_id is None else f"broker {self._node_id}")
+        if self._tls is None:
+            self._server = await loop.create_server(self._make_connection, sock=self._sock)
+        else:
+            self._server = await loop.create_server(self._make_connection, sock=self._sock, ssl=self._tls.context,
+                                                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        log.info("listening on %s:%d (%s%s)", self._host, self._port,
+                 "bootstrap/coordinator" if self._node_id is None else f"broker {self._node_id}",
+                 ", TLS" if self._tls is not None else "")
 
     @property
     def port(self) -> int:

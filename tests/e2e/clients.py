@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tests.support.security import ClientSecurity
+
 LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
 POLL_S = 0.05
 MAX_RECORDS = 500
@@ -42,6 +44,7 @@ class MemberSettings:
     instance_id: str | None = None
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 100
+    security: ClientSecurity | None = None     # None: plaintext
 
 
 class ConfluentDriver:
@@ -54,6 +57,8 @@ class ConfluentDriver:
                 "partition.assignment.strategy": "roundrobin", "topic.metadata.refresh.interval.ms": 1000}
         if s.instance_id:
             conf["group.instance.id"] = s.instance_id
+        if s.security:
+            conf.update(s.security.confluent())
         self.consumer = Consumer(conf)
         self.consumer.subscribe([s.topic])
         self.consumed_any = False
@@ -88,7 +93,8 @@ class KafkaPythonDriver:
             s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
             group_instance_id=s.instance_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
-            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000)
+            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000,
+            **(s.security.kafka_python() if s.security else {}))
 
     def poll(self, timeout_s: float) -> list[Consumed]:
         batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS)
@@ -121,7 +127,8 @@ class AiokafkaDriver:
             s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
             group_instance_id=s.instance_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
-            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000)
+            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000,
+            **(s.security.aiokafka() if s.security else {}))
         await consumer.start()
         return consumer
 

@@ -1,0 +1,117 @@
+"""Unmodified clients against `kgc serve` (uvloop) with TLS and SASL, in front of Tansu:
+confluent-kafka, kafka-python and aiokafka each consume and commit over SASL_SSL with
+SCRAM-SHA-512 and with PLAIN (kgc checking the passwords), and over mTLS; a wrong password
+surfaces as the client's authentication error.
+
+Topics are created and records produced on Tansu directly (plaintext): the data is
+upstream's; what is under test is the clients' path through kgc."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka.protocol.consumer.group import OffsetFetchRequest
+
+from tests.e2e.admin import create_topic, new_name, produce_sequenced
+from tests.e2e.clients import LIBRARIES, Member, MemberSettings, wait_until
+from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
+from tests.support.kgc import free_port, kgc_process
+from tests.support.security import ClientSecurity, KafkaSocket, TestPki, credentials_file
+
+pytestmark = pytest.mark.integration
+
+USERS = {"alice": "alice-secret"}
+RECORDS = 5
+CONSUME_TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return TestPki(tmp_path_factory.mktemp("pki"))
+
+
+def _secure_kgc(tansu, directory, *security_flags):
+    broker_port = free_port()
+    return kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+                       *KGC_GROUP_FLAGS, *security_flags, log_path=str(directory / "kgc.log")), broker_port
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_kgc(tansu, pki, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("kgc-sasl-ssl")
+    users = credentials_file(directory / "users.toml", USERS)
+    running, broker_port = _secure_kgc(
+        tansu, directory, "--security-protocol", "sasl_ssl", "--tls-cert-file", pki.server_cert,
+        "--tls-key-file", pki.server_key, "--sasl-credentials-file", users, "--sasl-failure-delay-ms", "0")
+    with running as proc:
+        wait_listening(broker_port)
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def mtls_kgc(tansu, pki, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("kgc-mtls")
+    running, broker_port = _secure_kgc(
+        tansu, directory, "--security-protocol", "ssl", "--tls-cert-file", pki.server_cert,
+        "--tls-key-file", pki.server_key, "--tls-client-ca-file", pki.ca_file, "--tls-client-auth", "required")
+    with running as proc:
+        wait_listening(broker_port)
+        yield proc
+
+
+def committed(port: int, group: str, topic: str, context, login=None) -> int:
+    with KafkaSocket(port, context=context) as s:
+        if login:
+            assert login(s).error_code == 0
+        request = OffsetFetchRequest[5](group_id=group, topics=[
+            OffsetFetchRequest[5].OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+        return s.call(request).topics[0].partitions[0].committed_offset
+
+
+def consume_and_commit(library: str, bootstrap: str, tansu, security: ClientSecurity) -> tuple[str, str]:
+    topic = create_topic(tansu.bootstrap, 1)
+    produce_sequenced(tansu.bootstrap, topic, 1, RECORDS)
+    group = new_name(f"secure-{library}")
+    member = Member(library, MemberSettings(bootstrap, group, topic, client_id=group, security=security)).start()
+    try:
+        wait_until(lambda: len(member.consumed) >= RECORDS, CONSUME_TIMEOUT_S,
+                   lambda: f"{library} consumed {len(member.consumed)}", [member])
+        member.commit()
+    finally:
+        member.close()
+    return group, topic
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_sasl_ssl_clients_consume_and_commit(sasl_ssl_kgc, tansu, pki, library, mechanism):
+    security = ClientSecurity("SASL_SSL", mechanism, "alice", USERS["alice"], ca_file=pki.ca_file)
+    group, topic = consume_and_commit(library, sasl_ssl_kgc.bootstrap, tansu, security)
+    assert committed(sasl_ssl_kgc.port, group, topic, pki.client_context(),
+                     lambda s: s.login_scram("alice", USERS["alice"])) == RECORDS
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_mtls_clients_consume_and_commit(mtls_kgc, tansu, pki, library):
+    cert = pki.issue(f"client-{library}", common_name=library)
+    security = ClientSecurity("SSL", ca_file=pki.ca_file, cert_file=cert[0], key_file=cert[1])
+    group, topic = consume_and_commit(library, mtls_kgc.bootstrap, tansu, security)
+    assert committed(mtls_kgc.port, group, topic, pki.client_context(cert)) == RECORDS
+
+
+def test_a_wrong_password_is_the_clients_authentication_error(sasl_ssl_kgc, pki):
+    from confluent_kafka import Consumer, KafkaError
+
+    errors = []
+    security = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", "alice", "wrong", ca_file=pki.ca_file)
+    consumer = Consumer({"bootstrap.servers": sasl_ssl_kgc.bootstrap, "group.id": new_name("wrong"),
+                         "error_cb": errors.append, **security.confluent()})
+    try:
+        deadline = time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            consumer.poll(0.1)
+    finally:
+        consumer.close()
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
+    assert "invalid credentials" in errors[0].str()
