@@ -157,12 +157,14 @@ class OffsetManager:
                     continue
                 commit = (p.partition_index, p.committed_offset, p.committed_leader_epoch if with_epoch else -1,
                           metadata or "")
-                if stamped:
-                    # v1 names each partition's commit time (-1: the coordinator's), and Kafka
-                    # stored it as given: it is what retention counts from.
-                    stamp = p.commit_timestamp
-                    records += new_offset_commit_records(group_id, name, [commit], now if stamp == -1 else stamp,
+                if stamped and p.commit_timestamp != -1:
+                    # v1 may name a partition's commit time (-1: the coordinator's), which
+                    # Kafka stored as given: it is what retention counts from. The records
+                    # keep the request's order (the last of a partition listed twice wins).
+                    records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
+                    records += new_offset_commit_records(group_id, name, [commit], p.commit_timestamp,
                                                          expire_ms, **audit)
+                    commits = []
                 else:
                     commits.append(commit)
             records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
