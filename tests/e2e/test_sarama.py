@@ -21,7 +21,10 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from coordinator.probe import request_response
 from tests.e2e.admin import committed_offsets, create_topic, group_at_broker, new_name, produce_sequenced
 from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
 from tests.ops.support import Samples
@@ -76,6 +79,12 @@ def requests_by_version(http_port: int) -> dict[tuple[str, str], float]:
             for (name, labels), value in samples.values.items() if name == "kgc_requests_total"}
 
 
+def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:
+    """The range kgc's ApiVersions gives `api_key` in front of the upstream."""
+    response = request_response(("127.0.0.1", kgc.port), ApiVersionsRequest(version=0), ApiVersionsResponse)
+    return next((k.min_version, k.max_version) for k in response.api_keys if k.api_key == api_key)
+
+
 def run_member(binary: str, bootstrap: str, topic: str, group: str, expect: int) -> dict:
     run = subprocess.run([binary, bootstrap, topic, group, str(expect), KAFKA_VERSION],
                          capture_output=True, text=True, timeout=120)
@@ -103,6 +112,7 @@ def expected_values(first_sequence: int, count: int) -> list[str]:
 def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_after_a_restart(
         sarama_group, tansu):
     with kgc_before(tansu) as (kgc, http_port):
+        assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((0, 9), (0, 9))
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
@@ -136,6 +146,7 @@ def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_ev
     "kafka4"` restores: every commit refused with UNSUPPORTED_VERSION, which sarama reports
     only in its log, and the restarted member starts over."""
     with kgc_before(tansu, "--min-group-api-versions", "kafka4") as (kgc, http_port):
+        assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((2, 9), (1, 9))
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama-cut")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
