@@ -21,6 +21,8 @@ Where each API carries its errors (Kafka's `*Request.getErrorResponse`):
 | DeleteGroups    | all      | per requested group                                         |
 | OffsetDelete    | 0        | top level, no topics                                        |
 | Metadata        | 0-12     | per requested topic, no brokers                             |
+| ConsumerGroupHeartbeat | all | top level, with its message; epoch -1, no assignment   |
+| ConsumerGroupDescribe  | all | per requested group, with its message                  |
 |                 | 13       | top level and per requested topic                           |
 
 Without the request (a version we could not decode), an API whose codes live only in
@@ -192,6 +194,20 @@ def _metadata(cls, version, request, code, message):
                topics=topics, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, error_code=code)
 
 
+def _consumer_group_heartbeat(cls, version, request, code, message):
+    return cls(version=version, throttle_time_ms=0, error_code=code, error_message=message, member_id=None,
+               member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+
+
+def _consumer_group_describe(cls, version, request, code, message):
+    group_ids = _requested(request, cls, version, "group").group_ids
+    return cls(version=version, throttle_time_ms=0, groups=[
+        cls.DescribedGroup(version=version, error_code=code, error_message=message, group_id=group_id,
+                           group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+                           authorized_operations=-2**31)
+        for group_id in group_ids])
+
+
 _BUILDERS = {
     ApiKey.ApiVersions: _api_versions,
     ApiKey.FindCoordinator: _find_coordinator,
@@ -206,4 +222,6 @@ _BUILDERS = {
     ApiKey.DeleteGroups: _delete_groups,
     ApiKey.OffsetDelete: _offset_delete,
     ApiKey.Metadata: _metadata,
+    ApiKey.ConsumerGroupHeartbeat: _consumer_group_heartbeat,
+    ApiKey.ConsumerGroupDescribe: _consumer_group_describe,
 }

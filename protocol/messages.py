@@ -73,6 +73,12 @@ from kafka.protocol.schemas import BaseField
 
 from protocol import offset_commit_codec
 from protocol.api_keys import response_header_version
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.headers import RequestHeader
 from protocol.heartbeat_codec import decode_heartbeat_request, heartbeat_response_frame
 
@@ -94,6 +100,8 @@ _CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
     ApiKey.Metadata: (MetadataRequest, MetadataResponse),
     ApiKey.SaslHandshake: (SaslHandshakeRequest, SaslHandshakeResponse),
     ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ApiKey.ConsumerGroupHeartbeat: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+    ApiKey.ConsumerGroupDescribe: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
 }
 
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")

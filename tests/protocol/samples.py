@@ -249,6 +249,45 @@ def _metadata_response(cls, v):
                                          offline_replicas=[])])])
 
 
+def _consumer_group_heartbeat_request(cls, v):
+    return cls(version=v, group_id="orders", member_id="m-1", member_epoch=7, instance_id="i-1", rack_id="rack-a",
+               rebalance_timeout_ms=30_000, subscribed_topic_names=["events", "audit"],
+               subscribed_topic_regex="events-.*", server_assignor="range", topic_partitions=[
+                   _at(cls.TopicPartitions, v, topic_id=TOPIC_ID, partitions=[0, 2])])
+
+
+def _consumer_group_heartbeat_response(cls, v):
+    assignment_cls = cls.Assignment
+    return cls(version=v, throttle_time_ms=1, error_code=0, error_message="fine", member_id="m-1", member_epoch=8,
+               heartbeat_interval_ms=5000, assignment=_at(assignment_cls, v, topic_partitions=[
+                   _at(assignment_cls.TopicPartitions, v, topic_id=TOPIC_ID, partitions=[1, 3])]))
+
+
+def _consumer_group_describe_request(cls, v):
+    return cls(version=v, group_ids=["orders", "payments"], include_authorized_operations=True)
+
+
+def _consumer_group_describe_response(cls, v):
+    group_cls = cls.DescribedGroup
+    member_cls = group_cls.Member
+    assignment_cls = member_cls.Assignment
+
+    def assignment(*partitions):
+        return _at(assignment_cls, v, topic_partitions=[_at(assignment_cls.TopicPartitions, v, topic_id=TOPIC_ID,
+                                                            topic_name="events", partitions=list(partitions))])
+
+    return cls(version=v, throttle_time_ms=2, groups=[
+        _at(group_cls, v, error_code=0, error_message=None, group_id="orders", group_state="Reconciling",
+            group_epoch=5, assignment_epoch=5, assignor_name="uniform", authorized_operations=-2**31, members=[
+                _at(member_cls, v, member_id="m-1", instance_id="i-1", rack_id=None, member_epoch=4,
+                    client_id="rdkafka", client_host="/127.0.0.1", subscribed_topic_names=["events"],
+                    subscribed_topic_regex=None, assignment=assignment(0, 1), target_assignment=assignment(1),
+                    member_type=1)]),
+        _at(group_cls, v, error_code=69, error_message="Group payments not found.", group_id="payments",
+            group_state="Dead", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+            authorized_operations=-2**31)])
+
+
 _REQUESTS = {
     ApiKey.ApiVersions: _api_versions_request,
     ApiKey.FindCoordinator: _find_coordinator_request,
@@ -263,6 +302,8 @@ _REQUESTS = {
     ApiKey.DeleteGroups: _delete_groups_request,
     ApiKey.OffsetDelete: _offset_delete_request,
     ApiKey.Metadata: _metadata_request,
+    ApiKey.ConsumerGroupHeartbeat: _consumer_group_heartbeat_request,
+    ApiKey.ConsumerGroupDescribe: _consumer_group_describe_request,
 }
 
 _RESPONSES = {
@@ -279,4 +320,6 @@ _RESPONSES = {
     ApiKey.DeleteGroups: _delete_groups_response,
     ApiKey.OffsetDelete: _offset_delete_response,
     ApiKey.Metadata: _metadata_response,
+    ApiKey.ConsumerGroupHeartbeat: _consumer_group_heartbeat_response,
+    ApiKey.ConsumerGroupDescribe: _consumer_group_describe_response,
 }

@@ -31,6 +31,8 @@ EXPECTED_CODES = {
     ApiKey.DeleteGroups: lambda v, request: len(request.groups_names),
     ApiKey.OffsetDelete: lambda v, request: 1,
     ApiKey.Metadata: lambda v, request: len(request.topics) + (1 if v >= 13 else 0),
+    ApiKey.ConsumerGroupHeartbeat: lambda v, request: 1,
+    ApiKey.ConsumerGroupDescribe: lambda v, request: len(request.group_ids),
 }
 
 # Needing the request: the code has no top-level home at these versions.
@@ -41,6 +43,7 @@ NEEDS_REQUEST = {
     ApiKey.DescribeGroups: lambda v: True,
     ApiKey.DeleteGroups: lambda v: True,
     ApiKey.Metadata: lambda v: v < 13,
+    ApiKey.ConsumerGroupDescribe: lambda v: True,
 }
 
 
