@@ -31,6 +31,7 @@ from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.log_ends import LogEnds, keep_fresh
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
+from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
 from coordinator.http.groups import committed_offsets
 from coordinator.http.server import HttpServer
 from coordinator.net.authentication import SaslSettings
@@ -105,7 +106,7 @@ class KgcApp:
         self.store = self._make_store()
         await self.store.open()
         self.runtime = CoordinatorRuntime(self.store, cfg.group, clock=self._clock,
-                                          new_member_id=new_member_id)
+                                          new_member_id=new_member_id, topics=self._topics)
         await self.runtime.start()
         bootstrap = self._listener(cfg.port, None)
         node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
@@ -176,6 +177,10 @@ class KgcApp:
                                partition_lag(offset, *self.log_ends.end_and_error((topic, partition))).value)
                 for group, by_partition in committed.items() for (topic, partition), offset in by_partition.items()]
         metrics.consumer_lag(rows, per_partition=self.config.lag_metrics_per_partition)
+
+    def _topics(self) -> TopicImage:
+        """The upstream's topics for KIP-848 groups; none in standalone mode."""
+        return self.cluster.topics if self.cluster is not None else EMPTY_TOPIC_IMAGE
 
     def _listener(self, port: int, node_id: int | None) -> Listener:
         """A bound listener (bind errors raise here, before anything is served)."""

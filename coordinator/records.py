@@ -13,7 +13,27 @@ Keys (record type, fields):
     0  OffsetCommitKey (legacy)   group string, topic string, partition int32
     1  OffsetCommitKey            group string, topic string, partition int32
     2  GroupMetadataKey           group string
-    3+ KIP-848 / share / streams records: not decoded (`deserialize` returns None)
+    3  ConsumerGroupMetadataKey                  group string
+    5  ConsumerGroupMemberMetadataKey            group string, member_id string
+    6  ConsumerGroupTargetAssignmentMetadataKey  group string
+    7  ConsumerGroupTargetAssignmentMemberKey    group string, member_id string
+    8  ConsumerGroupCurrentMemberAssignmentKey   group string, member_id string
+    16 ConsumerGroupRegularExpressionKey         group string, regex string
+    4, 9+ legacy KIP-848 / share / streams records: not decoded (`deserialize` returns None)
+
+The KIP-848 values (types 3-8 and 16) are all version 0 and flexible (compact strings
+and arrays, a tagged-field section closing every struct); topic ids are 16-byte uuids:
+
+    3  epoch int32; tagged 0: metadata_hash int64
+    5  instance_id nullable string, rack_id nullable string, client_id string,
+       client_host string, subscribed_topic_names []string, subscribed_topic_regex
+       nullable string, rebalance_timeout_ms int32, server_assignor nullable string;
+       tagged 0: classic member metadata (kgc keeps none of its own: read and dropped)
+    6  assignment_epoch int32
+    7  topic_partitions [] {topic_id uuid, partitions []int32}
+    8  member_epoch int32, previous_member_epoch int32, state int8,
+       assigned_partitions [] {topic_id, partitions}, partitions_pending_revocation [] {...}
+    16 topics []string, version int64, timestamp int64
 
 OffsetCommitValue by version:
 
@@ -43,12 +63,22 @@ from __future__ import annotations
 
 import functools
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from protocol import wire
 
 OFFSET_COMMIT_LEGACY_KEY_TYPE = 0
 OFFSET_COMMIT_KEY_TYPE = 1
 GROUP_METADATA_KEY_TYPE = 2
+CONSUMER_GROUP_METADATA_KEY_TYPE = 3
+CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_TYPE = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_TYPE = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_TYPE = 8
+CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_TYPE = 16
+CONSUMER_GROUP_VALUE_VERSION = 0
 
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
@@ -110,13 +140,116 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+# ---- KIP-848 consumer groups
+
+# A member's partitions: (topic id, sorted partitions) per topic, topics sorted by id.
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadataValue:
+    epoch: int
+    metadata_hash: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupTargetAssignmentMemberValue:
+    topic_partitions: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentKey:
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned_partitions: TopicPartitions
+    partitions_pending_revocation: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionKey:
+    group: str
+    regex: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupRegularExpressionValue:
+    topics: tuple[str, ...]
+    version: int
+    timestamp_ms: int
+
+
+ConsumerGroupKey = (ConsumerGroupMetadataKey | ConsumerGroupMemberMetadataKey
+                    | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
+                    | ConsumerGroupCurrentMemberAssignmentKey | ConsumerGroupRegularExpressionKey)
+ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupMemberMetadataValue
+                      | ConsumerGroupTargetAssignmentMetadataValue | ConsumerGroupTargetAssignmentMemberValue
+                      | ConsumerGroupCurrentMemberAssignmentValue | ConsumerGroupRegularExpressionValue)
+
+_CONSUMER_KEY_TYPES: dict[type, int] = {
+    ConsumerGroupMetadataKey: CONSUMER_GROUP_METADATA_KEY_TYPE,
+    ConsumerGroupMemberMetadataKey: CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE,
+    ConsumerGroupTargetAssignmentMetadataKey: CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_TYPE,
+    ConsumerGroupTargetAssignmentMemberKey: CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_TYPE,
+    ConsumerGroupCurrentMemberAssignmentKey: CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_TYPE,
+    ConsumerGroupRegularExpressionKey: CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_TYPE,
+}
+_CONSUMER_KEY_CLASSES = {record_type: cls for cls, record_type in _CONSUMER_KEY_TYPES.items()}
+
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I64_I32 = struct.Struct(">qi")
+_I8 = struct.Struct(">b")
+_UUID = struct.Struct(">16s")
 _V3_NO_METADATA = struct.Struct(">hqihq")    # an OffsetCommitValue v3 with empty metadata
 
 
@@ -147,6 +280,12 @@ def serialize_key(key: RecordKey) -> bytes:
         return _offset_commit_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
     if isinstance(key, GroupMetadataKey):
         return _I16.pack(GROUP_METADATA_KEY_TYPE) + _string(key.group)
+    record_type = _CONSUMER_KEY_TYPES.get(type(key))
+    if record_type is not None:
+        # Keys are never flexible: int16-length strings, like the classic keys.
+        second = getattr(key, "member_id", None) or getattr(key, "regex", None)
+        tail = b"" if second is None else _string(second)
+        return _I16.pack(record_type) + _string(key.group) + tail
     raise TypeError(f"not a record key: {key!r}")
 
 
@@ -184,7 +323,48 @@ def serialize_value(value: RecordValue | None) -> bytes | None:
                 _bytes(m.assignment),
             )
         return b"".join(parts)
+    if isinstance(value, ConsumerGroupValue):
+        return _I16.pack(CONSUMER_GROUP_VALUE_VERSION) + _serialize_consumer_value(value)
     raise TypeError(f"not a record value: {value!r}")
+
+
+def _compact_strings(items: tuple[str, ...]) -> bytes:
+    return wire.count(len(items), True) + b"".join(wire.string(item, True) for item in items)
+
+
+def _topic_partitions(topics: TopicPartitions) -> bytes:
+    parts = [wire.count(len(topics), True)]
+    for topic_id, partitions in topics:
+        parts += (topic_id.bytes, wire.count(len(partitions), True),
+                  struct.pack(f">{len(partitions)}i", *partitions), _NO_TAGS)
+    return b"".join(parts)
+
+
+_NO_TAGS = b"\x00"
+
+
+def _serialize_consumer_value(value: ConsumerGroupValue) -> bytes:
+    match value:
+        case ConsumerGroupMetadataValue(epoch, metadata_hash):
+            tags = wire.tagged([(0, _I64.pack(metadata_hash))]) if metadata_hash else _NO_TAGS
+            return _I32.pack(epoch) + tags
+        case ConsumerGroupMemberMetadataValue():
+            return b"".join((
+                wire.string(value.instance_id, True), wire.string(value.rack_id, True),
+                wire.string(value.client_id, True), wire.string(value.client_host, True),
+                _compact_strings(value.subscribed_topic_names), wire.string(value.subscribed_topic_regex, True),
+                _I32.pack(value.rebalance_timeout_ms), wire.string(value.server_assignor, True), _NO_TAGS))
+        case ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch):
+            return _I32.pack(assignment_epoch) + _NO_TAGS
+        case ConsumerGroupTargetAssignmentMemberValue(topic_partitions):
+            return _topic_partitions(topic_partitions) + _NO_TAGS
+        case ConsumerGroupCurrentMemberAssignmentValue():
+            return b"".join((_I32.pack(value.member_epoch), _I32.pack(value.previous_member_epoch),
+                             _I8.pack(value.state), _topic_partitions(value.assigned_partitions),
+                             _topic_partitions(value.partitions_pending_revocation), _NO_TAGS))
+        case ConsumerGroupRegularExpressionValue(topics, version, timestamp_ms):
+            return _compact_strings(topics) + _I64.pack(version) + _I64.pack(timestamp_ms) + _NO_TAGS
+    raise TypeError(f"not a consumer group value: {value!r}")
 
 
 # ---------------------------------------------------------------- decoding
@@ -215,8 +395,21 @@ class _Reader:
         self.pos += s.size
         return v
 
+    def int8(self) -> int:
+        return self._fixed(_I8)
+
     def int16(self) -> int:
         return self._fixed(_I16)
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
+
+    def tagged_fields(self) -> dict[int, bytes]:
+        fields = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            fields[tag] = self._take(self.uvarint())
+        return fields
 
     def int32(self) -> int:
         return self._fixed(_I32)
@@ -319,6 +512,49 @@ def _decode_group_metadata_value(r: _Reader, version: int) -> GroupMetadataValue
     return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp_ms, members)
 
 
+def _strings(r: _Reader) -> tuple[str, ...]:
+    return tuple(r.string() for _ in range(r.array_count()))
+
+
+def _decode_topic_partitions(r: _Reader) -> TopicPartitions:
+    topics = []
+    for _ in range(r.array_count()):
+        topic_id = r.uuid()
+        partitions = tuple(r.int32() for _ in range(r.array_count()))
+        r.skip_tagged_fields()    # 4.3+ per-partition assignment epochs (KIP-1251)
+        topics.append((topic_id, partitions))
+    return tuple(topics)
+
+
+def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupValue:
+    value: ConsumerGroupValue
+    match key:
+        case ConsumerGroupMetadataKey():
+            epoch = r.int32()
+            tags = r.tagged_fields()
+            metadata_hash = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
+            return ConsumerGroupMetadataValue(epoch, metadata_hash)
+        case ConsumerGroupMemberMetadataKey():
+            value = ConsumerGroupMemberMetadataValue(
+                instance_id=r.nullable_string(), rack_id=r.nullable_string(), client_id=r.string(),
+                client_host=r.string(), subscribed_topic_names=_strings(r),
+                subscribed_topic_regex=r.nullable_string(), rebalance_timeout_ms=r.int32(),
+                server_assignor=r.nullable_string())
+        case ConsumerGroupTargetAssignmentMetadataKey():
+            value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
+        case ConsumerGroupTargetAssignmentMemberKey():
+            value = ConsumerGroupTargetAssignmentMemberValue(_decode_topic_partitions(r))
+        case ConsumerGroupCurrentMemberAssignmentKey():
+            value = ConsumerGroupCurrentMemberAssignmentValue(
+                member_epoch=r.int32(), previous_member_epoch=r.int32(), state=r.int8(),
+                assigned_partitions=_decode_topic_partitions(r),
+                partitions_pending_revocation=_decode_topic_partitions(r))
+        case ConsumerGroupRegularExpressionKey():
+            value = ConsumerGroupRegularExpressionValue(_strings(r), r.int64(), r.int64())
+    r.skip_tagged_fields()
+    return value
+
+
 def deserialize(key_bytes: bytes, value_bytes: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
     """Decode one record; None for record types this coordinator does not know (skip them)."""
     key = deserialize_key(key_bytes)
@@ -342,6 +578,11 @@ def deserialize_key(key_bytes: bytes) -> RecordKey | None:
         key = OffsetCommitKey(kr.string(), kr.string(), kr.int32())
     elif record_type == GROUP_METADATA_KEY_TYPE:
         key = GroupMetadataKey(kr.string())
+    elif record_type in _CONSUMER_KEY_CLASSES:
+        cls = _CONSUMER_KEY_CLASSES[record_type]
+        group = kr.string()
+        key = cls(group) if cls in (ConsumerGroupMetadataKey, ConsumerGroupTargetAssignmentMetadataKey) \
+            else cls(group, kr.string())
     elif record_type < 0:
         raise RecordDecodeError(f"negative record type {record_type}")
     else:
@@ -374,6 +615,13 @@ def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
             return fast
     vr = _Reader(value_bytes)
     version = vr.int16()
+    if type(key) in _CONSUMER_KEY_TYPES:
+        if version != CONSUMER_GROUP_VALUE_VERSION:
+            raise RecordDecodeError(f"unknown value version {version} for record type {_CONSUMER_KEY_TYPES[type(key)]}")
+        vr.flexible = True
+        consumer_value = _decode_consumer_value(key, vr)
+        vr.done()
+        return consumer_value
     if not 0 <= version <= FLEXIBLE_VERSION:
         record_type = OFFSET_COMMIT_KEY_TYPE if isinstance(key, OffsetCommitKey) else GROUP_METADATA_KEY_TYPE
         raise RecordDecodeError(f"unknown value version {version} for record type {record_type}")

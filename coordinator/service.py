@@ -39,6 +39,7 @@ from coordinator.group.views import GroupDescription, OffsetFetchGroup
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
+from protocol.consumer_group_messages import ConsumerGroupDescribeResponse
 from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
 from protocol.errors import ApiError, ErrorCode
 
@@ -77,6 +78,8 @@ class GroupCoordinatorService:
             ApiKey.DescribeGroups: _as_task(self._describe_groups),
             ApiKey.ListGroups: _as_task(self._list_groups),
             ApiKey.DeleteGroups: _as_task(self._delete_groups),
+            ApiKey.ConsumerGroupHeartbeat: partial(self._single_group_write, _consumer_group_heartbeat),
+            ApiKey.ConsumerGroupDescribe: _as_task(self._consumer_group_describe),
         }
 
     @property
@@ -192,7 +195,7 @@ class GroupCoordinatorService:
         def fetch(partition: int, groups: list[Any]) -> Awaitable[list[Any]]:
             return self._runtime.read(partition, lambda shard: [
                 _answer_or_code(lambda g=g: shard.fetch_offsets(ctx, g.group_id, _requested_topics(g.topics),
-                                                                require_stable))
+                                                                require_stable, _fetching_member(version, g)))
                 for g in groups])
 
         outcomes = await self._per_partition(ApiKey.OffsetFetch, request.groups, lambda g: g.group_id, fetch)
@@ -211,6 +214,23 @@ class GroupCoordinatorService:
         outcomes = await self._per_partition(ApiKey.DescribeGroups, request.groups, lambda g: g, describe)
         return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=[
             _described_group(version, group_id, outcome) for group_id, outcome in zip(request.groups, outcomes, strict=True)])
+
+    async def _consumer_group_describe(self, ctx: RequestContext, request: Any) -> Any:
+        version = ctx.api_version
+
+        def describe(partition: int, group_ids: list[str]) -> Awaitable[list[Any]]:
+            return self._runtime.read(partition, lambda shard: [
+                shard.describe_consumer_group(ctx, g) for g in group_ids])
+
+        outcomes = await self._per_partition(ApiKey.ConsumerGroupDescribe, request.group_ids, lambda g: g, describe)
+        groups = []
+        for group_id, outcome in zip(request.group_ids, outcomes, strict=True):
+            if not group_id.strip():
+                outcome = _consumer_group_error(version, "", ErrorCode.INVALID_GROUP_ID)
+            elif isinstance(outcome, ErrorCode):
+                outcome = _consumer_group_error(version, group_id, outcome)
+            groups.append(outcome)
+        return ConsumerGroupDescribeResponse(version=version, throttle_time_ms=0, groups=groups)
 
     async def _list_groups(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -277,6 +297,21 @@ def _offset_commit(ctx: RequestContext, request: Any, shard: Any, handle: Any) -
 
 def _offset_delete(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
     return shard.delete_offsets(ctx, request)
+
+
+def _consumer_group_heartbeat(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
+    return shard.consumer_group_heartbeat(ctx, request)
+
+
+def _fetching_member(version: int, group: Any) -> tuple[str | None, int]:
+    """OffsetFetch v9+ (KIP-848) names the member fetching, checked against a consumer group."""
+    return (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+
+
+def _consumer_group_error(version: int, group_id: str, code: ErrorCode) -> Any:
+    return ConsumerGroupDescribeResponse.DescribedGroup(
+        version=version, error_code=int(code), error_message=None, group_id=group_id, group_state="",
+        group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[], authorized_operations=-2**31)
 
 
 def _offset_fetch_one_group(ctx: RequestContext, request: Any, topics: list[tuple[str, list[int]]] | None,

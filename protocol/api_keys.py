@@ -18,6 +18,8 @@ Version ranges we answer ourselves (Kafka 4.x serves these APIs at the versions 
 | DeleteGroups    |  42 | 0-2  | 2              |                                               |
 | OffsetDelete    |  47 | 0    | never          |                                               |
 | Metadata        |   3 | 0-12 | 9              | local only in standalone mode, else forwarded |
+| ConsumerGroupHeartbeat | 68 | 0-1 | 0          | KIP-848; librdkafka asks for exactly v1       |
+| ConsumerGroupDescribe  | 69 | 0-1 | 0          | KIP-848                                       |
 
 These are the versions Kafka 3.9 served for every group API it shares with kgc (its
 `*Request.json` `validVersions`), and Kafka 4.x's additions: clients older than Kafka 4
@@ -61,6 +63,8 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
     ApiKey.DeleteGroups: (0, 2),
     ApiKey.OffsetDelete: (0, 0),
     ApiKey.Metadata: (0, 12),
+    ApiKey.ConsumerGroupHeartbeat: (0, 1),
+    ApiKey.ConsumerGroupDescribe: (0, 1),
 })
 
 # SASL is answered by kgc on every listener, never forwarded: a client that authenticates

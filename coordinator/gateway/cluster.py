@@ -2,9 +2,12 @@
 
 One `UpstreamCluster` per process keeps a control connection to some upstream broker
 (the last live one it knew, else the bootstrap addresses in turn), asks it ApiVersions
-once per connection and Metadata every `refresh_interval_ms`, and also learns the broker
-set from Metadata responses passing through the gateway (`observe_brokers`). When the set
-changes, subscribers hear of it (the network layer opens a listener per new broker).
+once per connection and Metadata (all topics) every `refresh_interval_ms`, and also learns
+the broker set from Metadata responses passing through the gateway (`observe_brokers`).
+When the set changes, subscribers hear of it (the network layer opens a listener per new
+broker). The topics (ids, names, partition counts) become a `TopicImage` for KIP-848
+consumer groups, whose assignments name the cluster's own topic ids; its version moves
+only when a topic appears, goes, is recreated or gains partitions.
 
 Unreachable upstream never stops kgc: the loop retries with exponential backoff, each
 attempt bounded by `connect_timeout_ms` / `request_timeout_ms`, and `status` says why it
@@ -33,11 +36,13 @@ from kafka.protocol.metadata import (
 from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
 from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata
 
 log = logging.getLogger(__name__)
 
 CLIENT_ID = "kgc-gateway"
-_NEWEST_METADATA = 12  # the brokers of v12 are all we read; v0 cannot ask for "no topics"
+_NEWEST_METADATA = 12  # the brokers and topic ids of v12 are all we read
+_TOPIC_IDS_SINCE = 10  # Metadata v10 added topic ids
 CLOSE_TIMEOUT_S = 1.0
 
 
@@ -50,7 +55,7 @@ class BrokerChange:
 
 class UpstreamCluster:
     def __init__(self, bootstrap: Iterable[tuple[str, int]], *, plan: ListenerPlan | None = None,
-                 refresh_interval_ms: int = 30_000, connect_timeout_ms: int = 5_000,
+                 refresh_interval_ms: int = 5_000, connect_timeout_ms: int = 5_000,
                  request_timeout_ms: int = 10_000, backoff_initial_ms: int = 100,
                  backoff_max_ms: int = 10_000, tls: ssl.SSLContext | None = None):
         self._bootstrap = list(bootstrap)
@@ -64,6 +69,7 @@ class UpstreamCluster:
         self._backoff_initial_ms = backoff_initial_ms
         self._backoff_max_ms = backoff_max_ms
         self._brokers: Mapping[int, Broker] = MappingProxyType({})
+        self._topics: TopicImage = EMPTY_TOPIC_IMAGE
         self._api_versions: Mapping[int, tuple[int, int]] = MappingProxyType({})
         self.cluster_id: str | None = None
         self.reachable = False
@@ -85,6 +91,12 @@ class UpstreamCluster:
     @property
     def brokers(self) -> Mapping[int, Broker]:
         return self._brokers
+
+    @property
+    def topics(self) -> TopicImage:
+        """The upstream's topics as of the last refresh (empty before the first, or when
+        upstream serves Metadata below v10, which has no topic ids)."""
+        return self._topics
 
     @property
     def api_versions(self) -> Mapping[int, tuple[int, int]]:
@@ -188,10 +200,21 @@ class UpstreamCluster:
         version = min(high, _NEWEST_METADATA)
         if version < max(low, 1):
             raise UpstreamUnavailable(f"upstream serves Metadata {low}-{high}: kgc needs 1-{_NEWEST_METADATA}")
-        metadata = await self._request(MetadataRequest[version](topics=[]), MetadataResponse)
+        with_ids = version >= _TOPIC_IDS_SINCE
+        metadata = await self._request(MetadataRequest[version](topics=None if with_ids else []), MetadataResponse)
         self.cluster_id = getattr(metadata, "cluster_id", None)
         self._apply([Broker(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in metadata.brokers])
+        if with_ids:
+            self._apply_topics(metadata.topics)
         self._set_reachable()
+
+    def _apply_topics(self, topics) -> None:
+        image = TopicImage.of(self._topics.version + 1, (
+            TopicMetadata(t.topic_id, t.name, len(t.partitions)) for t in topics
+            if t.error_code == 0 and t.name and t.topic_id is not None and t.topic_id.int != 0))
+        if not image.same_topics(self._topics):
+            log.info("upstream topics now %d (was %d)", len(image.by_name), len(self._topics.by_name))
+            self._topics = image
 
     async def _request(self, request, response_class):
         correlation_id = next(self._correlation_ids)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from coordinator.group.classic import ClassicGroup
+from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.state import GroupState
 from coordinator.group.views import DescribedMember, GroupDescription, GroupListing
 from protocol.errors import ErrorCode
@@ -36,3 +37,14 @@ def list_groups(groups: dict[str, ClassicGroup], states_filter: set[str],
     return [GroupListing(g.group_id, g.protocol_type or "", g.state.value)
             for g in groups.values()
             if not states or g.state.value.lower() in states]
+
+
+def list_consumer_groups(groups: dict[str, ConsumerGroup], states_filter: set[str],
+                         types_filter: set[str]) -> list[GroupListing]:
+    """KIP-848 groups list with protocol type "consumer" and group type "consumer"."""
+    states = {s.strip().lower() for s in states_filter}
+    types = {t.strip().lower() for t in types_filter}
+    if types and "consumer" not in types:
+        return []
+    return [GroupListing(g.group_id, "consumer", g.state, "consumer")
+            for g in groups.values() if not states or g.state.lower() in states]

@@ -13,7 +13,9 @@ Commit validation (Kafka's `ClassicGroup.validateOffsetCommit`):
   (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) and the generation match (ILLEGAL_GENERATION);
 - generation < 0 without a member id while the group has members → UNKNOWN_MEMBER_ID;
 - CompletingRebalance → REBALANCE_IN_PROGRESS;
-- absent group with generation ≥ 0 → ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9.
+- absent group with generation ≥ 0 → ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9;
+- a KIP-848 consumer group checks member epochs instead (`ConsumerGroups.validate_offset_commit`:
+  STALE_MEMBER_EPOCH, and UNSUPPORTED_VERSION for a commit below v9 from one of its members).
 
 Retention (KIP-211, Kafka's `offsetExpirationCondition`): an offset with an explicit
 expire timestamp (OffsetCommit v2-4 with a retention) expires at that time. Otherwise
@@ -40,6 +42,8 @@ from kafka.protocol.consumer.group import (
 
 from coordinator.group.classic import ClassicGroup
 from coordinator.group.config import GroupConfig
+from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.consumer_heartbeat import ConsumerGroups
 from coordinator.group.membership import Membership
 from coordinator.group.result import RequestContext, Result
 from coordinator.group.state import GroupState
@@ -71,9 +75,10 @@ def utf16_length(s: str) -> int:
 class OffsetManager:
     """Committed offsets of one partition's groups (Kafka's OffsetMetadataManager)."""
 
-    def __init__(self, groups: dict[str, ClassicGroup], membership: Membership, config: GroupConfig,
-                 clock: Callable[[], int]):
+    def __init__(self, groups: dict[str, ClassicGroup], consumer_groups: dict[str, ConsumerGroup],
+                 membership: Membership, config: GroupConfig, clock: Callable[[], int]):
         self.groups = groups
+        self.consumer_groups = consumer_groups
         self.membership = membership
         self.config = config
         self.clock = clock
@@ -95,7 +100,7 @@ class OffsetManager:
             if not by_topic:
                 del self.committed[key.group]
             return
-        if key.group not in self.groups:
+        if key.group not in self.groups and key.group not in self.consumer_groups:
             self.groups[key.group] = ClassicGroup(key.group, GroupState.EMPTY, self.clock())
         if by_topic is None:
             by_topic = self.committed[key.group] = {}
@@ -115,7 +120,10 @@ class OffsetManager:
         member_id = request.member_id
         instance_id = request.group_instance_id if version >= 7 else None
         group = self.groups.get(group_id)
-        if group is None:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = ConsumerGroups.validate_offset_commit(consumer_group, member_id, generation, version)
+        elif group is None:
             if generation < 0:
                 error = ErrorCode.NONE
             else:
@@ -193,10 +201,19 @@ class OffsetManager:
 
     # ------------------------------------------------------------ fetch
 
-    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> OffsetFetchGroup:
-        """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka)."""
+    def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+              member: tuple[str | None, int] = (None, -1)) -> OffsetFetchGroup:
+        """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka).
+        `member` (v9+: member id, member epoch) is checked against a consumer group."""
         group = self.groups.get(group_id)
-        stored = {} if group is None or group.is_in(GroupState.DEAD) else self.committed.get(group_id, {})
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            error = ConsumerGroups.validate_offset_fetch(consumer_group, *member)
+            if error is not ErrorCode.NONE:
+                return OffsetFetchGroup(group_id, error, ())
+            stored = self.committed.get(group_id, {})
+        else:
+            stored = {} if group is None or group.is_in(GroupState.DEAD) else self.committed.get(group_id, {})
         if topics is None:
             return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(
                 OffsetFetchTopic(topic, tuple(_fetched(p, v) for p, v in sorted(parts.items())))
@@ -220,10 +237,11 @@ class OffsetManager:
 
         if group_id == "":
             return refuse(ErrorCode.INVALID_GROUP_ID, "empty group id")
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(GroupState.DEAD):
+        group = self.groups.get(group_id) or self.consumer_groups.get(group_id)
+        classic = group if isinstance(group, ClassicGroup) else None
+        if group is None or (classic is not None and classic.is_in(GroupState.DEAD)):
             return refuse(ErrorCode.GROUP_ID_NOT_FOUND, "no such group")
-        if group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
+        if classic is not None and classic.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) and not classic.uses_consumer_protocol():
             return refuse(ErrorCode.NON_EMPTY_GROUP, "group has members and no consumer subscriptions")
 
         stored = self.committed.get(group_id, {})

@@ -10,7 +10,11 @@ Hard and soft state:
   Heartbeat/LeaveGroup handlers and their timers (as in Kafka); the GroupMetadata
   records they return are snapshots with `replay=False`. Replaying a GroupMetadata
   record (on load) rebuilds the group as Stable (it has members) or Empty;
-- DeleteGroups and the offsets expiry return tombstones that *are* replayed.
+- DeleteGroups and the offsets expiry return tombstones that *are* replayed;
+- KIP-848 consumer groups (`consumer_heartbeat.ConsumerGroups`) are hard state
+  throughout: every change is a replayed record. A group id is either a classic or a
+  consumer group: an empty classic group (or one that only has offsets) becomes a
+  consumer group when a ConsumerGroupHeartbeat joins it.
 
 The service checks a null group id before routing; every other request rule, including
 "" group ids, session-timeout bounds and where each version puts its errors, is here.
@@ -33,6 +37,8 @@ from kafka.protocol.consumer.group import (
 from coordinator.group import describe
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
 from coordinator.group.config import GroupConfig
+from coordinator.group.consumer_group import ConsumerGroup, from_topic_partitions
+from coordinator.group.consumer_heartbeat import ConsumerGroups, describe_consumer_group
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.heartbeat import heartbeat, leave_group
 from coordinator.group.join import join_group
@@ -42,35 +48,73 @@ from coordinator.group.result import ReplyHandle, RequestContext, Result
 from coordinator.group.state import GroupState
 from coordinator.group.sync import sync_group
 from coordinator.group.timer import Timer, expire_offsets_key, heartbeat_key, join_key, sync_key
+from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     new_group_metadata_tombstone,
 )
-from protocol.errors import ErrorCode
+from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
 
 
 class GroupShard:
     def __init__(self, partition: int, config: GroupConfig, timer: Timer, clock: Callable[[], int],
-                 new_member_id: Callable[[str], str]):
+                 new_member_id: Callable[[str], str], topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE):
         self.partition = partition
         self.config = config
         self.timer = timer
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.membership = Membership(self.groups, config, timer, clock, new_member_id)
-        self.offsets = OffsetManager(self.groups, self.membership, config, clock)
+        self.consumer = ConsumerGroups(self.consumer_groups, config, timer, clock, new_member_id, topics)
+        self.offsets = OffsetManager(self.groups, self.consumer_groups, self.membership, config, clock)
 
     # ------------------------------------------------------------ single-group APIs
 
     def join_group(self, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle) -> Result:
         """JoinGroup; `response` is None when parked (answered later by a `Reply` to `handle`)."""
+        if request.group_id in self.consumer_groups:
+            # Classic members inside a consumer group (Kafka's online migration) are not served.
+            raise ApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                           f"Group {request.group_id} is a consumer group (KIP-848): join it with "
+                           f"group.protocol=consumer.")
         return join_group(self.membership, ctx, request, handle)
+
+    def consumer_group_heartbeat(self, ctx: RequestContext, request) -> Result:
+        """ConsumerGroupHeartbeat (KIP-848); an empty classic group becomes a consumer group."""
+        self.consumer.validate(ctx.api_version, request)
+        group_id = request.group_id
+        records: list[CoordinatorRecord] = []
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            classic = self.groups.get(group_id)
+            if classic is not None and not classic.is_empty():
+                raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            if request.member_epoch != 0:
+                raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            if classic is not None and classic.protocol_type is not None:
+                log.info("[group=%s] empty classic group becomes a consumer group", group_id)
+                records.append(new_group_metadata_tombstone(group_id, generation=classic.generation))
+            group = ConsumerGroup(group_id)
+        return self.consumer.heartbeat(ctx, request, group, records)
+
+    def describe_consumer_group(self, ctx: RequestContext, group_id: str):
+        """ConsumerGroupDescribe of one group; a classic or unknown group is GROUP_ID_NOT_FOUND."""
+        return describe_consumer_group(self.consumer_groups.get(group_id), group_id, ctx.api_version,
+                                       self.consumer.topics(), self.config.consumer_assignors[0])
 
     def sync_group(self, ctx: RequestContext, request: SyncGroupRequest, handle: ReplyHandle) -> Result:
         """SyncGroup; parked in CompletingRebalance until the leader's assignment is durable."""
@@ -92,25 +136,37 @@ class GroupShard:
     # ------------------------------------------------------------ multi-group and read APIs
 
     def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                      require_stable: bool) -> OffsetFetchGroup:
+                      require_stable: bool, member: tuple[str | None, int] = (None, -1)) -> OffsetFetchGroup:
         """Committed offsets; `topics=None` means all of the group's.
 
         `require_stable` would report UNSTABLE_OFFSET_COMMIT for pending transactional
         offsets; kgc has no TxnOffsetCommit yet, so no offset is ever pending.
         """
-        return self.offsets.fetch(group_id, topics)
+        return self.offsets.fetch(group_id, topics, member)
 
     def describe_group(self, ctx: RequestContext, group_id: str) -> GroupDescription:
-        return describe.describe_group(self.groups, ctx.api_version, group_id)
+        # A consumer group reads as unknown to DescribeGroups, as in Kafka (Dead, or
+        # GROUP_ID_NOT_FOUND from v6): clients describe it with ConsumerGroupDescribe.
+        groups = {} if group_id in self.consumer_groups else self.groups
+        return describe.describe_group(groups, ctx.api_version, group_id)
 
     def list_groups(self, states_filter: set[str], types_filter: set[str]) -> list[GroupListing]:
-        return describe.list_groups(self.groups, states_filter, types_filter)
+        return (describe.list_groups(self.groups, states_filter, types_filter)
+                + describe.list_consumer_groups(self.consumer_groups, states_filter, types_filter))
 
     def delete_groups(self, ctx: RequestContext, group_ids: list[str]) -> Result:
         """Tombstones for every offset and for the group itself, in one atomic batch."""
         records: list[CoordinatorRecord] = []
         outcome: list[tuple[str, ErrorCode]] = []
         for group_id in group_ids:
+            consumer_group = self.consumer_groups.get(group_id)
+            if consumer_group is not None:
+                error = ErrorCode.NONE if consumer_group.is_empty() else ErrorCode.NON_EMPTY_GROUP
+                if error is ErrorCode.NONE:
+                    records += self.offsets.tombstones_for_group(group_id, ctx)
+                    records += self.consumer.group_tombstones(consumer_group)
+                outcome.append((group_id, error))
+                continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
                 error = ErrorCode.GROUP_ID_NOT_FOUND
@@ -134,8 +190,44 @@ class GroupShard:
             self.offsets.replay(key, record.value)
         elif isinstance(key, GroupMetadataKey):
             self._replay_group_metadata(offset, key.group, record.value)
+        elif isinstance(key, ConsumerGroupKey):
+            self._replay_consumer_group(offset, key, record.value)
         else:
             raise CorruptStateError(f"record at offset {offset} has an unknown key {key!r}")
+
+    def _replay_consumer_group(self, offset: int, key: ConsumerGroupKey, value) -> None:
+        group = self.consumer_groups.get(key.group)
+        if group is None:
+            if value is None:
+                return
+            classic = self.groups.get(key.group)
+            if classic is not None:
+                if classic.protocol_type is not None or classic.members:
+                    raise CorruptStateError(f"record at offset {offset}: consumer group {key.group} "
+                                            f"is still a classic group")
+                del self.groups[key.group]   # a group that only had offsets
+            group = self.consumer_groups[key.group] = ConsumerGroup(key.group)
+        match key:
+            case ConsumerGroupMetadataKey():
+                if value is None:
+                    if group.members or group.target:
+                        raise CorruptStateError(f"record at offset {offset}: consumer group {key.group} "
+                                                f"deleted while it has members")
+                    del self.consumer_groups[key.group]
+                else:
+                    group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
+            case ConsumerGroupMemberMetadataKey():
+                group.replay_member_metadata(key.member_id, value)
+            case ConsumerGroupTargetAssignmentMetadataKey():
+                group.replay_target_metadata(None if value is None else value.assignment_epoch)
+            case ConsumerGroupTargetAssignmentMemberKey():
+                group.replay_target_member(
+                    key.member_id, None if value is None else from_topic_partitions(value.topic_partitions))
+            case ConsumerGroupCurrentMemberAssignmentKey():
+                if value is not None or key.member_id in group.members:
+                    group.replay_current_assignment(key.member_id, value)
+            case ConsumerGroupRegularExpressionKey():
+                group.replay_regex(key.regex, value)
 
     def _replay_group_metadata(self, offset: int, group_id: str, value: GroupMetadataValue | None) -> None:
         if value is None:
@@ -176,6 +268,7 @@ class GroupShard:
                 # group.max.size was lowered: let members commit, then rejoin under the limit.
                 self.membership.prepare_rebalance(
                     group, f"loaded with {len(group.members)} members, over {self.config.group_max_size}")
+        self.consumer.on_loaded()
         self._schedule_offsets_expiry()
 
     def on_unloaded(self) -> None:
@@ -189,6 +282,7 @@ class GroupShard:
                 group.transition_to(GroupState.DEAD, self.clock())
         self.timer.cancel(expire_offsets_key())
         self.groups.clear()
+        self.consumer.on_unloaded()
         self.offsets.drop_all()
 
     # ------------------------------------------------------------ offsets expiry

@@ -16,6 +16,7 @@ from typing import Any
 from coordinator.group.config import GroupConfig
 from coordinator.group.result import Result
 from coordinator.group.shard import GroupShard
+from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
 from coordinator.runtime.api import PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loader import KafkaRecordSerde, RecordSerde
 from coordinator.runtime.partition import (
@@ -30,21 +31,22 @@ from storage.api import LogStore
 log = logging.getLogger(__name__)
 
 
-def group_shard_factory(config: GroupConfig, clock: Callable[[], int],
-                        new_member_id: Callable[[str], str]) -> ShardFactory:
+def group_shard_factory(config: GroupConfig, clock: Callable[[], int], new_member_id: Callable[[str], str],
+                        topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE) -> ShardFactory:
     def make(partition: int, timer) -> GroupShard:
-        return GroupShard(partition, config, timer, clock, new_member_id)
+        return GroupShard(partition, config, timer, clock, new_member_id, topics)
     return make
 
 
 class CoordinatorRuntime:
     def __init__(self, store: LogStore, config: GroupConfig, *, clock: Callable[[], int],
                  new_member_id: Callable[[str], str] | None = None,
-                 shard_factory: ShardFactory | None = None, serde: RecordSerde | None = None):
+                 shard_factory: ShardFactory | None = None, serde: RecordSerde | None = None,
+                 topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE):
         if shard_factory is None:
             if new_member_id is None:
                 raise ValueError("new_member_id is required for group shards")
-            shard_factory = group_shard_factory(config, clock, new_member_id)
+            shard_factory = group_shard_factory(config, clock, new_member_id, topics)
         if store.num_partitions != config.num_partitions:
             raise ValueError(f"store has {store.num_partitions} partitions, config {config.num_partitions}")
         self.num_partitions = config.num_partitions

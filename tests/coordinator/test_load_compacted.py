@@ -63,7 +63,8 @@ def delete_group(group: str) -> LogRecord:
 
 
 def unknown(group: str, value: bytes | None) -> LogRecord:
-    return LogRecord(struct.pack(">hh", 3, 1) + group.encode(), value)
+    # Type 9 was removed from Kafka: unknown to every coordinator.
+    return LogRecord(struct.pack(">hh", 9, 1) + group.encode(), value)
 
 
 log_records = st.one_of(

@@ -35,7 +35,7 @@ TOMBSTONE = new_offset_commit_tombstone("g", "orders", 1)
 
 
 def unknown_type_record(key_type: int) -> LogRecord:
-    # A KIP-848 ConsumerGroupMetadata record (key type 3): known to Kafka, not to us.
+    # A record of a type kgc does not know.
     return LogRecord(struct.pack(">hh", key_type, 1) + b"g", struct.pack(">hi", 0, 7))
 
 
@@ -95,14 +95,14 @@ async def test_a_tombstone_replays_after_the_value_it_deleted(store):
 
 
 async def test_unknown_record_types_are_skipped_with_one_warning(store, caplog):
-    await durable(store, 0, [unknown_type_record(3), SERDE.serialize(COMMIT), unknown_type_record(3)])
+    await durable(store, 0, [unknown_type_record(9), SERDE.serialize(COMMIT), unknown_type_record(9)])
     shard = RecordingShard()
     with caplog.at_level(logging.WARNING, logger="coordinator.runtime.loader"):
         summary = await load_partition(store, 0, shard, SERDE)
     assert fields(shard) == [as_replayed(1, COMMIT)]
     # every record read counts; the unknown key is skipped once, as its latest record
     assert (summary.records, summary.skipped) == (3, 1)
-    warnings = [r for r in caplog.records if "unknown key type 0003" in r.getMessage()]
+    warnings = [r for r in caplog.records if "unknown key type 0009" in r.getMessage()]
     assert len(warnings) == 1
 
 

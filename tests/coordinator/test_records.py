@@ -113,8 +113,8 @@ def test_group_metadata_v4_is_flexible():
 
 
 def test_unknown_record_types_are_skipped():
-    assert deserialize(H("0003") + s16("g"), b"\x00\x00anything") is None
-    assert deserialize(H("0010"), None) is None
+    assert deserialize(H("0009") + s16("g"), b"\x00\x00anything") is None   # removed from Kafka
+    assert deserialize(H("0011"), None) is None   # 17: a streams group record
 
 
 @pytest.mark.parametrize(("key", "value"), [

@@ -59,8 +59,8 @@ async def write_known_groups(data_dir) -> None:
          records.new_offset_commit_tombstone("g1", "t", 1)],
         [records.new_group_metadata_record("g1", group_metadata(
             2, member("m1", b"assignment-1"), member("m2", b"assignment-22")))],
-        # A KIP-848 record (key type 3): the loader skips it, so inspect does too.
-        [LogRecord(b"\x00\x03\x00\x02g1", b"\x00\x00", ())],
+        # A record type kgc does not know (9, removed from Kafka): the loader skips it, so inspect does too.
+        [LogRecord(b"\x00\x09\x00\x02g1", b"\x00\x00", ())],
     ], "g1")
     await write(data_dir, [
         [records.new_offset_commit_record("g-gone", "t", 0, offset_value(5))],
@@ -116,7 +116,7 @@ async def test_text_output_shows_batches_records_headers_and_group_state(tmp_pat
             "[member_id=m1 generation=1 client_id=client-m1 client_host=/127.0.0.1]") in lines
     assert any(line.startswith("offset 4: OffsetCommitKey group='g1' topic='t' partition=1 -> tombstone")
                for line in lines)
-    assert any(line.startswith("offset 6: ? key 0x000300026731 value 2 bytes") and "unknown record type" in line
+    assert any(line.startswith("offset 6: ? key 0x000900026731 value 2 bytes") and "unknown record type" in line
                for line in lines)
     start = lines.index(f"'g1' (partition {partition_for('g1')})")
     assert lines[start + 1:start + 5] == [

@@ -16,7 +16,7 @@ def test_local_ranges_are_the_decided_ones():
         "ApiVersions": (0, 4), "FindCoordinator": (0, 6), "JoinGroup": (0, 9), "Heartbeat": (0, 4),
         "LeaveGroup": (0, 5), "SyncGroup": (0, 5), "OffsetCommit": (0, 9), "OffsetFetch": (0, 9),
         "DescribeGroups": (0, 6), "ListGroups": (0, 5), "DeleteGroups": (0, 2), "OffsetDelete": (0, 0),
-        "Metadata": (0, 12)}
+        "Metadata": (0, 12), "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 1)}
 
 
 def test_kafka_3_floor_serves_every_version_and_kafka_4_floor_cuts_what_kip_896_removed():

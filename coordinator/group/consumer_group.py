@@ -1,0 +1,245 @@
+"""A KIP-848 consumer group and its members, as replayed from their records.
+
+All of it is hard state: it changes only when `replay` applies a record (on the write
+path and on load alike), as Kafka's `ConsumerGroup`. Handlers read it and return records.
+
+- `group_epoch` moves when the group's membership or subscriptions (or the metadata of
+  subscribed topics) change; `assignment_epoch` is the epoch of the last computed target
+  assignment; each member reconciles towards its `target` at its own `member_epoch`.
+- `owners` maps every partition some member holds (assigned, or pending revocation) to
+  that member. A partition is handed to a new member only when it is not in `owners`
+  (or already that member's): revocation comes before reassignment, so no partition
+  ever has two owners.
+
+States (Kafka's `ConsumerGroup.maybeUpdateGroupState`): Empty without members, Assigning
+while the group epoch is ahead of the assignment epoch, Reconciling while a member is not
+STABLE at the assignment epoch, else Stable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+
+from coordinator.group.errors import CorruptStateError
+from coordinator.records import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupRegularExpressionValue,
+    TopicPartitions,
+)
+
+# topic id → partitions; treated as immutable once built.
+Assignment = Mapping[uuid.UUID, frozenset[int]]
+EMPTY_ASSIGNMENT: Assignment = {}
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+class MemberState(IntEnum):
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
+def to_topic_partitions(assignment: Assignment) -> TopicPartitions:
+    return tuple((topic_id, tuple(sorted(partitions)))
+                 for topic_id, partitions in sorted(assignment.items(), key=lambda item: item[0].bytes)
+                 if partitions)
+
+
+def from_topic_partitions(topics: Iterable[tuple[uuid.UUID, Iterable[int]]] | None) -> Assignment:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for topic_id, partitions in topics or ():
+        merged = out.get(topic_id, frozenset()) | frozenset(partitions)
+        if merged:
+            out[topic_id] = merged
+    return out
+
+
+def partition_count(assignment: Assignment) -> int:
+    return sum(len(p) for p in assignment.values())
+
+
+def is_subset(owned: Assignment, of: Assignment) -> bool:
+    return all(parts <= of.get(topic_id, frozenset()) for topic_id, parts in owned.items())
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Assignment = field(default_factory=dict)
+    pending_revocation: Assignment = field(default_factory=dict)
+
+    def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
+        return ConsumerGroupMemberMetadataValue(
+            self.instance_id, self.rack_id, self.client_id, self.client_host,
+            tuple(sorted(self.subscribed_topic_names)), self.subscribed_topic_regex, self.rebalance_timeout_ms,
+            self.server_assignor)
+
+    def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
+        return ConsumerGroupCurrentMemberAssignmentValue(
+            self.member_epoch, self.previous_member_epoch, int(self.state),
+            to_topic_partitions(self.assigned), to_topic_partitions(self.pending_revocation))
+
+    def same_assignment(self, other: ConsumerGroupMember) -> bool:
+        return (self.member_epoch == other.member_epoch and self.previous_member_epoch == other.previous_member_epoch
+                and self.state == other.state and self.assigned == other.assigned
+                and self.pending_revocation == other.pending_revocation)
+
+    def with_epoch(self, epoch: int, **changes) -> ConsumerGroupMember:
+        """A new member epoch remembers the old one: a retried heartbeat of a lost answer
+        may still carry it."""
+        previous = self.member_epoch if epoch != self.member_epoch else self.previous_member_epoch
+        return replace(self, member_epoch=epoch, previous_member_epoch=previous, **changes)
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str):
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.target: dict[str, Assignment] = {}
+        self.static_members: dict[str, str] = {}       # instance id → member id
+        self.owners: dict[tuple[uuid.UUID, int], str] = {}
+        self.regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}
+        # Soft: the topic image version the group last checked its subscriptions against.
+        self.checked_image_version = -1
+
+    # ------------------------------------------------------------ reads
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(m.state != MemberState.STABLE or m.member_epoch != self.assignment_epoch
+               for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topics(self) -> set[str]:
+        names = {n for m in self.members.values() for n in m.subscribed_topic_names}
+        for m in self.members.values():
+            if m.subscribed_topic_regex in self.regexes:
+                names.update(self.regexes[m.subscribed_topic_regex].topics)
+        return names
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return topic in self.subscribed_topics()
+
+    def owner(self, topic_id: uuid.UUID, partition: int) -> str | None:
+        return self.owners.get((topic_id, partition))
+
+    def preferred_assignor(self, members: Iterable[ConsumerGroupMember], default: str) -> str:
+        """The server assignor most members ask for (ties by name), else the default."""
+        counts: dict[str, int] = {}
+        for m in members:
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if not counts:
+            return default
+        return min(counts, key=lambda name: (-counts[name], name))
+
+    # ------------------------------------------------------------ replay
+
+    def replay_member_metadata(self, member_id: str, value: ConsumerGroupMemberMetadataValue | None) -> None:
+        old = self.members.get(member_id)
+        if value is None:
+            if old is None:
+                return
+            if old.member_epoch != LEAVE_EPOCH or old.assigned or old.pending_revocation:
+                raise CorruptStateError(f"group {self.group_id}: member {member_id} removed before "
+                                        f"its current assignment was")
+            if member_id in self.target:
+                raise CorruptStateError(f"group {self.group_id}: member {member_id} removed before its target")
+            del self.members[member_id]
+            if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+                del self.static_members[old.instance_id]
+            return
+        base = old or ConsumerGroupMember(member_id)
+        if old is not None and old.instance_id is not None and old.instance_id != value.instance_id:
+            self.static_members.pop(old.instance_id, None)
+        self.members[member_id] = replace(
+            base, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+            client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
+            subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
+            server_assignor=value.server_assignor)
+        if value.instance_id is not None:
+            self.static_members[value.instance_id] = member_id
+
+    def replay_current_assignment(self, member_id: str,
+                                  value: ConsumerGroupCurrentMemberAssignmentValue | None) -> None:
+        old = self.members.get(member_id) or ConsumerGroupMember(member_id)
+        self._release(old)
+        if value is None:
+            # Kafka replays a current-assignment tombstone as "left, holding nothing".
+            updated = replace(old, member_epoch=LEAVE_EPOCH, previous_member_epoch=LEAVE_EPOCH,
+                              state=MemberState.STABLE, assigned={}, pending_revocation={})
+        else:
+            updated = replace(old, member_epoch=value.member_epoch,
+                              previous_member_epoch=value.previous_member_epoch,
+                              state=MemberState(value.state) if value.state in MemberState._value2member_map_
+                              else MemberState.UNKNOWN,
+                              assigned=from_topic_partitions(value.assigned_partitions),
+                              pending_revocation=from_topic_partitions(value.partitions_pending_revocation))
+        self.members[member_id] = updated
+        self._claim(updated)
+
+    def replay_target_member(self, member_id: str, assignment: Assignment | None) -> None:
+        if assignment is None:
+            self.target.pop(member_id, None)
+        else:
+            self.target[member_id] = assignment
+
+    def replay_target_metadata(self, assignment_epoch: int | None) -> None:
+        if assignment_epoch is None:
+            if self.target:
+                raise CorruptStateError(f"group {self.group_id}: target assignment metadata deleted "
+                                        f"while {len(self.target)} members have targets")
+            self.assignment_epoch = -1
+            return
+        self.assignment_epoch = assignment_epoch
+
+    def replay_regex(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
+        if value is None:
+            self.regexes.pop(regex, None)
+        else:
+            self.regexes[regex] = value
+
+    def _release(self, member: ConsumerGroupMember) -> None:
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for p in partitions:
+                    if self.owners.get((topic_id, p)) == member.member_id:
+                        del self.owners[(topic_id, p)]
+
+    def _claim(self, member: ConsumerGroupMember) -> None:
+        for assignment in (member.assigned, member.pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for p in partitions:
+                    holder = self.owners.setdefault((topic_id, p), member.member_id)
+                    if holder != member.member_id:
+                        raise CorruptStateError(f"group {self.group_id}: partition {topic_id}-{p} held by "
+                                                f"{holder} and {member.member_id}")

@@ -1,0 +1,541 @@
+"""`ConsumerGroups`: the KIP-848 consumer group protocol of one partition (Kafka's
+`GroupMetadataManager.consumerGroupHeartbeat` and friends), beside the classic
+`Membership` and the `OffsetManager`.
+
+Decide, then replay: a heartbeat reads the replayed state, computes the member's next
+state, the group's new epoch and target assignment if needed, and returns them as records
+in Kafka's write order; `replay` (on the write path and on load) is the only place state
+changes. Timers (session, rebalance) are scheduled here and fire as writes on the
+partition; a timer re-checks that the member is still the one it was armed for.
+
+One heartbeat, in order (records in this order, one batch):
+1. the member: found or created (a static member replacing its departed self, epoch -2,
+   inherits its partitions), its epoch checked, the request's non-null fields applied
+   → `MemberMetadata` if it changed;
+2. regular expressions (v1) resolved with RE2 full-match against the upstream topics
+   → `RegularExpression` records, and tombstones for regexes nobody uses any more;
+3. a new group epoch when the member's subscribed topics, a regex's topics, or the
+   metadata hash of the group's subscribed topics changed → `GroupMetadata`;
+4. a new target assignment when the group epoch is ahead of the assignment epoch →
+   `TargetAssignmentMember` for each changed member, `TargetAssignmentMetadata`;
+5. the member reconciled towards its target (`reconcile.py`) → `CurrentMemberAssignment`.
+
+Kafka 4.3 behaviours adopted: an epoch-0 rejoin with a known member id is accepted (the
+member starts over holding nothing); identical heartbeats write nothing; a revoking
+member keeps its epoch.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+import re2
+
+from coordinator.group.assignors import ASSIGNORS, AssignmentMember
+from coordinator.group.config import GroupConfig
+from coordinator.group.consumer_group import (
+    EMPTY_ASSIGNMENT,
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+    from_topic_partitions,
+    is_subset,
+    to_topic_partitions,
+)
+from coordinator.group.reconcile import reconcile
+from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
+from coordinator.group.timer import Timer
+from coordinator.group.topics import TopicImage, metadata_hash
+from coordinator.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    CoordinatorRecord,
+)
+from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from protocol.errors import ApiError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+_Assignment = ConsumerGroupHeartbeatResponse.Assignment
+_TopicPartitions = _Assignment.TopicPartitions
+
+
+def session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-session", group_id, member_id)
+
+
+def rebalance_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-rebalance", group_id, member_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_regex(regex: str):
+    """RE2 (Kafka uses RE2/J): the same syntax, linear time; `re2.error` when invalid."""
+    return re2.compile(regex)
+
+
+def resolve_regex(regex: str, image: TopicImage) -> tuple[str, ...]:
+    pattern = compile_regex(regex)
+    return tuple(sorted(name for name in image.by_name if pattern.fullmatch(name)))
+
+
+def _blank(s: str | None) -> bool:
+    return s is None or not s.strip()
+
+
+class ConsumerGroups:
+    def __init__(self, groups: dict[str, ConsumerGroup], config: GroupConfig, timer: Timer,
+                 clock: Callable[[], int], new_member_id: Callable[[str], str],
+                 topics: Callable[[], TopicImage]):
+        self.groups = groups
+        self.config = config
+        self.timer = timer
+        self.clock = clock
+        self.new_member_id = new_member_id
+        self.topics = topics
+
+    # ------------------------------------------------------------ validation
+
+    def validate(self, version: int, request) -> None:
+        """Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid`: nothing is touched yet."""
+        epoch = request.member_epoch
+        invalid = ErrorCode.INVALID_REQUEST
+        if (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and _blank(request.member_id):
+            raise ApiError(invalid, "MemberId can't be empty.")
+        if _blank(request.group_id):
+            raise ApiError(invalid, "GroupId can't be empty.")
+        if request.instance_id is not None and _blank(request.instance_id):
+            raise ApiError(invalid, "InstanceId can't be empty.")
+        if request.rack_id is not None and _blank(request.rack_id):
+            raise ApiError(invalid, "RackId can't be empty.")
+        regex = request.subscribed_topic_regex if version >= 1 else None
+        if epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                raise ApiError(invalid, "RebalanceTimeoutMs must be provided in first request.")
+            if request.topic_partitions is None or request.topic_partitions:
+                raise ApiError(invalid, "TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_topic_names is None and regex is None:
+                raise ApiError(invalid, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if request.instance_id is None:
+                raise ApiError(invalid, "InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise ApiError(invalid, f"MemberEpoch is invalid: {epoch}.")
+        if request.server_assignor is not None and request.server_assignor not in self.config.consumer_assignors:
+            raise ApiError(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                           f"ServerAssignor {request.server_assignor} is not supported. "
+                           f"Supported assignors: {', '.join(self.config.consumer_assignors)}.")
+
+    # ------------------------------------------------------------ heartbeat
+
+    def heartbeat(self, ctx: RequestContext, request, group: ConsumerGroup,
+                  records: list[CoordinatorRecord]) -> Result:
+        """`group` may be new (not yet in `groups`: its records create it on replay);
+        `records` may already hold a converted classic group's tombstone."""
+        epoch = request.member_epoch
+        if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(ctx, request, group)
+        version = ctx.api_version
+        member_id = request.member_id or self.new_member_id(ctx.client_id or "consumer")
+        old, replaced = self._member_for(group, member_id, request)
+        if old is None and replaced is None and len(group.members) >= self.config.consumer_max_size:
+            raise ApiError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                           f"The consumer group has reached its maximum capacity of "
+                           f"{self.config.consumer_max_size} members.")
+        regex = request.subscribed_topic_regex if version >= 1 else None
+        base = old or ConsumerGroupMember(member_id)
+        if replaced is not None:
+            base = ConsumerGroupMember(member_id, assigned=replaced.assigned, member_epoch=0,
+                                       previous_member_epoch=0)
+        elif epoch == 0 and old is not None:
+            # A known member rejoining holds nothing (it dropped its partitions when fenced).
+            base = old.with_epoch(0, state=MemberState.STABLE, assigned={}, pending_revocation={})
+        updated = _apply_request(base, request, regex, ctx)
+        is_new = old is None
+
+        # 1. the member (a static replacement first retires its departed predecessor)
+        if replaced is not None:
+            records += _member_tombstones(group.group_id, replaced.member_id)
+            self._cancel_timers(group.group_id, replaced.member_id)
+        if is_new or updated.metadata_value() != base.metadata_value() or replaced is not None:
+            records.append(CoordinatorRecord(ConsumerGroupMemberMetadataKey(group.group_id, member_id),
+                                             updated.metadata_value()))
+
+        members = dict(group.members)
+        if replaced is not None:
+            del members[replaced.member_id]
+        members[member_id] = updated
+
+        # 2. regular expressions
+        image = self.topics()
+        image_changed = group.checked_image_version != image.version
+        regex_topics = {rx: v.topics for rx, v in group.regexes.items()}
+        regexes_changed = False
+        in_use = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
+        for rx in sorted(group.regexes.keys() - in_use):
+            records.append(CoordinatorRecord(ConsumerGroupRegularExpressionKey(group.group_id, rx), None))
+            del regex_topics[rx]
+        for rx in sorted(in_use):
+            if rx in group.regexes and not image_changed:
+                continue
+            try:
+                topics = resolve_regex(rx, image)
+            except re2.error as exc:
+                raise ApiError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                               f"SubscribedTopicRegex `{rx}` is not a valid regular expression: {exc}.") from None
+            if regex_topics.get(rx) != topics:
+                regexes_changed = True
+                regex_topics[rx] = topics
+                records.append(CoordinatorRecord(
+                    ConsumerGroupRegularExpressionKey(group.group_id, rx),
+                    ConsumerGroupRegularExpressionValue(topics, image.version, self.clock())))
+
+        def subscribed(m: ConsumerGroupMember) -> frozenset[str]:
+            extra = regex_topics.get(m.subscribed_topic_regex, ()) if m.subscribed_topic_regex else ()
+            return frozenset(m.subscribed_topic_names) | frozenset(extra)
+
+        # 3. the group epoch
+        old_subscription = subscribed(base) if not is_new and replaced is None else frozenset()
+        subscription_changed = subscribed(updated) != old_subscription
+        bump = group.group_epoch == 0 or subscription_changed or regexes_changed
+        group_epoch, hash_ = group.group_epoch, group.metadata_hash
+        if bump or image_changed:
+            hash_ = metadata_hash(image, (n for m in members.values() for n in subscribed(m)))
+            bump = bump or hash_ != group.metadata_hash
+        group.checked_image_version = image.version
+        if bump:
+            group_epoch += 1
+            records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group.group_id),
+                                             ConsumerGroupMetadataValue(group_epoch, hash_)))
+
+        # 4. the target assignment
+        targets = dict(group.target)
+        if replaced is not None and replaced.member_id in targets:
+            targets[member_id] = targets.pop(replaced.member_id)
+            records.append(_target_record(group.group_id, member_id, targets[member_id]))
+        target_epoch = group.assignment_epoch
+        if group_epoch > group.assignment_epoch:
+            new_targets = self._assign(group, members, image, subscribed, targets)
+            for mid in sorted(new_targets):
+                if new_targets[mid] != targets.get(mid, EMPTY_ASSIGNMENT) or mid not in targets:
+                    records.append(_target_record(group.group_id, mid, new_targets[mid]))
+            records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
+                                             ConsumerGroupTargetAssignmentMetadataValue(group_epoch)))
+            targets, target_epoch = new_targets, group_epoch
+
+        # 5. the member's current assignment
+        owned = None if request.topic_partitions is None else from_topic_partitions(
+            (t.topic_id, t.partitions) for t in request.topic_partitions)
+        ids = frozenset(image.by_name[n].topic_id for n in subscribed(updated) if n in image.by_name)
+        predecessor = replaced.member_id if replaced is not None else None
+
+        def is_free(topic_id, partition) -> bool:
+            holder = group.owners.get((topic_id, partition))
+            return holder is None or holder == member_id or holder == predecessor
+
+        reconciled = reconcile(updated, target_epoch, targets.get(member_id, EMPTY_ASSIGNMENT), owned, ids,
+                               subscription_changed and not is_new, is_free)
+        if is_new or replaced is not None or not reconciled.same_assignment(old):
+            records.append(CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
+                                             reconciled.assignment_value()))
+            if old is None or reconciled.member_epoch != old.member_epoch or reconciled.state != old.state:
+                log.debug("[group=%s] member %s now at epoch %d, %s (group epoch %d, target %d)", group.group_id,
+                          member_id, reconciled.member_epoch, reconciled.state.name, group_epoch, target_epoch)
+        self._schedule_session(group.group_id, member_id)
+        self._arm_rebalance_timer(group.group_id, old, reconciled)
+
+        full = (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
+                and (request.subscribed_topic_names is not None or regex is not None))
+        send = epoch == 0 or full or old is None or reconciled.assigned != old.assigned
+        response = ConsumerGroupHeartbeatResponse(
+            version=version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
+            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=_wire_assignment(version, reconciled.assigned) if send else None)
+        return Result(records=tuple(records), response=response)
+
+    def _member_for(self, group: ConsumerGroup, member_id: str, request
+                    ) -> tuple[ConsumerGroupMember | None, ConsumerGroupMember | None]:
+        """(the member as it is, a departed static member it replaces); raises on bad epochs."""
+        epoch = request.member_epoch
+        instance_id = request.instance_id
+        if instance_id is not None:
+            holder_id = group.static_members.get(instance_id)
+            if epoch == 0:
+                if holder_id is not None and holder_id != member_id:
+                    holder = group.members[holder_id]
+                    if holder.member_epoch != STATIC_LEAVE_EPOCH:
+                        raise ApiError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                       f"Static member {holder_id} with instance id {instance_id} is present "
+                                       f"in the consumer group.")
+                    return group.members.get(member_id), holder
+                return group.members.get(member_id), None
+            if holder_id is None:
+                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if holder_id != member_id:
+                raise ApiError(ErrorCode.FENCED_INSTANCE_ID,
+                               f"Static member {member_id} with instance id {instance_id} was fenced by "
+                               f"member {holder_id}.")
+        member = group.members.get(member_id)
+        if epoch == 0:
+            return member, None
+        if member is None:
+            raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+        if epoch > member.member_epoch:
+            raise ApiError(ErrorCode.FENCED_MEMBER_EPOCH,
+                           f"The consumer group member has a greater member epoch ({epoch}) than the one known "
+                           f"by the group coordinator ({member.member_epoch}). The member must abandon all its "
+                           f"partitions and rejoin.")
+        if epoch < member.member_epoch:
+            owned = request.topic_partitions
+            # A retried heartbeat whose answer was lost still carries the previous epoch.
+            if not (epoch == member.previous_member_epoch and owned is not None and is_subset(
+                    from_topic_partitions((t.topic_id, t.partitions) for t in owned), member.assigned)):
+                raise ApiError(ErrorCode.FENCED_MEMBER_EPOCH,
+                               f"The consumer group member has a smaller member epoch ({epoch}) than the one "
+                               f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                               f"all its partitions and rejoin.")
+        return member, None
+
+    def _assign(self, group: ConsumerGroup, members: dict[str, ConsumerGroupMember], image: TopicImage,
+                subscribed: Callable[[ConsumerGroupMember], frozenset[str]],
+                previous: dict[str, Assignment]) -> dict[str, Assignment]:
+        name = group.preferred_assignor(members.values(), self.config.consumer_assignors[0])
+        partitions = {t.topic_id: t.partitions for t in image.by_id.values()}
+        inputs = [AssignmentMember(m.member_id, m.instance_id,
+                                   frozenset(image.by_name[n].topic_id for n in subscribed(m) if n in image.by_name))
+                  for m in members.values()]
+        return ASSIGNORS[name](inputs, partitions, previous)
+
+    # ------------------------------------------------------------ leaving and fencing
+
+    def _leave(self, ctx: RequestContext, request, group: ConsumerGroup) -> Result:
+        member_id = request.member_id
+        if request.instance_id is not None:
+            holder_id = group.static_members.get(request.instance_id)
+            if holder_id is None:
+                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
+            if holder_id != member_id:
+                raise ApiError(ErrorCode.FENCED_INSTANCE_ID,
+                               f"Static member {member_id} with instance id {request.instance_id} was fenced "
+                               f"by member {holder_id}.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+        epoch = request.member_epoch
+        if epoch == STATIC_LEAVE_EPOCH:
+            # A static member leaving for a while keeps its partitions until its session ends.
+            away = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation={})
+            self.timer.cancel(rebalance_key(group.group_id, member_id))
+            records = (CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
+                                         away.assignment_value()),)
+        else:
+            log.info("[group=%s] member %s left", group.group_id, member_id)
+            records = tuple(self.fence_records(group, [member_id]))
+        response = ConsumerGroupHeartbeatResponse(
+            version=ctx.api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
+            member_epoch=epoch, heartbeat_interval_ms=0, assignment=None)
+        return Result(records=records, response=response)
+
+    def fence_records(self, group: ConsumerGroup, member_ids: Iterable[str]) -> list[CoordinatorRecord]:
+        """Kafka's order: per member current, target, metadata tombstones; regexes nobody
+        uses any more; then a new group epoch (and, the group now empty, the assignment
+        epoch with it, so an empty group is not left Assigning)."""
+        gone = set(member_ids)
+        records: list[CoordinatorRecord] = []
+        for mid in sorted(gone):
+            records += _member_tombstones(group.group_id, mid)
+            self._cancel_timers(group.group_id, mid)
+        remaining = [m for mid, m in group.members.items() if mid not in gone]
+        in_use = {m.subscribed_topic_regex for m in remaining if m.subscribed_topic_regex}
+        for rx in sorted(group.regexes.keys() - in_use):
+            records.append(CoordinatorRecord(ConsumerGroupRegularExpressionKey(group.group_id, rx), None))
+        image = self.topics()
+        names = {n for m in remaining for n in m.subscribed_topic_names}
+        names |= {n for rx in in_use for n in (group.regexes[rx].topics if rx in group.regexes else ())}
+        epoch = group.group_epoch + 1
+        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group.group_id),
+                                         ConsumerGroupMetadataValue(epoch, metadata_hash(image, names))))
+        if not remaining:
+            records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
+                                             ConsumerGroupTargetAssignmentMetadataValue(epoch)))
+        return records
+
+    def group_tombstones(self, group: ConsumerGroup) -> list[CoordinatorRecord]:
+        """DeleteGroups of an empty group, in Kafka's order."""
+        gid = group.group_id
+        records = [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in sorted(group.members)]
+        records += [CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in sorted(group.target)]
+        records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(gid), None))
+        records += [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, m), None) for m in sorted(group.members)]
+        records += [CoordinatorRecord(ConsumerGroupRegularExpressionKey(gid, rx), None) for rx in sorted(group.regexes)]
+        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(gid), None))
+        return records
+
+    # ------------------------------------------------------------ timers
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        self.timer.schedule(session_key(group_id, member_id), self.config.consumer_session_timeout_ms,
+                            functools.partial(self._session_expired, group_id, member_id))
+
+    def _arm_rebalance_timer(self, group_id: str, old: ConsumerGroupMember | None,
+                             new: ConsumerGroupMember) -> None:
+        key = rebalance_key(group_id, new.member_id)
+        if new.state != MemberState.UNREVOKED_PARTITIONS:
+            self.timer.cancel(key)
+            return
+        if old is not None and old.state == MemberState.UNREVOKED_PARTITIONS and old.member_epoch == new.member_epoch \
+                and self.timer.is_scheduled(key):
+            return
+        self.timer.schedule(key, max(new.rebalance_timeout_ms, 0),
+                            functools.partial(self._rebalance_expired, group_id, new.member_id, new.member_epoch))
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.timer.cancel(session_key(group_id, member_id))
+        self.timer.cancel(rebalance_key(group_id, member_id))
+
+    def _session_expired(self, group_id: str, member_id: str) -> Result:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return EMPTY_RESULT
+        log.info("[group=%s] member %s fenced: no heartbeat within its session timeout", group_id, member_id)
+        return Result(records=tuple(self.fence_records(group, [member_id])))
+
+    def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> Result:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None or member.state != MemberState.UNREVOKED_PARTITIONS or member.member_epoch != epoch:
+            return EMPTY_RESULT
+        log.info("[group=%s] member %s fenced: it did not revoke its partitions within its rebalance timeout",
+                 group_id, member_id)
+        return Result(records=tuple(self.fence_records(group, [member_id])))
+
+    def on_loaded(self) -> None:
+        """Fresh session timers for every member; a rebalance timer for every member revoking."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._schedule_session(group.group_id, member.member_id)
+                self._arm_rebalance_timer(group.group_id, None, member)
+
+    def on_unloaded(self) -> None:
+        for group in self.groups.values():
+            for member_id in group.members:
+                self._cancel_timers(group.group_id, member_id)
+        self.groups.clear()
+
+    # ------------------------------------------------------------ offsets
+
+    @staticmethod
+    def validate_offset_commit(group: ConsumerGroup, member_id: str, epoch: int, version: int) -> ErrorCode:
+        """Kafka's `ConsumerGroup.validateOffsetCommit` (member epochs instead of generations)."""
+        if epoch < 0 and group.is_empty():
+            return ErrorCode.NONE   # admin tools and assign() consumers
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if version < 9:
+            return ErrorCode.UNSUPPORTED_VERSION
+        if epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    @staticmethod
+    def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, epoch: int) -> ErrorCode:
+        if member_id is None and epoch < 0:
+            return ErrorCode.NONE
+        member = group.members.get(member_id or "")
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if epoch != member.member_epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+
+def _apply_request(member: ConsumerGroupMember, request, regex: str | None,
+                   ctx: RequestContext) -> ConsumerGroupMember:
+    """Null request fields mean "unchanged"; a regex of "" removes it."""
+    changes: dict = {"client_id": ctx.client_id, "client_host": ctx.client_host}
+    if request.instance_id is not None:
+        changes["instance_id"] = request.instance_id
+    if request.rack_id is not None:
+        changes["rack_id"] = request.rack_id
+    if request.rebalance_timeout_ms != -1:
+        changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
+    if request.subscribed_topic_names is not None:
+        changes["subscribed_topic_names"] = tuple(sorted(set(request.subscribed_topic_names)))
+    if regex is not None:
+        changes["subscribed_topic_regex"] = regex or None
+    if request.server_assignor is not None:
+        changes["server_assignor"] = request.server_assignor
+    return replace(member, **changes)
+
+
+def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
+    return [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
+            CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
+            CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
+
+
+def _target_record(group_id: str, member_id: str, assignment: Assignment) -> CoordinatorRecord:
+    return CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+                             ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(assignment)))
+
+
+def _wire_assignment(version: int, assignment: Assignment):
+    return _Assignment(version=version, topic_partitions=[
+        _TopicPartitions(version=version, topic_id=topic_id, partitions=list(partitions))
+        for topic_id, partitions in to_topic_partitions(assignment)])
+
+
+# ---------------------------------------------------------------- ConsumerGroupDescribe
+
+_Described = ConsumerGroupDescribeResponse.DescribedGroup
+_DescribedMember = _Described.Member
+_CONSUMER_MEMBER_TYPE = 1
+
+
+def describe_consumer_group(group: ConsumerGroup | None, group_id: str, version: int, image: TopicImage,
+                            default_assignor: str):
+    """Kafka's `ConsumerGroup.asDescribedGroup`; a member's assignment includes the
+    partitions it is still revoking (KAFKA-20431). Topics the cluster no longer has are left out."""
+    if group is None:
+        return _Described(version=version, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
+                          error_message=f"Group {group_id} not found.", group_id=group_id, group_state="Dead",
+                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
+                          authorized_operations=-2**31)
+
+    def shown(assignment: Assignment):
+        cls = _DescribedMember.Assignment
+        return cls(version=version, topic_partitions=[
+            cls.TopicPartitions(version=version, topic_id=topic_id, topic_name=image.by_id[topic_id].name,
+                                partitions=list(partitions))
+            for topic_id, partitions in to_topic_partitions(assignment) if topic_id in image.by_id])
+
+    members = []
+    for m in sorted(group.members.values(), key=lambda m: m.member_id):
+        held = dict(m.assigned)
+        for topic_id, partitions in m.pending_revocation.items():
+            held[topic_id] = held.get(topic_id, frozenset()) | partitions
+        members.append(_DescribedMember(
+            version=version, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+            member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
+            assignment=shown(held), target_assignment=shown(group.target.get(m.member_id, EMPTY_ASSIGNMENT)),
+            member_type=_CONSUMER_MEMBER_TYPE))
+    return _Described(version=version, error_code=0, error_message=None, group_id=group_id, group_state=group.state,
+                      group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                      assignor_name=group.preferred_assignor(group.members.values(), default_assignor),
+                      members=members, authorized_operations=-2**31)
