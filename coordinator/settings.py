@@ -296,6 +296,12 @@ SETTINGS: tuple[Setting, ...] = (
             in_group=True),
     Setting("offsets_retention_check_interval_ms", _POSITIVE_MS, "Kafka's offsets.retention.check.interval.ms",
             in_group=True),
+    Setting("consumer_session_timeout_ms", _POSITIVE_MS, "Kafka's group.consumer.session.timeout.ms (KIP-848)",
+            in_group=True),
+    Setting("consumer_heartbeat_interval_ms", _POSITIVE_MS,
+            "Kafka's group.consumer.heartbeat.interval.ms (KIP-848)", in_group=True),
+    Setting("consumer_max_size", integer(1, 2**31 - 1), "Kafka's group.consumer.max.size (KIP-848)",
+            in_group=True),
 )
 
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}

@@ -159,8 +159,9 @@ class ConsumerGroups:
         regex = request.subscribed_topic_regex if version >= 1 else None
         base = old or ConsumerGroupMember(member_id)
         if replaced is not None:
-            base = ConsumerGroupMember(member_id, assigned=replaced.assigned, member_epoch=0,
-                                       previous_member_epoch=0)
+            # The departed static member's successor: its subscription and partitions, a new id.
+            base = replace(replaced, member_id=member_id, member_epoch=0, previous_member_epoch=0,
+                           state=MemberState.STABLE, pending_revocation={})
         elif epoch == 0 and old is not None:
             # A known member rejoining holds nothing (it dropped its partitions when fenced).
             base = old.with_epoch(0, state=MemberState.STABLE, assigned={}, pending_revocation={})
@@ -209,7 +210,10 @@ class ConsumerGroups:
             return frozenset(m.subscribed_topic_names) | frozenset(extra)
 
         # 3. the group epoch
-        old_subscription = subscribed(base) if not is_new and replaced is None else frozenset()
+        if replaced is not None:
+            old_subscription = subscribed(replaced)
+        else:
+            old_subscription = frozenset() if is_new else subscribed(base)
         subscription_changed = subscribed(updated) != old_subscription
         bump = group.group_epoch == 0 or subscription_changed or regexes_changed
         group_epoch, hash_ = group.group_epoch, group.metadata_hash

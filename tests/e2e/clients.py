@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from tests.support.security import ClientSecurity
 
 LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
+# librdkafka with the KIP-848 protocol: the assignment is the coordinator's (server-side).
+CONSUMER_PROTOCOL = "confluent-kafka-consumer-protocol"
 POLL_S = 0.05
 MAX_RECORDS = 500
 CALL_TIMEOUT_S = 30
@@ -82,6 +84,30 @@ class ConfluentDriver:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+class ConsumerProtocolDriver(ConfluentDriver):
+    """librdkafka with `group.protocol=consumer` (KIP-848): the coordinator assigns, so
+    no assignor, session timeout or heartbeat interval is set client-side (librdkafka
+    refuses them). Revoked partitions are committed before they are released, so the
+    next owner resumes exactly where this one stopped."""
+
+    def __init__(self, s: MemberSettings):
+        from confluent_kafka import Consumer
+
+        conf = {"bootstrap.servers": s.bootstrap, "group.id": s.group, "client.id": s.client_id,
+                "group.protocol": "consumer", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "topic.metadata.refresh.interval.ms": 1000}
+        if s.instance_id:
+            conf["group.instance.id"] = s.instance_id
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe([s.topic], on_revoke=self._commit_revoked)
+        self.consumed_any = False
+
+    def _commit_revoked(self, consumer, partitions) -> None:
+        if self.consumed_any:
+            consumer.commit(asynchronous=False)
+            self.consumed_any = False
 
 
 class KafkaPythonDriver:
@@ -152,6 +178,7 @@ class AiokafkaDriver:
 
 DRIVERS: dict[str, Callable[[MemberSettings], object]] = {
     "confluent-kafka": ConfluentDriver,
+    CONSUMER_PROTOCOL: ConsumerProtocolDriver,
     "kafka-python": KafkaPythonDriver,
     "aiokafka": AiokafkaDriver,
 }

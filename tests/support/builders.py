@@ -8,6 +8,7 @@ would reach the coordinator.
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Mapping
 
 from kafka.protocol.admin.groups import DeleteGroupsRequest
@@ -19,6 +20,8 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteRequest,
     SyncGroupRequest,
 )
+
+from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 
 SESSION_TIMEOUT_MS = 10_000
 REBALANCE_TIMEOUT_MS = 5_000
@@ -102,3 +105,35 @@ def offset_delete_request(group_id: str = "g", topics=(("t", (0,)),)) -> OffsetD
 
 def delete_groups_request(version: int, *group_ids: str) -> DeleteGroupsRequest:
     return _wire(DeleteGroupsRequest(version=version, groups_names=list(group_ids)), version)
+
+
+def topic_id(name: str) -> uuid.UUID:
+    """A stable id per topic name, as a cluster would hand out."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kgc-test-topic/{name}")
+
+
+_UNSET = object()
+
+
+def consumer_heartbeat_request(version: int, topics, group_id: str = "g", member_id: str = "m1",
+                               member_epoch: int = 0, *, instance_id: str | None = None, rack_id: str | None = None,
+                               rebalance_timeout_ms: int | None = None, subscribe=_UNSET, regex: str | None = None,
+                               assignor: str | None = None, owned=_UNSET) -> ConsumerGroupHeartbeatRequest:
+    """A ConsumerGroupHeartbeat as a client sends it: a join (epoch 0) carries the whole
+    subscription and an empty TopicPartitions unless told otherwise; later heartbeats
+    carry only what is given. `owned` is {topic name: partitions} (or None)."""
+    joining = member_epoch == 0
+    if subscribe is _UNSET:
+        subscribe = ["t"] if joining and regex is None else None
+    if owned is _UNSET:
+        owned = {} if joining else None
+    if rebalance_timeout_ms is None:
+        rebalance_timeout_ms = 30_000 if joining else -1
+    cls = ConsumerGroupHeartbeatRequest
+    partitions = None if owned is None else [
+        cls.TopicPartitions(version=version, topic_id=topics.by_name[name].topic_id, partitions=sorted(ps))
+        for name, ps in owned.items()]
+    return cls(version=version, group_id=group_id, member_id=member_id, member_epoch=member_epoch,
+               instance_id=instance_id, rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
+               subscribed_topic_names=subscribe, subscribed_topic_regex=regex, server_assignor=assignor,
+               topic_partitions=partitions)

@@ -19,7 +19,9 @@ from coordinator.group.config import GroupConfig
 from coordinator.group.result import Reply, RequestContext, Result
 from coordinator.group.shard import GroupShard
 from coordinator.group.timer import join_key
+from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata
 from coordinator.records import CoordinatorRecord, deserialize, serialize_key, serialize_value
+from protocol.errors import ApiError
 from tests.support import builders
 from tests.support.clock import ManualClock
 from tests.support.manual_timer import ManualTimer
@@ -43,6 +45,31 @@ class Call:
         return None if r is None else r.error_code
 
 
+@dataclass
+class ConsumerHeartbeatCall:
+    """A ConsumerGroupHeartbeat's answer, or the ApiError it was refused with; the
+    assignment as {topic name: partitions}."""
+
+    response: Any
+    refused: ApiError | None
+    ctx: GroupTestContext = field(repr=False)
+
+    @property
+    def error(self) -> int:
+        return int(self.refused.code) if self.refused is not None else self.response.error_code
+
+    @property
+    def epoch(self) -> int:
+        return self.response.member_epoch
+
+    @property
+    def assignment(self) -> dict[str, set[int]] | None:
+        if self.response.assignment is None:
+            return None
+        names = {t.topic_id: t.name for t in self.ctx.topics.by_name.values()}
+        return {names[t.topic_id]: set(t.partitions) for t in self.response.assignment.topic_partitions}
+
+
 class GroupTestContext:
     def __init__(self, start_ms: int = 1_000_000, **config: Any):
         self.clock = ManualClock(start_ms)
@@ -50,8 +77,9 @@ class GroupTestContext:
         self.config = GroupConfig(**config)
         self._ids = itertools.count(1)
         self._handles = itertools.count(1)
+        self.topics: TopicImage = EMPTY_TOPIC_IMAGE
         self.shard = GroupShard(0, self.config, self.timer, self.clock.now_ms,
-                                lambda prefix: f"{prefix}-{next(self._ids)}")
+                                lambda prefix: f"{prefix}-{next(self._ids)}", lambda: self.topics)
         self.replies: dict[int, Any] = {}
         self.written: list[CoordinatorRecord] = []
         self.auto_commit = True
@@ -147,6 +175,25 @@ class GroupTestContext:
     def group(self, group_id: str = "g"):
         return self.shard.groups[group_id]
 
+    def set_topics(self, **partitions: int) -> None:
+        """The upstream's topics (name=partition count); a topic keeps its id while it exists."""
+        old = self.topics.by_name
+        self.topics = TopicImage.of(self.topics.version + 1, (
+            TopicMetadata(old[name].topic_id if name in old else builders.topic_id(name), name, count)
+            for name, count in partitions.items()))
+
+    def consumer_heartbeat(self, version: int = 1, **fields: Any) -> ConsumerHeartbeatCall:
+        """A ConsumerGroupHeartbeat; `owned` gives TopicPartitions as {topic name: partitions}."""
+        request = builders.consumer_heartbeat_request(version, self.topics, **fields)
+        try:
+            result = self.shard.consumer_group_heartbeat(self.rctx(version), request)
+        except ApiError as exc:
+            return ConsumerHeartbeatCall(None, exc, self)
+        return ConsumerHeartbeatCall(self._apply(result).response, None, self)
+
+    def consumer_group(self, group_id: str = "g"):
+        return self.shard.consumer_groups[group_id]
+
     # ------------------------------------------------------------ common flows
 
     def join_dynamic(self, version: int = 5, client_id: str = "client", **fields: Any) -> tuple[str, Call]:
@@ -183,6 +230,7 @@ class GroupTestContext:
     def reload(self, **config: Any) -> GroupTestContext:
         """A fresh context whose shard loaded this one's log through the byte codec."""
         fresh = GroupTestContext(start_ms=self.clock.now_ms(), **{**_config_kwargs(self.config), **config})
+        fresh.topics = self.topics
         fresh.shard.on_unloaded()
         for offset, record in enumerate(self.written):
             decoded = deserialize(serialize_key(record.key), serialize_value(record.value))

@@ -1,0 +1,200 @@
+"""KIP-848 consumer groups (librdkafka with `group.protocol=consumer`) through kgc in front
+of Tansu, which has no KIP-848 of its own.
+
+The coordinator assigns (uniform, server-side) and members reconcile incrementally. While
+the group changes, the coordinator's own view (ConsumerGroupDescribe, which lists every
+partition a member holds, the ones it is still revoking included) is sampled: no
+partition ever has two owners. Records carry `partition:sequence`, so loss and
+duplicates show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from coordinator.probe import request_response
+from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from tests.e2e.admin import (
+    committed_offsets,
+    create_topic,
+    new_name,
+    produce_sequenced,
+    sequences_by_partition,
+)
+from tests.e2e.clients import CONSUMER_PROTOCOL, Consumed, Member, MemberSettings, wait_until
+from tests.e2e.conftest import wait_listening
+from tests.support.kgc import KgcProcess, free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+PARTITIONS = 8
+TIMEOUT_S = 45
+# A crashed member's partitions move after its session: short here, 45 s by default.
+KGC_FLAGS = ("--consumer-session-timeout-ms", "3000", "--consumer-heartbeat-interval-ms", "500")
+
+
+@pytest.fixture(scope="module")
+def kgc848(tansu, tmp_path_factory):
+    """kgc with a data dir (the restart test kills it) in front of the session's Tansu."""
+    broker_port = free_port()
+    root = tmp_path_factory.mktemp("kgc848")
+    proc = KgcProcess("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+                      "--data-dir", str(root / "data"), *KGC_FLAGS, log_path=str(root / "kgc.log")).start()
+    try:
+        wait_listening(broker_port)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def describe(bootstrap: str, group: str):
+    host, port = bootstrap.rsplit(":", 1)
+    response = request_response((host, int(port)), ConsumerGroupDescribeRequest[1](
+        group_ids=[group], include_authorized_operations=False), ConsumerGroupDescribeResponse)
+    return response.groups[0]
+
+
+def held(group) -> dict[str, list[int]]:
+    """member id -> partitions it holds (assigned or revoking), as the coordinator says."""
+    return {m.member_id: sorted(p for t in m.assignment.topic_partitions for p in t.partitions) for m in group.members}
+
+
+def assert_one_owner(group) -> None:
+    counts = Counter(p for partitions in held(group).values() for p in partitions)
+    assert all(n == 1 for n in counts.values()), f"a partition with two owners: {held(group)}"
+
+
+def settled(bootstrap: str, group_id: str, members: int) -> bool:
+    group = describe(bootstrap, group_id)
+    assert_one_owner(group)
+    return (group.group_state == "Stable" and len(group.members) == members
+            and sum(len(p) for p in held(group).values()) == PARTITIONS)
+
+
+def consumer(bootstrap: str, group: str, topic: str, name: str) -> Member:
+    return Member(CONSUMER_PROTOCOL, MemberSettings(bootstrap, group, topic, name)).start()
+
+
+def all_consumed(members: list[Member], extra: list[Consumed] = ()) -> list[Consumed]:
+    return [r for m in members for r in m.consumed] + list(extra)
+
+
+def test_one_member_consumes_commits_and_a_new_member_resumes(kgc848):
+    bootstrap = kgc848.bootstrap
+    topic, group = create_topic(bootstrap, PARTITIONS), new_name("kip848-one")
+    produce_sequenced(bootstrap, topic, PARTITIONS, 5)
+    first = consumer(bootstrap, group, topic, "one")
+    wait_until(lambda: len(first.consumed) == PARTITIONS * 5, TIMEOUT_S, lambda: f"{len(first.consumed)} consumed",
+               [first])
+    assert first.assignment == frozenset(range(PARTITIONS))
+    first.commit()
+    first.close()
+    assert committed_offsets(bootstrap, group) == {p: 5 for p in range(PARTITIONS)}
+
+    produce_sequenced(bootstrap, topic, PARTITIONS, 3, first_sequence=5)
+    second = consumer(bootstrap, group, topic, "two")
+    try:
+        wait_until(lambda: len(second.consumed) >= PARTITIONS * 3, TIMEOUT_S,
+                   lambda: f"{len(second.consumed)} consumed", [second])
+        time.sleep(1)   # anything more would be a replay of committed records
+        assert sequences_by_partition(second.consumed) == {p: [5, 6, 7] for p in range(PARTITIONS)}
+    finally:
+        second.close()
+
+
+def test_a_group_of_three_grows_to_four_and_back_with_every_record_once(kgc848):
+    bootstrap = kgc848.bootstrap
+    topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-scale")
+    produce_sequenced(bootstrap, topic, PARTITIONS, 20)
+    members = [consumer(bootstrap, group_id, topic, f"m{i}") for i in range(3)]
+    fourth = None
+    try:
+        wait_until(lambda: settled(bootstrap, group_id, 3), TIMEOUT_S, lambda: str(held(describe(bootstrap, group_id))),
+                   members)
+        produce_sequenced(bootstrap, topic, PARTITIONS, 20, first_sequence=20)
+        fourth = consumer(bootstrap, group_id, topic, "m3")
+        wait_until(lambda: settled(bootstrap, group_id, 4), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), [*members, fourth])
+        assert all(len(p) == 2 for p in held(describe(bootstrap, group_id)).values())   # uniform: balanced
+        produce_sequenced(bootstrap, topic, PARTITIONS, 20, first_sequence=40)
+        wait_until(lambda: len(fourth.consumed) > 0, TIMEOUT_S, lambda: "the fourth member consumed nothing",
+                   [*members, fourth])
+        fourth.close()
+        wait_until(lambda: settled(bootstrap, group_id, 3), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), members)
+        produce_sequenced(bootstrap, topic, PARTITIONS, 20, first_sequence=60)
+        wait_until(lambda: len(all_consumed(members, fourth.consumed)) >= PARTITIONS * 80, TIMEOUT_S,
+                   lambda: f"{len(all_consumed(members, fourth.consumed))} of {PARTITIONS * 80} consumed", members)
+        time.sleep(1)
+        by_partition = sequences_by_partition(all_consumed(members, fourth.consumed))
+        assert {p: sorted(s) for p, s in by_partition.items()} == {p: list(range(80)) for p in range(PARTITIONS)}
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_crashed_member_loses_its_partitions_after_its_session(kgc848, tmp_path):
+    bootstrap = kgc848.bootstrap
+    topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-crash")
+    produce_sequenced(bootstrap, topic, PARTITIONS, 10)
+    output = tmp_path / "crashing.out"
+    crashing = subprocess.Popen([sys.executable, "-m", "tests.e2e.consumer_protocol_process", bootstrap, group_id,
+                                 topic, str(output)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    survivor = None
+    try:
+        survivor = consumer(bootstrap, group_id, topic, "survivor")
+        wait_until(lambda: settled(bootstrap, group_id, 2), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), [survivor])
+        os.kill(crashing.pid, 9)
+        crashing.wait(10)
+        produce_sequenced(bootstrap, topic, PARTITIONS, 10, first_sequence=10)
+        wait_until(lambda: settled(bootstrap, group_id, 1), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), [survivor])
+        wait_until(lambda: survivor.assignment == frozenset(range(PARTITIONS)), TIMEOUT_S,
+                   lambda: f"the survivor holds {sorted(survivor.assignment)}", [survivor])
+        crashed = [Consumed(int(line.split(b":")[0]), -1, line) for line in output.read_bytes().splitlines()]
+        wait_until(lambda: {(r.partition, r.value) for r in all_consumed([survivor], crashed)}
+                   >= {(p, b"%d:%d" % (p, s)) for p in range(PARTITIONS) for s in range(20)}, TIMEOUT_S,
+                   lambda: "records lost after the crash", [survivor])
+    finally:
+        if crashing.poll() is None:
+            crashing.kill()
+        if survivor is not None:
+            survivor.close()
+
+
+def test_members_continue_with_their_epochs_after_kgc_is_killed_mid_reconciliation(kgc848):
+    bootstrap = kgc848.bootstrap
+    topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-restart")
+    produce_sequenced(bootstrap, topic, PARTITIONS, 10)
+    members = [consumer(bootstrap, group_id, topic, f"m{i}") for i in range(3)]
+    try:
+        wait_until(lambda: settled(bootstrap, group_id, 3), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), members)
+        members.append(consumer(bootstrap, group_id, topic, "m3"))
+        wait_until(lambda: len(describe(bootstrap, group_id).members) == 4, TIMEOUT_S, lambda: "no fourth member",
+                   members)
+        before = {m.member_id: m.member_epoch for m in describe(bootstrap, group_id).members}
+        kgc848.kill()
+        kgc848.start()
+        after = describe(bootstrap, group_id)
+        # Loaded from the log: the same members at the same epochs (nobody was fenced).
+        assert {m.member_id: m.member_epoch for m in after.members} == before
+        wait_until(lambda: settled(bootstrap, group_id, 4), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), members)
+        assert set(held(describe(bootstrap, group_id))) == set(before)
+        produce_sequenced(bootstrap, topic, PARTITIONS, 10, first_sequence=10)
+        wait_until(lambda: {(r.partition, r.value) for r in all_consumed(members)}
+                   >= {(p, b"%d:%d" % (p, s)) for p in range(PARTITIONS) for s in range(20)}, TIMEOUT_S,
+                   lambda: "records lost across the restart", members)
+    finally:
+        for m in members:
+            with contextlib.suppress(Exception):
+                m.close()
