@@ -591,9 +591,8 @@ def deserialize_key(key_bytes: bytes) -> RecordKey | None:
     return key
 
 
-# Kafka 4's other coordinator records (KIP-848 consumer groups, share and streams groups,
-# types 3 and up) are not decoded, but every one of their keys starts with the group id.
-CONSUMER_GROUP_METADATA_KEY_TYPE = 3
+# Kafka 4's other coordinator records (share and streams groups, legacy KIP-848 types)
+# are not decoded, but every one of their keys starts with the group id.
 
 
 def other_record_group(key_bytes: bytes) -> tuple[int, str] | None:

@@ -180,6 +180,9 @@ class PartitionAudit:
             if isinstance(key, OffsetCommitKey):
                 self._offset_commit(key, value, stored.offset, stored.timestamp_ms,
                                     Writer.from_headers(stored.headers))
+            elif isinstance(key, records.ConsumerGroupKey):
+                self._other_protocol(isinstance(key, records.ConsumerGroupMetadataKey), key.group, value is None,
+                                     stored.offset)
             else:
                 self.group_metadata(key.group, value, stored.offset, stored.timestamp_ms)
 
@@ -197,10 +200,15 @@ class PartitionAudit:
         if found is None:
             return
         record_type, group = found
+        self._other_protocol(record_type == records.CONSUMER_GROUP_METADATA_KEY_TYPE, group, tombstone, record_offset)
+
+    def _other_protocol(self, group_record: bool, group: str, tombstone: bool, record_offset: int) -> None:
+        """A record of a KIP-848 (or share, streams) group: the group exists until its
+        group record (type 3) is deleted."""
         if not tombstone:
             self.other_protocol.add(group)
             self.deleted.pop(group, None)
-        elif record_type == records.CONSUMER_GROUP_METADATA_KEY_TYPE and group in self.other_protocol:
+        elif group_record and group in self.other_protocol:
             self.other_protocol.discard(group)
             self.deleted[group] = record_offset
 

@@ -178,8 +178,11 @@ def test_groups_of_kafka_4_protocols_are_not_orphans(tmp_path):
             group.encode()
         return LogRecord(key, value)
 
-    log = [consumer_group("new", b"\x00\x00anything"), commit("new"),
-           consumer_group("gone", b"\x00\x00anything"), commit("gone"), consumer_group("gone", None)]
+    epoch = records.serialize_value(records.ConsumerGroupMetadataValue(1))
+    share_group = b"\x00\x0b\x00\x05share"    # type 11, a share group's record: not decoded
+    log = [consumer_group("new", epoch), commit("new"),
+           consumer_group("gone", epoch), commit("gone"), consumer_group("gone", None),
+           LogRecord(share_group, b"\x00\x00anything"), commit("share")]
     (partition / "00000000000000000000.log").write_bytes(encode_batch(0, log, 1))
     run = audit(tmp_path / "data", tmp_path / "report", Options(now_ms=2))
     assert sorted((f.type, f.group) for r in run.results for f in r.findings) == [
