@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 
 from coordinator import metrics
@@ -63,6 +64,14 @@ def new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
+class CannotListen(Exception):
+    """A listener could not bind: the message is the one line `kgc serve` prints."""
+
+
+def _reason(exc: OSError) -> str:
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+
+
 class KgcApp:
     def __init__(self, config: ServerConfig, *, clock=wall_clock_ms):
         self.config = config
@@ -101,14 +110,22 @@ class KgcApp:
         if cfg.http_port is not None:
             # First: liveness answers while the log opens, readiness says it is not ready.
             self.http = HttpServer(self, cfg.http_host, cfg.http_port)
-            await self.http.start()
+            try:
+                await self.http.start()
+            except OSError as exc:
+                raise CannotListen(f"cannot serve HTTP on {cfg.http_host}:{cfg.http_port}: {_reason(exc)}; set "
+                                   "http_port (--http-port, KGC_HTTP_PORT; 0: any free port) or http_host") from None
         self._start_tls()
         self.store = self._make_store()
         await self.store.open()
         self.runtime = CoordinatorRuntime(self.store, cfg.group, clock=self._clock,
                                           new_member_id=new_member_id, topics=self._topics)
         await self.runtime.start()
-        bootstrap = self._listener(cfg.port, None)
+        try:
+            bootstrap = self._listener(cfg.port, None)
+        except OSError as exc:
+            raise CannotListen(f"cannot listen for Kafka clients on {cfg.host}:{cfg.port}: {_reason(exc)}; set port "
+                               "(--port, KGC_PORT; 0: any free port) or host") from None
         node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
         self.service = GroupCoordinatorService(self.runtime, node)
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None

@@ -26,6 +26,7 @@ log = logging.getLogger("kgc")
 OFFLINE_COMMANDS = frozenset({"inspect", "audit", "compact", "generate"})
 
 OTHER_COMMANDS_LOG_LEVEL = "WARNING"
+BROKEN_PIPE_EXIT = 128 + 13   # 128 + SIGPIPE, as a shell reports a command a closed pipe killed
 
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
@@ -93,4 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(command).parse_args(argv)
     if args.command != "serve":
         setup_logging(getattr(args, "log_level", OTHER_COMMANDS_LOG_LEVEL), "text")
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except BrokenPipeError:
+        # The reader went away (`kgc inspect --json | head`): nothing to say to it. Point
+        # stdout at /dev/null so the interpreter's last flush does not fail again, and exit
+        # as a command killed by SIGPIPE would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT

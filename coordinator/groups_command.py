@@ -19,6 +19,7 @@ Exit status: 0 done, 1 refused or failed (the message says why), 2 bad command l
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 from coordinator.consumer_lag import partition_lag
 
 REQUEST_TIMEOUT_MS = 10_000
+BOOTSTRAP_TIMEOUT_MS = 5_000
 _EMPTY_STATES = {"Empty", "Dead"}
 
 
@@ -75,9 +77,11 @@ def run_groups(args: argparse.Namespace, out=None) -> int:
     from kafka.errors import KafkaError
 
     out = out or sys.stdout
+    # kafka-python logs each retry of an unreachable bootstrap; the one line below says it once.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     try:
         admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="kgc-groups",
-                                 request_timeout_ms=REQUEST_TIMEOUT_MS)
+                                 request_timeout_ms=REQUEST_TIMEOUT_MS, bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     except KafkaError as exc:
         print(f"kgc groups: cannot reach {args.bootstrap_server} ({type(exc).__name__}: {exc}); "
               "check --bootstrap-server", file=sys.stderr)

@@ -12,10 +12,12 @@ import gc
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable
 
-from coordinator.app import KgcApp
+from coordinator.app import CannotListen, KgcApp
 from coordinator.embedded import MEMORY_STORAGE_WARNING, EmbeddedBroker, choose_upstream
+from coordinator.runtime.partition import PartitionState
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.settings import ServerConfig
 
@@ -90,6 +92,12 @@ async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:
     # collector need not walk it again on every full collection.
     await runtime.wait_loaded()
     gc.freeze()
+    # One line for the load; each partition's own lines are at DEBUG.
+    stats = runtime.stats()
+    failed = sum(1 for p in range(runtime.num_partitions) if runtime.partition_state(p) is not PartitionState.ACTIVE)
+    log.info("loaded %d partitions (%d records; slowest %.0f ms)%s", runtime.num_partitions,
+             sum(s.records_loaded for s in stats), max((s.last_load_ms or 0 for s in stats), default=0),
+             f"; {failed} failed to load (the errors above say why)" if failed else "")
 
 
 async def _watch_embedded(broker: EmbeddedBroker) -> None:
@@ -113,6 +121,9 @@ def serve(config: ServerConfig) -> int:
 
     try:
         _run(run_until_signalled(config, exit_now, broker))
+    except CannotListen as exc:
+        print(f"kgc serve: {exc}", file=sys.stderr)
+        return 2
     finally:
         if broker is not None:
             broker.close()

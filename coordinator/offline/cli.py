@@ -107,14 +107,31 @@ def _options(args) -> Options:
         segment_bytes=getattr(args, "segment_bytes", ServerConfig().segment_bytes))
 
 
+def paths_problem(args) -> str | None:
+    """Why the data dir cannot be read or --out not written, as the one line to print."""
+    if not Path(args.data_dir).is_dir():
+        return f"no data dir at {args.data_dir}: give the directory kgc serve --data-dir wrote"
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        return f"--out {args.out} exists and is not empty: choose another --out, or remove it"
+    return None
+
+
 def run_audit(args) -> int:
     from coordinator.offline.runner import audit
 
+    if problem := paths_problem(args):
+        print(f"kgc audit: {problem}", file=sys.stderr)
+        return 2
     log_offsets = None
     if args.upstream:
-        from coordinator.offline.upstream import UpstreamOffsets
+        from coordinator.offline.upstream import UpstreamError, UpstreamOffsets
 
-        log_offsets = UpstreamOffsets(args.upstream).log_offsets()
+        try:
+            log_offsets = UpstreamOffsets(args.upstream).log_offsets()
+        except UpstreamError as e:
+            print(f"kgc audit: cannot read log offsets from --upstream {args.upstream}: {e}", file=sys.stderr)
+            return 1
         print(f"upstream {args.upstream}: {len(log_offsets)} partitions", flush=True)
     engine = _Engine(args)
     try:
@@ -134,6 +151,9 @@ def run_compact(args) -> int:
     from coordinator.offline.compact import CompactionRefused
     from coordinator.offline.runner import compact
 
+    if problem := paths_problem(args):
+        print(f"kgc compact: {problem}", file=sys.stderr)
+        return 2
     engine = _Engine(args)
     try:
         run = compact(args.data_dir, args.out, _options(args), engine.task_map)

@@ -445,8 +445,8 @@ class PartitionRuntime:
         self.stats.last_load_ms = elapsed_ms
         metrics.partition_loaded(elapsed_ms / 1000, summary.records)
         self._transition(PartitionState.ACTIVE)
-        log.info("partition %d loaded %d records (%d skipped) in %.1f ms, end offset %d",
-                 self.partition, summary.records, summary.skipped, elapsed_ms, summary.end_offset)
+        log.debug("partition %d loaded %d records (%d skipped) in %.1f ms, end offset %d",
+                  self.partition, summary.records, summary.skipped, elapsed_ms, summary.end_offset)
 
     def _fail(self, exc: BaseException) -> None:
         if self.state is not PartitionState.ACTIVE:
@@ -492,5 +492,5 @@ class PartitionRuntime:
     def _transition(self, target: PartitionState) -> None:
         if self.state not in VALID_PREVIOUS[target]:
             raise IllegalPartitionTransition(f"partition {self.partition}: {self.state.name} -> {target.name}")
-        log.info("partition %d: %s -> %s", self.partition, self.state.name, target.name)
+        log.debug("partition %d: %s -> %s", self.partition, self.state.name, target.name)
         self.state = target

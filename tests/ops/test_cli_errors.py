@@ -1,0 +1,101 @@
+"""Every command fails with one line naming the problem (and the setting or argument to
+change) and an exit status, never a traceback: 2 for something to change on the command
+line or in the settings, 1 for a failure outside kgc, 141 when the reader of stdout left."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.kgc import free_port
+
+TIMEOUT_S = 60
+
+
+def kgc(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+
+
+def one_line_error(done: subprocess.CompletedProcess, status: int, *phrases: str) -> str:
+    """The last stderr line (serve logs before it), checked to be the error, alone."""
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == status, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    for phrase in phrases:
+        assert phrase in line, line
+    return line
+
+
+@pytest.fixture
+def taken_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("offline") / "data"
+    done = kgc("generate", str(path), "--records", "3000", "--groups", "20")
+    assert done.returncode == 0, done.stderr
+    return str(path)
+
+
+def test_a_kafka_port_in_use(taken_port):
+    done = kgc("serve", "--standalone", "--port", str(taken_port), "--http-port", "0")
+    assert one_line_error(done, 2, f"127.0.0.1:{taken_port}", "address already in use", "--port").startswith(
+        "kgc serve: cannot listen for Kafka clients")
+
+
+def test_an_http_port_in_use(taken_port):
+    done = kgc("serve", "--standalone", "--port", "0", "--http-port", str(taken_port))
+    assert one_line_error(done, 2, f"127.0.0.1:{taken_port}", "address already in use", "--http-port").startswith(
+        "kgc serve: cannot serve HTTP")
+
+
+def test_audit_of_a_missing_data_dir(tmp_path):
+    done = kgc("audit", str(tmp_path / "nothing"), "--out", str(tmp_path / "report"), "--engine", "python")
+    assert done.stderr.strip() == f"kgc audit: no data dir at {tmp_path / 'nothing'}: give the directory kgc " \
+                                  "serve --data-dir wrote"
+    one_line_error(done, 2)
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("command", ["audit", "compact"])
+def test_an_existing_out(command, data_dir, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    done = kgc(command, data_dir, "--out", str(tmp_path / "out"), "--engine", "python")
+    assert len(done.stderr.strip().splitlines()) == 1
+    one_line_error(done, 2, f"kgc {command}: --out {tmp_path / 'out'} exists and is not empty")
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+def test_audit_with_an_unreachable_upstream(data_dir, tmp_path):
+    port = free_port()
+    done = kgc("audit", data_dir, "--out", str(tmp_path / "report"), "--engine", "python",
+               "--upstream", f"127.0.0.1:{port}")
+    assert len(done.stderr.strip().splitlines()) == 1
+    one_line_error(done, 1, f"kgc audit: cannot read log offsets from --upstream 127.0.0.1:{port}", "refused")
+
+
+def test_groups_with_an_unreachable_bootstrap_server():
+    port = free_port()
+    done = kgc("groups", "--bootstrap-server", f"127.0.0.1:{port}", "list")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    one_line_error(done, 1, f"kgc groups: cannot reach 127.0.0.1:{port}", "--bootstrap-server")
+
+
+def test_inspect_json_into_a_pipe_closed_early(data_dir):
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "inspect", data_dir, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(100)       # `| head -c 100`: read a little, then go away
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=TIMEOUT_S)
+    assert err.decode() == ""
+    assert proc.returncode == 141
