@@ -29,8 +29,8 @@ def admin(bootstrap: str) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="e2e-admin", request_timeout_ms=ADMIN_TIMEOUT_MS)
 
 
-def create_topic(bootstrap: str, partitions: int) -> str:
-    name = new_name("e2e")
+def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
+    name = name or new_name("e2e")
     client = admin(bootstrap)
     try:
         client.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}},

@@ -140,6 +140,49 @@ def test_a_group_of_three_grows_to_four_and_back_with_every_record_once(kgc848):
             m.close()
 
 
+def test_a_static_member_returning_gets_its_partitions_back_without_a_rebalance(kgc848):
+    bootstrap = kgc848.bootstrap
+    topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-static")
+
+    def static(name: str) -> Member:
+        return Member(CONSUMER_PROTOCOL, MemberSettings(bootstrap, group_id, topic, name, instance_id=name)).start()
+
+    members = [static("s0"), static("s1")]
+    try:
+        wait_until(lambda: settled(bootstrap, group_id, 2), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), members)
+        group = describe(bootstrap, group_id)
+        before = {m.instance_id: held(group)[m.member_id] for m in group.members}
+        members.pop().close()      # a static member leaves for a while: it keeps its partitions
+        away = describe(bootstrap, group_id)
+        assert {m.instance_id: m.member_epoch for m in away.members}["s1"] == -2
+        members.append(static("s1"))
+        wait_until(lambda: settled(bootstrap, group_id, 2) and all(
+            m.member_epoch > 0 for m in describe(bootstrap, group_id).members), TIMEOUT_S,
+            lambda: str(held(describe(bootstrap, group_id))), members)
+        back = describe(bootstrap, group_id)
+        assert {m.instance_id: held(back)[m.member_id] for m in back.members} == before
+        assert back.group_epoch == group.group_epoch      # no new epoch: nothing moved
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(kgc848):
+    bootstrap = kgc848.bootstrap
+    prefix = new_name("kip848-regex")
+    first = create_topic(bootstrap, 2, name=f"{prefix}-a")
+    produce_sequenced(bootstrap, first, 2, 5)
+    member = consumer(bootstrap, new_name("kip848-regex"), f"^{prefix}-.*", "regex")
+    try:
+        wait_until(lambda: len(member.consumed) == 10, TIMEOUT_S, lambda: f"{len(member.consumed)} consumed", [member])
+        later = create_topic(bootstrap, 3, name=f"{prefix}-b")
+        produce_sequenced(bootstrap, later, 3, 5)
+        wait_until(lambda: len(member.consumed) == 25, TIMEOUT_S, lambda: f"{len(member.consumed)} consumed", [member])
+    finally:
+        member.close()
+
+
 def test_a_crashed_member_loses_its_partitions_after_its_session(kgc848, tmp_path):
     bootstrap = kgc848.bootstrap
     topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-crash")
