@@ -143,7 +143,7 @@ class Dispatcher:
         api_key, version = header.api_key, header.api_version
         low, high = self._versions[api_key]
         if not low <= version <= high:
-            return self._unsupported_version(session, header, payload, low, high)
+            return self._unsupported_version(session, header, payload, low, high, request_metrics)
         request = self._decode(header, payload)
         if api_key == ApiKey.Metadata:
             return encode_response(header, self._answers.metadata(request), version)
@@ -162,19 +162,23 @@ class Dispatcher:
         frame.add_done_callback(pending)
         return frame
 
-    def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int) -> bytes:
+    def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int,
+                             request_metrics: metrics.RequestMetrics) -> bytes:
         """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
-        (e.g. OffsetCommit v0-1 under `min_group_api_versions = "kafka4"`); otherwise
-        there is no shape the client could read, so close."""
+        (e.g. OffsetCommit v0-1 under `min_group_api_versions = "kafka4"`), counted among
+        the API's response errors; otherwise there is no shape the client could read, so
+        close."""
         name = ApiKey(header.api_key).name
         log.debug("refusing %s v%d from %s: we serve %d-%d", name, header.api_version,
                   session.client_host, low, high)
         try:
             request = decode_request(header.api_key, header.api_version, payload[header.header_len:])
             response = error_response(header.api_key, header.api_version, request, ErrorCode.UNSUPPORTED_VERSION)
-            return encode_response(header, response, header.api_version)
+            frame = encode_response(header, response, header.api_version)
         except (MalformedRequest, ValueError, KeyError) as exc:
             raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {low}-{high})") from exc
+        metrics.response(request_metrics, header.api_key, header.api_version, response)
+        return frame
 
     @staticmethod
     def _decode(header, payload: bytes):

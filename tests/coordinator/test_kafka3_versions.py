@@ -29,6 +29,7 @@ from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from protocol.messages import response_class
+from tests.ops.support import in_process
 from tests.support.builders import subscription
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 
@@ -135,6 +136,7 @@ async def test_a_sarama_style_group_commits_with_v1_and_reads_back_with_v0_and_v
 
 async def test_the_kafka4_floor_refuses_what_kafka_4_removed_and_stores_nothing(tmp_path):
     group = f"cut-{uuid.uuid4().hex[:8]}"
+    before = in_process()
     async with running_kgc(config(tmp_path, "kafka4")) as app:
         port = app.port
         versions = api_ranges(await call(port, ApiVersionsRequest(version=3, client_software_name="t",
@@ -148,3 +150,13 @@ async def test_the_kafka4_floor_refuses_what_kafka_4_removed_and_stores_nothing(
         assert commit_errors(await call(port, commit(2, group, {1: 7}))) == {1: NONE}
         assert fetched(await call(port, fetch(1, group, [0, 1, 3]))) == {
             0: (-1, "", NONE), 1: (7, "m1", NONE), 3: (-1, "", NONE)}
+    # Refusals show in the metrics an operator watches: per version, and as errors.
+    after = in_process()
+
+    def delta(name: str, **labels: str) -> float:
+        return after.total(name, **labels) - before.total(name, **labels)
+
+    assert delta("kgc_requests_total", api="OffsetCommit", version="0") == 1
+    assert delta("kgc_requests_total", api="OffsetCommit", version="1") == 1
+    assert delta("kgc_response_errors_total", api="OffsetCommit", error="UNSUPPORTED_VERSION") == 4
+    assert delta("kgc_response_errors_total", api="OffsetFetch", error="UNSUPPORTED_VERSION") == 1

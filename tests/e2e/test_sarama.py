@@ -72,11 +72,9 @@ def kgc_before(tansu, *flags: str) -> Iterator[tuple[KgcProcess, int]]:
         yield proc, http_port
 
 
-def requests_by_version(http_port: int) -> dict[tuple[str, str], float]:
+def scrape(http_port: int) -> Samples:
     with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as response:
-        samples = Samples.parse(response.read().decode())
-    return {(dict(labels)["api"], dict(labels)["version"]): value
-            for (name, labels), value in samples.values.items() if name == "kgc_requests_total"}
+        return Samples.parse(response.read().decode())
 
 
 def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:
@@ -85,8 +83,10 @@ def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:
     return next((k.min_version, k.max_version) for k in response.api_keys if k.api_key == api_key)
 
 
-def run_member(binary: str, bootstrap: str, topic: str, group: str, expect: int) -> dict:
-    run = subprocess.run([binary, bootstrap, topic, group, str(expect), KAFKA_VERSION],
+def run_members(binary: str, bootstrap: str, topic: str, group: str, expect: int, members: int = 1) -> dict:
+    """`members` sarama members, the second joining once the first holds partitions: they
+    consume only once every member holds some, until `expect` records arrived between them."""
+    run = subprocess.run([binary, bootstrap, topic, group, str(expect), str(members), KAFKA_VERSION],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
@@ -117,27 +117,35 @@ def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_a
         group = new_name("sarama")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
 
-        first = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
-        assert sorted(first["claimed"]) == list(range(PARTITIONS))
-        assert values(first) == expected_values(0, FIRST)
+        # Two members: the second's arrival rebalances the group (Heartbeat v0 answered
+        # REBALANCE_IN_PROGRESS, both rejoin with JoinGroup v1, the leader's SyncGroup v0
+        # hands out the partitions), then they share the partitions and both commit.
+        first = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST, members=2)
+        held = list(first["held"].values())
+        assert len(held) == 2 and all(held) and sorted(held[0] + held[1]) == list(range(PARTITIONS)), held
+        assert values(first) == expected_values(0, FIRST)     # each record once: no loss, no duplicate
+        assert {r["member"] for r in first["received"]} == set(first["held"])
         assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST)
 
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, SECOND, first_sequence=FIRST)
-        second = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * SECOND)
+        second = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * SECOND)
         # The restarted member starts where the first one committed: nothing read twice.
         assert first_offsets(second) == dict.fromkeys(range(PARTITIONS), FIRST)
         assert values(second) == expected_values(FIRST, SECOND)
         assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND)
         assert "not supported" not in first["log"] + second["log"]
-        seen = requests_by_version(http_port)
+        metrics = scrape(http_port)
     # kgc answered the group: Tansu's own coordinator never heard of it.
     assert group_at_broker(tansu.host, tansu.port, group) == ("Empty", 0)
     # Every group request sarama 1.22 sends, at the versions it sends them, was answered.
     sarama_paths = [("FindCoordinator", "0"), ("JoinGroup", "1"), ("SyncGroup", "0"), ("Heartbeat", "0"),
                     ("OffsetFetch", "1"), ("OffsetCommit", "1"), ("LeaveGroup", "0")]
-    log.info("sarama's group requests through kgc: %s", {path: seen.get(path) for path in sarama_paths})
-    assert all(seen.get(path, 0) >= 1 for path in sarama_paths), seen
-    assert seen.get(("LeaveGroup", "0")) == 2
+    seen = {(api, v): metrics.total("kgc_requests_total", api=api, version=v) for api, v in sarama_paths}
+    log.info("sarama's group requests through kgc: %s", seen)
+    assert all(seen.values()), seen
+    assert seen["LeaveGroup", "0"] == 3 and seen["JoinGroup", "1"] >= 4
+    assert metrics.total("kgc_response_errors_total", api="Heartbeat", error="REBALANCE_IN_PROGRESS") >= 1
+    assert metrics.total("kgc_response_errors_total", api="OffsetCommit", error="UNSUPPORTED_VERSION") == 0
 
 
 def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_everything_again(
@@ -150,10 +158,12 @@ def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_ev
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama-cut")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
-        first = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
-        second = run_member(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
+        first = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
+        second = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
         assert committed_offsets(kgc.bootstrap, group) == {}
-        assert requests_by_version(http_port).get(("OffsetCommit", "1"), 0) >= 2
+        metrics = scrape(http_port)
+        assert metrics.total("kgc_requests_total", api="OffsetCommit", version="1") >= 2
+        assert metrics.total("kgc_response_errors_total", api="OffsetCommit", error="UNSUPPORTED_VERSION") >= 2
     assert values(first) == values(second) == expected_values(0, FIRST)
     assert first_offsets(second) == dict.fromkeys(range(PARTITIONS), 0)
     assert "The version of API is not supported" in first["log"]
