@@ -44,6 +44,7 @@ from coordinator.periodic import run_every
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.security.acl import FileAuthorizer
 from coordinator.security.credentials import CredentialStore
 from coordinator.security.principal import PrincipalMapper
 from coordinator.security.tls import ServerTls, ServerTlsFiles, client_context
@@ -131,7 +132,8 @@ class KgcApp:
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None
         answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
-                                      principals=PrincipalMapper(cfg.ssl_principal_mapping_rules))
+                                      principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
+                                      authorizer=self._authorizer())
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
@@ -164,6 +166,14 @@ class KgcApp:
             log.warning("upstream_tls_check_hostname is off: any certificate the CA signed passes as the upstream")
         return client_context(cfg.upstream_tls_ca_file, cfg.upstream_tls_cert_file, cfg.upstream_tls_key_file,
                               check_hostname=cfg.upstream_tls_check_hostname)
+
+    def _authorizer(self) -> FileAuthorizer | None:
+        cfg = self.config
+        if cfg.authorizer == "none":
+            if cfg.sasl or cfg.tls_client_auth != "none":
+                log.warning("authorizer none: every authenticated client may use every group")
+            return None
+        return FileAuthorizer(cfg.acl_file, frozenset(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
 
     def _sasl_settings(self) -> SaslSettings | None:
         cfg = self.config

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.group.config import GroupConfig
+from coordinator.security.acl import AclError, load_acl_file
 from coordinator.security.principal import parse_rules
 from protocol.api_keys import GROUP_API_FLOORS
 from storage.fsync_policy import FsyncPolicy
@@ -76,6 +77,10 @@ class ServerConfig:
     upstream_tls_cert_file: str | None = None
     upstream_tls_key_file: str | None = None
     upstream_tls_check_hostname: bool = True
+    authorizer: str = "none"                 # none: every group API allowed | file: acl_file
+    acl_file: str | None = None
+    super_users: tuple[str, ...] = ()        # Kafka's super.users
+    allow_everyone_if_no_acl_found: bool = False
     group: GroupConfig = GroupConfig()
 
     @property
@@ -197,6 +202,16 @@ def names(*, choices: tuple[str, ...]) -> Parser:
     return parse
 
 
+def principals(raw: Any) -> tuple[str, ...]:
+    """Principals as `User:NAME`; Kafka's `;`-separated form is read too."""
+    items = [p.strip() for item in _items(raw) for p in str(item).split(";") if p.strip()]
+    for item in items:
+        kind, sep, name = item.partition(":")
+        if not sep or not kind or not name:
+            raise ValueError(f"expected principals like User:alice, got {item!r}")
+    return tuple(items)
+
+
 def _mapping_rules(value: str) -> None:
     parse_rules(value)
 
@@ -285,6 +300,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("upstream_tls_cert_file", text(nullable=True), "kgc's client certificate for the upstream (mTLS)"),
     Setting("upstream_tls_key_file", text(nullable=True), "private key of upstream_tls_cert_file"),
     Setting("upstream_tls_check_hostname", boolean, "check that upstream certificates name the broker"),
+    Setting("authorizer", text(choices=("none", "file"), fold=str.lower),
+            "none: every group API allowed | file: Kafka ACLs from acl_file"),
+    Setting("acl_file", text(nullable=True), "TOML file of ACL bindings (authorizer = file)"),
+    Setting("super_users", principals, "principals allowed everything (Kafka's super.users)",
+            metavar="User:NAME[,User:NAME...]"),
+    Setting("allow_everyone_if_no_acl_found", boolean, "Kafka's allow.everyone.if.no.acl.found"),
     Setting("initial_rebalance_delay_ms", _MS, "Kafka's group.initial.rebalance.delay.ms", in_group=True),
     Setting("min_session_timeout_ms", _POSITIVE_MS, "Kafka's group.min.session.timeout.ms", in_group=True),
     Setting("max_session_timeout_ms", _POSITIVE_MS, "Kafka's group.max.session.timeout.ms", in_group=True),
@@ -400,6 +421,7 @@ def check(config: ServerConfig) -> None:
 
 def _check_security(config: ServerConfig) -> None:
     _check_tls(config)
+    _check_authorizer(config)
     if config.sasl:
         if config.sasl_credentials_file is None:
             raise ConfigError(f"security_protocol {config.security_protocol} with sasl_mode terminate needs "
@@ -409,6 +431,18 @@ def _check_security(config: ServerConfig) -> None:
     elif config.sasl_credentials_file is not None:
         raise ConfigError(f"sasl_credentials_file is set but security_protocol is {config.security_protocol}: "
                           "no listener uses SASL (set security_protocol = sasl_plaintext)")
+
+
+def _check_authorizer(config: ServerConfig) -> None:
+    if config.authorizer == "file":
+        if config.acl_file is None:
+            raise ConfigError("authorizer file needs acl_file")
+        try:
+            load_acl_file(config.acl_file)
+        except AclError as exc:
+            raise ConfigError(str(exc)) from None
+    elif config.acl_file is not None:
+        raise ConfigError("acl_file is set but authorizer is none: set authorizer = file to use it")
 
 
 def _check_tls(config: ServerConfig) -> None:

@@ -19,10 +19,12 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator import metrics
 from coordinator.group.result import RequestContext
-from coordinator.net import sasl
+from coordinator.net import authorization, sasl
 from coordinator.net.authentication import Answer, SaslSession, SaslSettings
+from coordinator.net.authorization import Caller
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
+from coordinator.security.acl import FileAuthorizer
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
@@ -55,13 +57,15 @@ class Session:
 
 class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
-                 sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None, clock=None):
+                 sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None,
+                 authorizer: FileAuthorizer | None = None, clock=None):
         self._service = service
         self._answers = answers
         self._versions = answers.versions
         self._gateway = gateway
         self._sasl = sasl
         self._principals = principals or PrincipalMapper()
+        self._authorizer = authorizer       # None: every request allowed (Kafka without an authorizer)
         self._loop = asyncio.get_running_loop()
         self._clock = clock or (lambda: self._loop.time() * 1000)
 
@@ -150,14 +154,25 @@ class Dispatcher:
         if api_key == ApiKey.FindCoordinator and request.key_type == TRANSACTION_KEY and session.upstream:
             # Transactions stay upstream's business; the gateway points the answer at our listener.
             return session.upstream.forward(header, payload)
+        finish = None
+        if self._authorizer is not None:
+            # Before the service: a denied request changes nothing and learns nothing.
+            caller = Caller(self._authorizer.current(), session.principal, session.conn.peer_host)
+            guarded = authorization.guard(api_key, version, request, caller)
+            if guarded.refusal is not None:
+                metrics.response(request_metrics, api_key, version, guarded.refusal)
+                return encode_response(header, guarded.refusal, version)
+            request, finish = guarded.request, guarded.finish
         ctx = RequestContext(version, header.client_id or "", session.client_host)
         outcome = self._service.submit(ctx, api_key, request)
         if not isinstance(outcome, asyncio.Future):
             # Answered inline (a Heartbeat on an idle partition): no task, no future.
+            if finish is not None:
+                outcome = finish(outcome)
             metrics.response(request_metrics, api_key, version, outcome)
             return encode_response(header, outcome, version)
         frame = self._loop.create_future()
-        pending = _Pending(self, ctx, header, payload, request_metrics, frame, outcome)
+        pending = _Pending(self, ctx, header, payload, request_metrics, frame, outcome, finish)
         outcome.add_done_callback(pending)
         frame.add_done_callback(pending)
         return frame
@@ -197,10 +212,11 @@ class _Pending:
     burst of parked JoinGroups holds one of these per member, and the allocator keeps the
     memory such a burst took (BENCHMARKS.md, "Memory per member")."""
 
-    __slots__ = ("_dispatcher", "_ctx", "_header", "_payload", "_metrics", "_frame", "_outcome")
+    __slots__ = ("_dispatcher", "_ctx", "_header", "_payload", "_metrics", "_frame", "_outcome", "_finish")
 
     def __init__(self, dispatcher: Dispatcher, ctx: RequestContext, header, payload: bytes,
-                 request_metrics: metrics.RequestMetrics, frame: asyncio.Future, outcome: asyncio.Future):
+                 request_metrics: metrics.RequestMetrics, frame: asyncio.Future, outcome: asyncio.Future,
+                 finish=None):
         self._dispatcher = dispatcher
         self._ctx = ctx
         self._header = header
@@ -208,6 +224,7 @@ class _Pending:
         self._metrics = request_metrics
         self._frame = frame
         self._outcome = outcome
+        self._finish = finish       # the authorizer's edit of the answer (denied parts), if any
 
     def __call__(self, done: asyncio.Future) -> None:
         frame, outcome = self._frame, self._outcome
@@ -226,6 +243,8 @@ class _Pending:
         try:
             if outcome.exception() is None:
                 response = outcome.result()
+                if self._finish is not None:
+                    response = self._finish(response)
             else:
                 request = self._dispatcher._decode(header, self._payload)
                 response = self._dispatcher._service.answer(self._ctx, header.api_key, request, outcome)

@@ -1,7 +1,8 @@
 """Unmodified clients against `kgc serve` (uvloop) with TLS and SASL, in front of Tansu:
 confluent-kafka, kafka-python and aiokafka each consume and commit over SASL_SSL with
 SCRAM-SHA-512 and with PLAIN (kgc checking the passwords), and over mTLS; a wrong password
-surfaces as the client's authentication error.
+surfaces as the client's authentication error, and a group or topic alice has no ACL
+for as the client's authorization error.
 
 Topics are created and records produced on Tansu directly (plaintext): the data is
 upstream's; what is under test is the clients' path through kgc."""
@@ -22,6 +23,24 @@ from tests.support.security import ClientSecurity, KafkaSocket, TestPki, credent
 pytestmark = pytest.mark.integration
 
 USERS = {"alice": "alice-secret"}
+# alice may use the groups the matrix makes and read the topics it creates; nothing else.
+ACLS = """
+[[acl]]
+principal = "User:alice"
+operation = "all"
+permission = "allow"
+resource_type = "group"
+resource_name = "secure-"
+pattern_type = "prefixed"
+
+[[acl]]
+principal = "User:alice"
+operation = "read"
+permission = "allow"
+resource_type = "topic"
+resource_name = "e2e-"
+pattern_type = "prefixed"
+"""
 RECORDS = 5
 CONSUME_TIMEOUT_S = 30
 
@@ -41,9 +60,11 @@ def _secure_kgc(tansu, directory, *security_flags):
 def sasl_ssl_kgc(tansu, pki, tmp_path_factory):
     directory = tmp_path_factory.mktemp("kgc-sasl-ssl")
     users = credentials_file(directory / "users.toml", USERS)
+    (directory / "acls.toml").write_text(ACLS)
     running, broker_port = _secure_kgc(
         tansu, directory, "--security-protocol", "sasl_ssl", "--tls-cert-file", pki.server_cert,
-        "--tls-key-file", pki.server_key, "--sasl-credentials-file", users, "--sasl-failure-delay-ms", "0")
+        "--tls-key-file", pki.server_key, "--sasl-credentials-file", users, "--sasl-failure-delay-ms", "0",
+        "--authorizer", "file", "--acl-file", str(directory / "acls.toml"))
     with running as proc:
         wait_listening(broker_port)
         yield proc
@@ -115,3 +136,34 @@ def test_a_wrong_password_is_the_clients_authentication_error(sasl_ssl_kgc, pki)
         consumer.close()
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION, errors
     assert "invalid credentials" in errors[0].str()
+
+
+def test_an_unauthorized_group_and_topic_are_the_clients_authorization_errors(sasl_ssl_kgc, tansu, pki):
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    topic = create_topic(tansu.bootstrap, 1)
+    produce_sequenced(tansu.bootstrap, topic, 1, 1)
+    security = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", "alice", USERS["alice"], ca_file=pki.ca_file)
+    outsider = Consumer({"bootstrap.servers": sasl_ssl_kgc.bootstrap, "group.id": new_name("forbidden"),
+                         "auto.offset.reset": "earliest", **security.confluent()})
+    outsider.subscribe([topic])
+    try:
+        deadline, error = time.monotonic() + 15, None
+        while error is None and time.monotonic() < deadline:
+            message = outsider.poll(0.2)
+            if message is not None and message.error():
+                error = message.error()
+        assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
+    finally:
+        outsider.close()
+
+    member = Consumer({"bootstrap.servers": sasl_ssl_kgc.bootstrap, "group.id": new_name("secure-topics"),
+                       **security.confluent()})
+    try:
+        with pytest.raises(KafkaException) as raised:
+            member.commit(offsets=[TopicPartition("payroll", 0, 5)], asynchronous=False)
+        assert raised.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, raised.value
+        [stored] = member.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        assert stored.error is None
+    finally:
+        member.close()

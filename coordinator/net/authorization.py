@@ -1,0 +1,243 @@
+"""Authorization of the group APIs kgc answers, as Kafka's `KafkaApis` does it.
+
+kgc answers these requests itself, so the upstream never sees them: kgc must check them.
+`guard` runs before the request reaches the coordinator service, so a denied request
+changes no state and never learns whether a group exists. The checks, per API:
+
+| API | needs | denied |
+|---|---|---|
+| FindCoordinator (groups) | DESCRIBE GROUP key | v0-3: top-level 30; v4+: per key 30 |
+| JoinGroup, SyncGroup, Heartbeat, LeaveGroup | READ GROUP | top-level 30 |
+| OffsetCommit | READ GROUP, then READ TOPIC | every partition 30; partitions of a denied topic 29 |
+| OffsetFetch | DESCRIBE GROUP, then DESCRIBE TOPIC | group error 30; a denied topic asked for: offset -1, 29; all topics asked: denied ones left out |
+| DescribeGroups | DESCRIBE GROUP each | that group 30; `authorized_operations` filled in when asked |
+| ListGroups | DESCRIBE CLUSTER, else DESCRIBE GROUP each | groups not described are left out (no error) |
+| DeleteGroups | DELETE GROUP each | that group 30 |
+| OffsetDelete | DELETE GROUP, then READ TOPIC | top-level 30; partitions of a denied topic 29 |
+
+A request denied in part is submitted without the denied part; `finish` adds the denied
+entries (or removes what may not be seen) in the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import OffsetDeleteResponse, OffsetFetchResponse
+
+from coordinator import metrics
+from coordinator.security.acl import CLUSTER_NAME, AclSnapshot, Operation, ResourceType
+from protocol.error_responses import UNKNOWN_OFFSET, error_response
+from protocol.errors import ErrorCode
+
+GROUP_KEY = 0
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    acls: AclSnapshot
+    principal: str
+    host: str
+
+    def group(self, op: Operation, name: str) -> bool:
+        return self.acls.authorize(self.principal, self.host, op, ResourceType.GROUP, name)
+
+    def topic(self, op: Operation, name: str) -> bool:
+        return self.acls.authorize(self.principal, self.host, op, ResourceType.TOPIC, name)
+
+    def cluster(self, op: Operation) -> bool:
+        return self.acls.authorize(self.principal, self.host, op, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+@dataclass(slots=True)
+class Guarded:
+    """What to do with a request: answer `refusal` now, or submit `request` and pass the
+    answer through `finish` (None: as it is)."""
+    request: Any = None
+    finish: Callable[[Any], Any] | None = None
+    refusal: Any = None
+    denied: bool = False            # some of it was refused (for the denials metric)
+
+
+def guard(api_key: int, version: int, request: Any, caller: Caller) -> Guarded:
+    check = _GUARDS.get(api_key)
+    if check is None:       # fail closed: a local API without a rule is never answered
+        raise KeyError(f"no authorization rule for api key {api_key}")
+    guarded = check(version, request, caller)
+    if guarded.denied:
+        metrics.authorization_denied(api_key)
+    return guarded
+
+
+def _refuse(api_key: int, version: int, request: Any, code: int = GROUP_DENIED) -> Guarded:
+    return Guarded(refusal=error_response(api_key, version, request, code), denied=True)
+
+
+def _single_group(api_key: int):
+    def check(version: int, request: Any, caller: Caller) -> Guarded:
+        if caller.group(Operation.READ, request.group_id):
+            return Guarded(request)
+        return _refuse(api_key, version, request)
+    return check
+
+
+def _find_coordinator(version: int, request: Any, caller: Caller) -> Guarded:
+    if request.key_type != GROUP_KEY:
+        return Guarded(request)
+    if version < 4:
+        if caller.group(Operation.DESCRIBE, request.key):
+            return Guarded(request)
+        return _refuse(ApiKey.FindCoordinator, version, request)
+    denied = [key for key in request.coordinator_keys if not caller.group(Operation.DESCRIBE, key)]
+    if not denied:
+        return Guarded(request)
+    if len(denied) == len(request.coordinator_keys):
+        return _refuse(ApiKey.FindCoordinator, version, request)
+    request.coordinator_keys = [key for key in request.coordinator_keys if key not in denied]
+    refused = error_response(ApiKey.FindCoordinator, version, SimpleNamespace(coordinator_keys=denied), GROUP_DENIED)
+    return Guarded(request, _append("coordinators", refused.coordinators), denied=True)
+
+
+def _append(attribute: str, entries: list) -> Callable[[Any], Any]:
+    def finish(response: Any) -> Any:
+        setattr(response, attribute, list(getattr(response, attribute)) + entries)
+        return response
+    return finish
+
+
+def _commit_like(api_key: int, group_op: Operation):
+    """OffsetCommit and OffsetDelete: a group check, then READ on each topic."""
+    def check(version: int, request: Any, caller: Caller) -> Guarded:
+        if not caller.group(group_op, request.group_id):
+            return _refuse(api_key, version, request)
+        denied = [t for t in request.topics if not caller.topic(Operation.READ, t.name)]
+        if not denied:
+            return Guarded(request)
+        if api_key == ApiKey.OffsetCommit:
+            refused = error_response(api_key, version, SimpleNamespace(topics=denied), TOPIC_DENIED).topics
+        else:
+            refused = [_deleted_topic(version, t) for t in denied]
+        request.topics = [t for t in request.topics if t not in denied]
+        if not request.topics:
+            answer = _append("topics", refused)(error_response(api_key, version, request, ErrorCode.NONE))
+            return Guarded(refusal=answer, denied=True)
+        return Guarded(request, _append("topics", refused), denied=True)
+    return check
+
+
+def _deleted_topic(version: int, topic: Any) -> Any:
+    cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    return cls(version=version, name=topic.name, partitions=[
+        cls.OffsetDeleteResponsePartition(version=version, partition_index=p.partition_index, error_code=TOPIC_DENIED)
+        for p in topic.partitions])
+
+
+def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
+    if version < 8:
+        if not caller.group(Operation.DESCRIBE, request.group_id):
+            return _refuse(ApiKey.OffsetFetch, version, request)
+        denied, keep_topic = _fetch_topics(request, caller)
+        topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
+
+        def finish(response: Any) -> Any:
+            response.topics = [t for t in response.topics if keep_topic(t.name)] + [
+                _fetched_denied(version, topic_cls, topic_cls.OffsetFetchResponsePartition, t) for t in denied]
+            return response
+        return Guarded(request, finish if denied or request.topics is None else None, denied=bool(denied))
+    denied_groups = [g for g in request.groups if not caller.group(Operation.DESCRIBE, g.group_id)]
+    if len(denied_groups) == len(request.groups):
+        return _refuse(ApiKey.OffsetFetch, version, request)
+    request.groups = [g for g in request.groups if g not in denied_groups]
+    group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
+    topic_cls = group_cls.OffsetFetchResponseTopics
+    denied_topics = {}
+    for group in request.groups:
+        denied, keep = _fetch_topics(group, caller)
+        denied_topics[group.group_id] = (denied, keep)
+    refused = error_response(ApiKey.OffsetFetch, version, SimpleNamespace(groups=denied_groups), GROUP_DENIED).groups
+
+    def finish(response: Any) -> Any:
+        for group in response.groups:
+            denied, keep = denied_topics.get(group.group_id, ((), lambda _: True))
+            group.topics = [t for t in group.topics if keep(t.name)] + [
+                _fetched_denied(version, topic_cls, topic_cls.OffsetFetchResponsePartitions, t) for t in denied]
+        response.groups = list(response.groups) + refused
+        return response
+    return Guarded(request, finish, denied=bool(denied_groups) or any(d for d, _ in denied_topics.values()))
+
+
+def _fetch_topics(holder: Any, caller: Caller):
+    """Topics asked for by name: (denied ones, removed from `holder`); all topics: a filter."""
+    if holder.topics is None:
+        return [], lambda name: caller.topic(Operation.DESCRIBE, name)
+    denied = [t for t in holder.topics if not caller.topic(Operation.DESCRIBE, t.name)]
+    holder.topics = [t for t in holder.topics if t not in denied]
+    return denied, lambda name: True
+
+
+def _fetched_denied(version: int, topic_cls: Any, partition_cls: Any, topic: Any) -> Any:
+    return topic_cls(version=version, name=topic.name, partitions=[
+        partition_cls(version=version, partition_index=index, committed_offset=UNKNOWN_OFFSET,
+                      committed_leader_epoch=-1, metadata="", error_code=TOPIC_DENIED)
+        for index in topic.partition_indexes])
+
+
+def _describe_groups(version: int, request: Any, caller: Caller) -> Guarded:
+    denied = [g for g in request.groups if not caller.group(Operation.DESCRIBE, g)]
+    include_ops = version >= 3 and request.include_authorized_operations
+    if len(denied) == len(request.groups):
+        return _refuse(ApiKey.DescribeGroups, version, request)
+    request.groups = [g for g in request.groups if g not in denied]
+    refused = error_response(ApiKey.DescribeGroups, version, SimpleNamespace(groups=denied), GROUP_DENIED).groups
+
+    def finish(response: Any) -> Any:
+        if include_ops:
+            for group in response.groups:
+                if group.error_code == ErrorCode.NONE:
+                    group.authorized_operations = caller.acls.authorized_operations(
+                        caller.principal, caller.host, ResourceType.GROUP, group.group_id)
+        response.groups = list(response.groups) + refused
+        return response
+    return Guarded(request, finish if denied or include_ops else None, denied=bool(denied))
+
+
+def _list_groups(version: int, request: Any, caller: Caller) -> Guarded:
+    if caller.cluster(Operation.DESCRIBE):
+        return Guarded(request)
+
+    def finish(response: Any) -> Any:
+        response.groups = [g for g in response.groups if caller.group(Operation.DESCRIBE, g.group_id)]
+        return response
+    return Guarded(request, finish)
+
+
+def _delete_groups(version: int, request: Any, caller: Caller) -> Guarded:
+    denied = [g for g in request.groups_names if not caller.group(Operation.DELETE, g)]
+    if not denied:
+        return Guarded(request)
+    if len(denied) == len(request.groups_names):
+        return _refuse(ApiKey.DeleteGroups, version, request)
+    request.groups_names = [g for g in request.groups_names if g not in denied]
+    refused = error_response(ApiKey.DeleteGroups, version, SimpleNamespace(groups_names=denied), GROUP_DENIED)
+    return Guarded(request, _append("results", refused.results), denied=True)
+
+
+_GUARDS = {
+    ApiKey.FindCoordinator: _find_coordinator,
+    ApiKey.JoinGroup: _single_group(ApiKey.JoinGroup),
+    ApiKey.SyncGroup: _single_group(ApiKey.SyncGroup),
+    ApiKey.Heartbeat: _single_group(ApiKey.Heartbeat),
+    ApiKey.LeaveGroup: _single_group(ApiKey.LeaveGroup),
+    ApiKey.OffsetCommit: _commit_like(ApiKey.OffsetCommit, Operation.READ),
+    ApiKey.OffsetDelete: _commit_like(ApiKey.OffsetDelete, Operation.DELETE),
+    ApiKey.OffsetFetch: _offset_fetch,
+    ApiKey.DescribeGroups: _describe_groups,
+    ApiKey.ListGroups: _list_groups,
+    ApiKey.DeleteGroups: _delete_groups,
+}

@@ -1,0 +1,235 @@
+"""Authorization of the group APIs kgc answers: each thing an outsider could do to another
+team's group is refused with Kafka's error and changes nothing; topics are checked on
+commits and fetches; ListGroups shows only what may be described; mTLS principals count.
+
+alice may do anything with groups named `alice-*` and READ topic `alice-topic`; bob owns
+`bob-*` and may READ every topic; `ops` may DESCRIBE the cluster. Standalone kgc: group
+state needs no upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer.group import (
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from coordinator.settings import ServerConfig
+from protocol.errors import ErrorCode
+from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
+from tests.support.security import KafkaSocket, TestPki, credentials_file
+
+PASSWORDS = {"alice": "a-pw", "bob": "b-pw", "ops": "o-pw"}
+DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+ACLS = """
+[[acl]]
+principal = "User:alice"
+operation = "all"
+permission = "allow"
+resource_type = "group"
+resource_name = "alice-"
+pattern_type = "prefixed"
+
+[[acl]]
+principal = "User:alice"
+operation = "read"
+permission = "allow"
+resource_type = "topic"
+resource_name = "alice-topic"
+
+[[acl]]
+principal = "User:bob"
+operation = "all"
+permission = "allow"
+resource_type = "group"
+resource_name = "bob-"
+pattern_type = "prefixed"
+
+[[acl]]
+principal = "User:bob"
+operation = "read"
+permission = "allow"
+resource_type = "topic"
+resource_name = "*"
+
+[[acl]]
+principal = "User:ops"
+operation = "describe"
+permission = "allow"
+resource_type = "cluster"
+resource_name = "kafka-cluster"
+"""
+
+
+@contextlib.asynccontextmanager
+async def guarded_kgc(tmp_path, **settings):
+    (tmp_path / "acls.toml").write_text(ACLS)
+    base = dict(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, authorizer="file",
+                acl_file=str(tmp_path / "acls.toml"))
+    if "security_protocol" not in settings:
+        base.update(security_protocol="sasl_plaintext", sasl_failure_delay_ms=0,
+                    sasl_credentials_file=credentials_file(tmp_path / "users.toml", PASSWORDS))
+    async with running_kgc(ServerConfig(**base, **settings)) as app:
+        yield app
+
+
+def login(port: int, user: str) -> KafkaSocket:
+    s = KafkaSocket(port)
+    assert s.login_scram(user, PASSWORDS[user]).error_code == ErrorCode.NONE
+    return s
+
+
+def join(group: str, instance: str | None = None, member: str = "") -> JoinGroupRequest:
+    return JoinGroupRequest[5](group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+                               member_id=member, group_instance_id=instance, protocol_type="consumer",
+                               protocols=[JoinGroupRequest[5].JoinGroupRequestProtocol(name="range", metadata=b"m")])
+
+
+def commit(group: str, offsets: dict[str, int], generation: int = -1, member: str = "") -> OffsetCommitRequest:
+    topic = OffsetCommitRequest[5].OffsetCommitRequestTopic
+    return OffsetCommitRequest[5](group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+                                  topics=[topic(name=name, partitions=[topic.OffsetCommitRequestPartition(
+                                      partition_index=0, committed_offset=offset, committed_metadata="")])
+                                      for name, offset in offsets.items()])
+
+
+def fetch(group: str, topics: list[str] | None) -> OffsetFetchRequest:
+    topic = OffsetFetchRequest[5].OffsetFetchRequestTopic
+    return OffsetFetchRequest[5](group_id=group, topics=None if topics is None else [
+        topic(name=name, partition_indexes=[0]) for name in topics])
+
+
+def partition_errors(response) -> dict[str, int]:
+    return {t.name: t.partitions[0].error_code for t in response.topics}
+
+
+def bob_owns_a_stable_group(port: int) -> tuple[KafkaSocket, str]:
+    """bob's static member `bob-1` in `bob-g`, stable, with offset 42 committed on bob-topic."""
+    bob = login(port, "bob")
+    joined = bob.call(join("bob-g", "bob-1"))
+    assert joined.error_code == ErrorCode.NONE, joined
+    member = joined.member_id
+    sync = SyncGroupRequest[3](group_id="bob-g", generation_id=joined.generation_id, member_id=member,
+                               group_instance_id="bob-1", assignments=[
+                                   SyncGroupRequest[3].SyncGroupRequestAssignment(member_id=member,
+                                                                                  assignment=b"bob's")])
+    assert bob.call(sync).assignment == b"bob's"
+    assert partition_errors(bob.call(commit("bob-g", {"bob-topic": 42}, joined.generation_id, member))) == {
+        "bob-topic": ErrorCode.NONE}
+    return bob, member
+
+
+async def test_an_outsider_cannot_touch_another_teams_group(tmp_path):
+    async with guarded_kgc(tmp_path) as app:
+        def scenario():
+            bob, member = bob_owns_a_stable_group(app.port)
+            with bob, login(app.port, "alice") as alice:
+                # Take over bob's static member and receive its assignment.
+                assert alice.call(join("bob-g", "bob-1")).error_code == DENIED
+                # Rewind bob's committed offsets, or delete them.
+                assert partition_errors(alice.call(commit("bob-g", {"bob-topic": 0}))) == {"bob-topic": DENIED}
+                delete_offsets = OffsetDeleteRequest[0](group_id="bob-g", topics=[
+                    OffsetDeleteRequest[0].OffsetDeleteRequestTopic(name="bob-topic", partitions=[
+                        OffsetDeleteRequest[0].OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
+                            partition_index=0)])])
+                assert alice.call(delete_offsets).error_code == DENIED
+                # Delete the group.
+                deleted = alice.call(DeleteGroupsRequest[2](groups_names=["bob-g", "alice-none"]))
+                assert {r.group_id: r.error_code for r in deleted.results} == {
+                    "bob-g": DENIED, "alice-none": ErrorCode.GROUP_ID_NOT_FOUND}
+                # Read members, client ids and hosts.
+                [described] = alice.call(DescribeGroupsRequest[5](groups=["bob-g"],
+                                                                  include_authorized_operations=True)).groups
+                assert (described.error_code, described.members, described.group_state) == (DENIED, [], "")
+                # Kick bob's member out with its (disclosed) member id.
+                leave = LeaveGroupRequest[3](group_id="bob-g", members=[
+                    LeaveGroupRequest[3].MemberIdentity(member_id=member, group_instance_id="bob-1")])
+                assert alice.call(leave).error_code == DENIED
+                # Find its coordinator, fetch its offsets.
+                assert alice.call(FindCoordinatorRequest[3](key="bob-g", key_type=0)).error_code == DENIED
+                batch = alice.call(FindCoordinatorRequest[4](key_type=0, coordinator_keys=["bob-g", "alice-g"]))
+                assert {c.key: c.error_code for c in batch.coordinators} == {"bob-g": DENIED,
+                                                                              "alice-g": ErrorCode.NONE}
+                assert alice.call(fetch("bob-g", None)).error_code == DENIED
+                # List every group: alice sees hers only.
+                assert partition_errors(alice.call(commit("alice-g", {"alice-topic": 7}))) == {
+                    "alice-topic": ErrorCode.NONE}
+                listed = alice.call(ListGroupsRequest[4](states_filter=[]))
+                assert [g.group_id for g in listed.groups] == ["alice-g"]
+
+                # Nothing changed for bob.
+                assert bob.call(fetch("bob-g", ["bob-topic"])).topics[0].partitions[0].committed_offset == 42
+                [mine] = bob.call(DescribeGroupsRequest[5](groups=["bob-g"],
+                                                           include_authorized_operations=True)).groups
+                assert mine.group_state == "Stable" and [m.member_id for m in mine.members] == [member]
+                assert sum(1 << op for op in mine.authorized_operations) == 3400
+            with login(app.port, "ops") as ops:
+                listed = ops.call(ListGroupsRequest[4](states_filter=[]))
+                assert sorted(g.group_id for g in listed.groups) == ["alice-g", "bob-g"]
+
+        await asyncio.to_thread(scenario)
+
+
+async def test_topics_are_checked_on_commits_and_fetches(tmp_path):
+    async with guarded_kgc(tmp_path) as app:
+        def scenario():
+            with login(app.port, "alice") as alice:
+                committed = alice.call(commit("alice-g", {"alice-topic": 5, "payroll": 9}))
+                assert partition_errors(committed) == {"alice-topic": ErrorCode.NONE,
+                                                       "payroll": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                asked = alice.call(fetch("alice-g", ["alice-topic", "payroll"]))
+                assert {t.name: (t.partitions[0].committed_offset, t.partitions[0].error_code)
+                        for t in asked.topics} == {"alice-topic": (5, ErrorCode.NONE),
+                                                   "payroll": (-1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+                only_denied = alice.call(commit("alice-g", {"payroll": 1}))
+                assert partition_errors(only_denied) == {"payroll": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+            with login(app.port, "bob") as bob:
+                # bob may read every topic: his commit to payroll in his own group lands...
+                assert partition_errors(bob.call(commit("bob-g", {"payroll": 3}))) == {"payroll": ErrorCode.NONE}
+            with login(app.port, "alice") as alice:
+                # ...and alice never stored one: "all topics" leaves out what she may not describe.
+                everything = alice.call(fetch("alice-g", None))
+                assert [t.name for t in everything.topics] == ["alice-topic"]
+                v8 = OffsetFetchRequest[8](require_stable=False, groups=[
+                    OffsetFetchRequest[8].OffsetFetchRequestGroup(group_id=g, topics=None)
+                    for g in ("alice-g", "bob-g")])
+                groups = {g.group_id: g for g in alice.call(v8).groups}
+                assert groups["bob-g"].error_code == DENIED and groups["bob-g"].topics == []
+                assert [t.name for t in groups["alice-g"].topics] == ["alice-topic"]
+
+        await asyncio.to_thread(scenario)
+
+
+async def test_an_mtls_principal_is_authorized_by_its_mapped_name(tmp_path):
+    pki = TestPki(tmp_path)
+    async with guarded_kgc(tmp_path, security_protocol="ssl", tls_cert_file=pki.server_cert,
+                           tls_key_file=pki.server_key, tls_client_ca_file=pki.ca_file, tls_client_auth="required",
+                           ssl_principal_mapping_rules="RULE:^CN=([^,]+),.*$/$1/L,DEFAULT") as app:
+        cert = pki.issue("alice", common_name="Alice", organization_unit="eng")
+
+        def scenario():
+            with KafkaSocket(app.port, context=pki.client_context(cert)) as alice:
+                assert partition_errors(alice.call(commit("alice-g", {"alice-topic": 1}))) == {
+                    "alice-topic": ErrorCode.NONE}
+                assert partition_errors(alice.call(commit("bob-g", {"alice-topic": 1}))) == {"alice-topic": DENIED}
+
+        await asyncio.to_thread(scenario)
+
+
+@pytest.mark.parametrize("user, expected", [("alice", ErrorCode.NONE), ("bob", DENIED)])
+async def test_join_is_allowed_to_the_owner_only(tmp_path, user, expected):
+    async with guarded_kgc(tmp_path) as app:
+        def scenario():
+            with login(app.port, user) as s:
+                return s.call(join("alice-solo", "solo-1")).error_code
+
+        assert await asyncio.to_thread(scenario) == expected
