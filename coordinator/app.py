@@ -32,6 +32,7 @@ from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.log_ends import LogEnds, keep_fresh
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
+from coordinator.gateway.upstream_groups import UpstreamGroups
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
 from coordinator.http.groups import committed_offsets
 from coordinator.http.server import HttpServer
@@ -41,6 +42,7 @@ from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.server import Listener
 from coordinator.node import CoordinatorNode
 from coordinator.periodic import run_every
+from coordinator.runtime.adoption import Adoption
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime
@@ -82,6 +84,7 @@ class KgcApp:
         self.service = None
         self.listeners: list[Listener] = []
         self.cluster: UpstreamCluster | None = None
+        self.upstream_groups: UpstreamGroups | None = None
         self.http: HttpServer | None = None
         self.sampler: GroupStatsSampler | None = None
         self.cleaner: CleanerSchedule | None = None
@@ -128,8 +131,12 @@ class KgcApp:
             raise CannotListen(f"cannot listen for Kafka clients on {cfg.host}:{cfg.port}: {_reason(exc)}; set port "
                                "(--port, KGC_PORT; 0: any free port) or host") from None
         node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
-        self.service = GroupCoordinatorService(self.runtime, node)
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None
+        adoption = None
+        if self.cluster is not None and cfg.adopt_from_upstream:
+            self.upstream_groups = UpstreamGroups(self.cluster)
+            adoption = Adoption(self.runtime, self.upstream_groups)
+        self.service = GroupCoordinatorService(self.runtime, node, adoption)
         answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
@@ -280,6 +287,8 @@ class KgcApp:
                         self.config.shutdown_timeout_ms)
         for listener in self.listeners:
             listener.close_connections()
+        if self.upstream_groups is not None:
+            await self.upstream_groups.close()
         if self.cluster is not None:
             await self.cluster.close()
         if self.store is not None:

@@ -16,6 +16,7 @@ from coordinator.bench.cli import add_bench_parser
 from coordinator.credentials_command import add_credentials_parser
 from coordinator.demo import add_demo_parser
 from coordinator.groups_command import add_groups_parser
+from coordinator.migrate_command import add_migrate_parsers
 from coordinator.logging_setup import setup_logging
 from coordinator.settings import SETTINGS, ConfigError, boolean, default_of, load_config, render_toml
 
@@ -77,6 +78,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     add_serve_parser(sub)
     add_demo_parser(sub)
     add_groups_parser(sub)
+    add_migrate_parsers(sub)
     add_credentials_parser(sub)
     if command is None or command in OFFLINE_COMMANDS:
         from coordinator.offline.cli import add_subcommands as add_offline_parsers

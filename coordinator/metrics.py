@@ -47,6 +47,8 @@ thread counts them. Label values are bounded: an API key kgc has no name for is 
 | kgc_consumer_lag_unknown_partitions | gauge | group, topic | partitions whose lag is unknown |
 | kgc_consumer_lag_partition | gauge | group, topic, partition | per partition (setting lag_metrics_per_partition) |
 | kgc_consumer_lag_series_dropped | gauge | | lag series left out past MAX_LAG_SERIES per family |
+| kgc_group_adoptions_total | counter | outcome | first uses of unknown groups: adopted, new (unknown upstream), waiting (live upstream members), unreachable |
+| kgc_adoption_waiting_upstream_members | gauge | group | members a group still has at the upstream while kgc's wait (removed once adopted) |
 """
 
 from __future__ import annotations
@@ -134,6 +136,11 @@ SESSIONS_EXPIRED = Counter("kgc_sasl_sessions_expired", "Connections closed at t
                            registry=REGISTRY)
 AUTHORIZATION_DENIALS = Counter("kgc_authorization_denials", "Requests or parts refused by the authorizer",
                                 ["api"], registry=REGISTRY)
+ADOPTIONS = Counter("kgc_group_adoptions", "First uses of unknown groups, by outcome", ["outcome"],
+                    registry=REGISTRY)
+ADOPTION_WAITING = Gauge("kgc_adoption_waiting_upstream_members",
+                         "Members a group still has at the upstream while kgc's members wait", ["group"],
+                         registry=REGISTRY)
 
 UPSTREAM_SENT = UPSTREAM_BYTES.labels("sent")
 UPSTREAM_RECEIVED = UPSTREAM_BYTES.labels("received")
@@ -365,6 +372,18 @@ def sasl_session_expired() -> None:
 
 def authorization_denied(api_key: int) -> None:
     AUTHORIZATION_DENIALS.labels(api_name(api_key)).inc()
+
+
+def adoption(outcome: str) -> None:
+    ADOPTIONS.labels(outcome).inc()
+
+
+def adoption_waiting(group_id: str, upstream_members: int) -> None:
+    ADOPTION_WAITING.labels(group_id).set(upstream_members)
+
+
+def adoption_waiting_done(group_id: str) -> None:
+    ADOPTION_WAITING.remove(group_id)
 
 
 # ---- the log (storage calls this through its observer seam) -----------------------------

@@ -737,3 +737,25 @@ def new_group_metadata_tombstone(group: str, *, member_id: str = "", generation:
                                  client_id: str = "", client_host: str = "") -> CoordinatorRecord:
     return CoordinatorRecord(GroupMetadataKey(group), None,
                              _audit_headers(member_id, generation, client_id, client_host))
+
+
+ADOPTED_FROM = "adopted_from"
+ADOPTED_AT_MS = "adopted_at_ms"
+
+
+def adoption_headers(source: str, adopted_at_ms: int) -> tuple[tuple[str, bytes | None], ...]:
+    """The audit headers of a record kgc adopted rather than was sent: from where, and when."""
+    return _audit_headers("", -1, "kgc-adoption", "") + (
+        (ADOPTED_FROM, source.encode("utf-8")), (ADOPTED_AT_MS, str(adopted_at_ms).encode("utf-8")))
+
+
+def adoption_of(headers: tuple[tuple[str, bytes | None], ...]) -> tuple[str, int] | None:
+    """(source, adopted at ms) from a record's audit headers, or None if it was not adopted."""
+    found = {name: value for name, value in headers if value is not None}
+    source, at = found.get(ADOPTED_FROM), found.get(ADOPTED_AT_MS)
+    if source is None or at is None:
+        return None
+    try:
+        return source.decode("utf-8", "replace"), int(at)
+    except ValueError:
+        return source.decode("utf-8", "replace"), -1

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -38,6 +38,7 @@ from coordinator.group.result import RequestContext
 from coordinator.group.views import GroupDescription, OffsetFetchGroup
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
+from coordinator.runtime.adoption import Adoption
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
 from protocol.consumer_group_messages import ConsumerGroupDescribeResponse
 from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
@@ -61,21 +62,23 @@ def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
 
 
 class GroupCoordinatorService:
-    def __init__(self, runtime: RuntimeApi, node: CoordinatorNode):
+    def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None):
         self._runtime = runtime
         self._node = node
+        self._adoption = adoption
         # Each returns the response, or a future of it (a runtime future, or a task for the
         # APIs that fan out over partitions); it may raise, and `_refuse` answers that.
         self._submitters: dict[int, Callable[[RequestContext, Any], Any]] = {
             ApiKey.FindCoordinator: self._find_coordinator,
-            ApiKey.JoinGroup: partial(self._single_group_write, _join_group),
+            ApiKey.JoinGroup: partial(self._adopting_write, _join_group),
             ApiKey.SyncGroup: partial(self._single_group_write, _sync_group),
             ApiKey.Heartbeat: partial(self._single_group_write, _heartbeat),
             ApiKey.LeaveGroup: partial(self._single_group_write, _leave_group),
-            ApiKey.OffsetCommit: partial(self._single_group_write, _offset_commit),
-            ApiKey.OffsetDelete: partial(self._single_group_write, _offset_delete),
-            ApiKey.OffsetFetch: self._offset_fetch,
-            ApiKey.DescribeGroups: _as_task(self._describe_groups),
+            ApiKey.OffsetCommit: partial(self._adopting_write, _offset_commit),
+            ApiKey.OffsetDelete: partial(self._adopting_write, _offset_delete),
+            ApiKey.OffsetFetch: self._adopting(_fetched_group_ids, self._offset_fetch),
+            ApiKey.DescribeGroups: self._adopting(lambda ctx, request: request.groups,
+                                                  _as_task(self._describe_groups)),
             ApiKey.ListGroups: _as_task(self._list_groups),
             ApiKey.DeleteGroups: _as_task(self._delete_groups),
             ApiKey.ConsumerGroupHeartbeat: partial(self._single_group_write, _consumer_group_heartbeat),
@@ -126,6 +129,36 @@ class GroupCoordinatorService:
 
     def _single_group_write(self, op: Callable[..., Any], ctx: RequestContext, request: Any) -> Any:
         return self._runtime.submit_write(self._partition(request.group_id), partial(op, ctx, request))
+
+    # ---- adoption (cut-over on first use) ---------------------------------------------
+
+    def _adopting_write(self, op: Callable[..., Any], ctx: RequestContext, request: Any) -> Any:
+        adoption = self._adoption
+        if adoption is None or request.group_id in adoption.settled:
+            return self._single_group_write(op, ctx, request)
+        return asyncio.ensure_future(self._after_adoption(
+            (request.group_id,), partial(self._single_group_write, op), ctx, request))
+
+    def _adopting(self, group_ids_of: Callable[[RequestContext, Any], Iterable[str | None]],
+                  submit: Callable[[RequestContext, Any], Any]) -> Callable[[RequestContext, Any], Any]:
+        """`submit` once every group the request names is settled (`runtime.adoption`);
+        a settled group costs a set lookup."""
+        if self._adoption is None:
+            return submit
+        settled = self._adoption.settled
+
+        def adopting(ctx: RequestContext, request: Any) -> Any:
+            group_ids = group_ids_of(ctx, request)
+            if all(g in settled for g in group_ids):
+                return submit(ctx, request)
+            return asyncio.ensure_future(self._after_adoption(group_ids, submit, ctx, request))
+        return adopting
+
+    async def _after_adoption(self, group_ids: Iterable[str | None], submit: Callable[[RequestContext, Any], Any],
+                              ctx: RequestContext, request: Any) -> Any:
+        await self._adoption.ensure_all(group_ids)
+        outcome = submit(ctx, request)
+        return await outcome if isinstance(outcome, asyncio.Future) else outcome
 
     async def _per_partition(self, api_key: int, items: Sequence[Any], group_of: Callable[[Any], str | None],
                              run: Callable[[int, list[Any]], Awaitable[list[Any]]]) -> list[Any]:
@@ -323,6 +356,12 @@ def _offset_fetch_one_group(ctx: RequestContext, request: Any, topics: list[tupl
         raise ApiError(group.error)
     return OffsetFetchResponse(version=ctx.api_version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                topics=_fetched_topics_v0(ctx.api_version, group))
+
+
+def _fetched_group_ids(ctx: RequestContext, request: Any) -> list[str | None]:
+    if ctx.api_version >= 8:  # KIP-709: several groups
+        return [g.group_id for g in request.groups]
+    return [request.group_id]
 
 
 def _as_task(handler: Callable[[RequestContext, Any], Awaitable[Any]]) -> Callable[[RequestContext, Any], Any]:

@@ -45,6 +45,7 @@ class ServerConfig:
     segment_bytes: int = 100 * 2**20
     upstream: tuple[tuple[str, int], ...] = ()
     standalone: bool = False                 # no upstream, not even the embedded one
+    adopt_from_upstream: bool = True         # first use of an unknown group adopts it from upstream
     broker_port_base: int = 19092
     broker_ports: tuple[tuple[int, int], ...] = ()   # explicit (node id, port) listeners
     max_frame_bytes: int = 100 * 2**20      # Kafka's socket.request.max.bytes
@@ -258,6 +259,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("upstream", host_ports, "HOST:PORT,... of the Kafka cluster (unset: the embedded broker)",
             metavar="HOST:PORT[,HOST:PORT...]"),
     Setting("standalone", boolean, "run without any upstream, not even the embedded broker"),
+    Setting("adopt_from_upstream", boolean, "on first use of a group kgc does not know, adopt its state and "
+            "offsets from the upstream cluster's coordinator (waiting while it has members there)"),
     Setting("broker_port_base", _PORT_OR_ANY, "kgc listener for upstream broker N is this + N"),
     Setting("broker_ports", broker_ports, "NODE_ID=PORT: an explicit listener port for one upstream broker",
             flag="--broker-port", repeatable=True, metavar="NODE_ID=PORT"),

@@ -159,3 +159,14 @@ def response_header_version(api_key: int, api_version: int) -> int:
     if api_key == ApiKey.ApiVersions:
         return 0  # KIP-511: always v0, even for the flexible v3+ bodies
     return 1 if is_flexible(api_key, api_version) else 0
+
+
+class NoCommonVersion(ValueError):
+    pass
+
+
+def pick_version(ours: tuple[int, int], theirs: tuple[int, int] | None, name: str) -> int:
+    """The newest version in both ranges; `theirs` is a peer's ApiVersions range (None: not served)."""
+    if theirs is None or theirs[1] < ours[0] or theirs[0] > ours[1]:
+        raise NoCommonVersion(f"upstream serves no {name} version in {ours[0]}..{ours[1]} (it has {theirs})")
+    return min(ours[1], theirs[1])

@@ -35,6 +35,7 @@ from kafka.protocol.consumer.group import (
 )
 
 from coordinator.group import describe
+from coordinator.group.adopt import AdoptedOffset, adoption_records
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer_group import ConsumerGroup, from_topic_partitions
@@ -181,6 +182,19 @@ class GroupShard:
                 log.debug("[group=%s] DeleteGroups refused with %s", group_id, error.name)
             outcome.append((group_id, error))
         return Result(records=tuple(records), response=outcome)
+
+    # ------------------------------------------------------------ adoption
+
+    def knows(self, group_id: str) -> bool:
+        return group_id in self.groups
+
+    def adopt(self, group_id: str, protocol_type: str, offsets: tuple[AdoptedOffset, ...], source: str) -> Result:
+        """A group's state from another coordinator, as records of kgc's own; `response` says
+        whether anything was adopted (not when kgc knows the group by now, or there is nothing)."""
+        if group_id in self.groups or not (protocol_type or offsets):
+            return Result(response=False)
+        return Result(records=adoption_records(group_id, protocol_type, offsets, source=source,
+                                               now_ms=self.clock()), response=True)
 
     # ------------------------------------------------------------ replay and lifecycle
 

@@ -17,6 +17,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsRespo
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
 from coordinator.probe import request_response
+from protocol.api_keys import NoCommonVersion, pick_version
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,12 @@ class UpstreamOffsets:
 
     def log_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
         versions = self._api_versions(self.bootstrap)
-        metadata_version = _pick(METADATA_VERSIONS, versions.get(MetadataRequest.API_KEY), "Metadata")
-        list_version = _pick(LIST_OFFSETS_VERSIONS, versions.get(ListOffsetsRequest.API_KEY), "ListOffsets")
+        try:
+            metadata_version = pick_version(METADATA_VERSIONS, versions.get(MetadataRequest.API_KEY), "Metadata")
+            list_version = pick_version(LIST_OFFSETS_VERSIONS, versions.get(ListOffsetsRequest.API_KEY),
+                                        "ListOffsets")
+        except NoCommonVersion as e:
+            raise UpstreamError(str(e)) from e
         metadata = self._call(self.bootstrap, MetadataRequest[metadata_version](
             topics=None, allow_auto_topic_creation=False), MetadataResponse)
         brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
@@ -108,8 +113,3 @@ class UpstreamOffsets:
         except OSError as e:
             raise UpstreamError(f"{address[0]}:{address[1]}: {e}") from e
 
-
-def _pick(ours: tuple[int, int], theirs: tuple[int, int] | None, name: str) -> int:
-    if theirs is None or theirs[1] < ours[0] or theirs[0] > ours[1]:
-        raise UpstreamError(f"upstream serves no {name} version in {ours[0]}..{ours[1]} (it has {theirs})")
-    return min(ours[1], theirs[1])

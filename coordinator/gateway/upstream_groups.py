@@ -1,0 +1,221 @@
+"""The upstream cluster's own group coordinator, asked as a client would ask it.
+
+For adoption (`coordinator.runtime.adoption`), `kgc import` and `kgc export`:
+`snapshot(group)` finds the group's coordinator upstream (FindCoordinator on the
+cluster's control broker) and asks it DescribeGroups (state, protocol type, members)
+and OffsetFetch (committed offsets); `list_groups()` asks ListGroups of every broker;
+`commit(group, offsets)` writes offsets with OffsetCommit as a simple (generation -1)
+commit, as `kafka-consumer-groups --reset-offsets` does.
+
+OffsetFetch asks for "all topics" (null) first. A coordinator that answers that with no
+topics (Tansu: it does not list a group's topics; its v2-7 answers to null are even
+unreadable) is asked again naming every partition of every topic in the cluster's
+Metadata, so a group is never taken for empty because of how its coordinator lists.
+
+One connection per coordinator address, opened on first use and replaced once failed;
+every request is bounded by the cluster's request timeout. Failures (no live broker,
+refused, timed out, an error code where an answer was due) raise `UpstreamUnavailable`:
+the caller answers a retriable error and never takes a failure for an empty group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterable
+
+from kafka.protocol.admin.groups import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.group.adopt import AdoptedOffset
+from coordinator.runtime.adoption import UpstreamGroup
+from protocol.api_keys import NoCommonVersion, pick_version
+from protocol.errors import ErrorCode
+
+CLIENT_ID = "kgc-adoption"
+# Versions kafka-python encodes and Kafka 4 and Tansu both serve; newer ones add nothing used here.
+FIND_COORDINATOR_VERSIONS = (1, 3)
+DESCRIBE_GROUPS_VERSIONS = (0, 5)
+OFFSET_FETCH_VERSIONS = (1, 8)
+OFFSET_COMMIT_VERSIONS = (2, 7)
+LIST_GROUPS_VERSIONS = (0, 4)
+METADATA_VERSIONS = (1, 8)
+_OFFSET_FETCH_BATCHED = 8   # v8+ (KIP-709) nests topics under groups
+
+
+class UpstreamGroups:
+    def __init__(self, cluster: UpstreamCluster, *, request_timeout_ms: int = 10_000):
+        self._cluster = cluster
+        self._timeout_s = request_timeout_ms / 1000
+        self._connections: dict[tuple[str, int], UpstreamConnection] = {}
+        self._correlation_ids = itertools.count(1)
+
+    async def snapshot(self, group_id: str) -> UpstreamGroup:
+        coordinator = await self._coordinator(group_id)
+        described = await self._describe(coordinator, group_id)
+        offsets = await self._fetch_offsets(coordinator, group_id)
+        return UpstreamGroup(group_id, described.group_state, described.protocol_type,
+                             tuple(m.member_id for m in described.members), tuple(offsets))
+
+    async def list_groups(self) -> list[str]:
+        version = self._version(ApiKey.ListGroups, LIST_GROUPS_VERSIONS)
+        request_args = {"states_filter": []} if version >= 4 else {}
+        addresses = [(b.host, b.port) for b in self._cluster.brokers.values()] or [self._live()]
+        found: dict[str, None] = {}
+        for address in addresses:
+            response = await self._call(address, ListGroupsRequest[version](**request_args), ListGroupsResponse)
+            _check(response.error_code, "ListGroups")
+            found.update((g.group_id, None) for g in response.groups)
+        return list(found)
+
+    async def commit(self, group_id: str, offsets: Iterable[AdoptedOffset]) -> None:
+        coordinator = await self._coordinator(group_id)
+        version = self._version(ApiKey.OffsetCommit, OFFSET_COMMIT_VERSIONS)
+        cls = OffsetCommitRequest[version]
+        topic_cls = cls.OffsetCommitRequestTopic
+        partition_cls = topic_cls.OffsetCommitRequestPartition
+        by_topic: dict[str, list[AdoptedOffset]] = {}
+        for offset in offsets:
+            by_topic.setdefault(offset.topic, []).append(offset)
+        args = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": ""}
+        if version >= 7:
+            args["group_instance_id"] = None
+        if version <= 4:
+            args["retention_time_ms"] = -1
+        request = cls(**args, topics=[topic_cls(name=topic, partitions=[
+            partition_cls(partition_index=o.partition, committed_offset=o.offset, committed_metadata=o.metadata,
+                          **({"committed_leader_epoch": o.leader_epoch} if version >= 6 else {}))
+            for o in partitions]) for topic, partitions in by_topic.items()])
+        response = await self._call(coordinator, request, OffsetCommitResponse)
+        for topic in response.topics:
+            for partition in topic.partitions:
+                _check(partition.error_code, f"OffsetCommit {topic.name}-{partition.partition_index}")
+
+    async def close(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            await connection.close()
+
+    # ---- the steps ------------------------------------------------------------------
+
+    async def _coordinator(self, group_id: str) -> tuple[str, int]:
+        live = self._live()
+        version = self._version(ApiKey.FindCoordinator, FIND_COORDINATOR_VERSIONS)
+        response = await self._call(live, FindCoordinatorRequest[version](key=group_id, key_type=0),
+                                    FindCoordinatorResponse)
+        _check(response.error_code, f"FindCoordinator for {group_id!r}")
+        return response.host, response.port
+
+    async def _describe(self, coordinator: tuple[str, int], group_id: str):
+        version = self._version(ApiKey.DescribeGroups, DESCRIBE_GROUPS_VERSIONS)
+        args = {"include_authorized_operations": False} if version >= 3 else {}
+        response = await self._call(coordinator, DescribeGroupsRequest[version](groups=[group_id], **args),
+                                    DescribeGroupsResponse)
+        (described,) = response.groups
+        if described.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+            _check(described.error_code, f"DescribeGroups {group_id!r}")
+        return described
+
+    async def _fetch_offsets(self, coordinator: tuple[str, int], group_id: str) -> list[AdoptedOffset]:
+        version = self._version(ApiKey.OffsetFetch, OFFSET_FETCH_VERSIONS)
+        if version >= 2:  # null means "all topics" from v2 on
+            found = await self._offset_fetch(coordinator, version, group_id, None)
+            if found:
+                return found
+        return await self._offset_fetch(coordinator, version, group_id, await self._all_partitions())
+
+    async def _offset_fetch(self, coordinator: tuple[str, int], version: int, group_id: str,
+                            topics: dict[str, list[int]] | None) -> list[AdoptedOffset]:
+        cls = OffsetFetchRequest[version]
+        if version >= _OFFSET_FETCH_BATCHED:
+            group_cls = cls.OffsetFetchRequestGroup
+            topic_cls = group_cls.OffsetFetchRequestTopics
+            named = None if topics is None else [topic_cls(name=t, partition_indexes=ps) for t, ps in topics.items()]
+            request = cls(groups=[group_cls(group_id=group_id, topics=named)], require_stable=False)
+        else:
+            topic_cls = cls.OffsetFetchRequestTopic
+            named = None if topics is None else [topic_cls(name=t, partition_indexes=ps) for t, ps in topics.items()]
+            request = cls(group_id=group_id, topics=named, **({"require_stable": False} if version >= 7 else {}))
+        response = await self._call(coordinator, request, OffsetFetchResponse)
+        if version >= _OFFSET_FETCH_BATCHED:
+            (group,) = response.groups
+            _check(group.error_code, f"OffsetFetch {group_id!r}")
+            fetched_topics = group.topics
+        else:
+            if version >= 2:
+                _check(response.error_code, f"OffsetFetch {group_id!r}")
+            fetched_topics = response.topics
+        offsets = []
+        for topic in fetched_topics:
+            for p in topic.partitions:
+                _check(p.error_code, f"OffsetFetch {group_id!r} {topic.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    epoch = p.committed_leader_epoch if version >= 5 else -1
+                    offsets.append(AdoptedOffset(topic.name, p.partition_index, p.committed_offset, epoch,
+                                                 p.metadata or ""))
+        return offsets
+
+    async def _all_partitions(self) -> dict[str, list[int]]:
+        version = self._version(ApiKey.Metadata, METADATA_VERSIONS)
+        args = {"allow_auto_topic_creation": False} if version >= 4 else {}
+        metadata = await self._call(self._live(), MetadataRequest[version](topics=None, **args), MetadataResponse)
+        return {t.name: [p.partition_index for p in t.partitions] for t in metadata.topics
+                if not t.error_code and not t.is_internal}
+
+    # ---- plumbing -------------------------------------------------------------------
+
+    def _live(self) -> tuple[str, int]:
+        address = self._cluster.live_broker()
+        if address is None:
+            raise UpstreamUnavailable(self._cluster.status, before_connect=True)
+        return address
+
+    def _version(self, api_key: int, ours: tuple[int, int]) -> int:
+        try:
+            return pick_version(ours, self._cluster.api_versions.get(api_key), ApiKey(api_key).name)
+        except NoCommonVersion as exc:
+            raise UpstreamUnavailable(str(exc)) from exc
+
+    async def _call(self, address: tuple[str, int], request, response_class):
+        connection = self._connections.get(address)
+        if connection is None or connection.failure is not None:
+            connection = self._connections[address] = UpstreamConnection(
+                *address, connect_timeout_ms=self._cluster.connect_timeout_ms)
+        correlation_id = next(self._correlation_ids)
+        request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
+        sent = connection.send(correlation_id, request.encode(header=True), True)
+        try:
+            payload = await asyncio.wait_for(sent, self._timeout_s)
+        except TimeoutError as exc:
+            await connection.close()  # a late answer would put the connection out of step
+            raise UpstreamUnavailable(f"{address[0]}:{address[1]} did not answer "
+                                      f"{type(request).__name__} within {self._timeout_s}s") from exc
+        try:
+            return response_class.decode(payload, version=request.API_VERSION, header=True)
+        except Exception as exc:  # kafka-python raises assorted errors on an unreadable body
+            raise UpstreamUnavailable(f"unreadable {response_class.__name__} from {address[0]}:{address[1]}: "
+                                      f"{exc}") from exc
+
+
+def _check(code: int, what: str) -> None:
+    if code != ErrorCode.NONE:
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = f"error {code}"
+        raise UpstreamUnavailable(f"{what}: upstream answered {name}")

@@ -1,0 +1,44 @@
+"""Adoption: a group's state from another coordinator, as records of kgc's own.
+
+Pure: the runtime's `Adoption` (coordinator/runtime/adoption.py) or `kgc import` fetches
+the state; `adoption_records` turns it into the records kgc would have written itself,
+with audit headers that say where they came from (`records.adoption_headers`), and the
+shard replays them through the normal write path. A group with a protocol type (a
+"consumer" group) gets an Empty GroupMetadata record first, so it exists even before its
+first member joins; a simple group (no protocol type) is its offsets alone, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from coordinator.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    adoption_headers,
+)
+
+
+class AdoptedOffset(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+
+
+def adoption_records(group_id: str, protocol_type: str, offsets: tuple[AdoptedOffset, ...], *, source: str,
+                     now_ms: int) -> tuple[CoordinatorRecord, ...]:
+    headers = adoption_headers(source, now_ms)
+    records: list[CoordinatorRecord] = []
+    if protocol_type:
+        records.append(CoordinatorRecord(GroupMetadataKey(group_id), GroupMetadataValue(
+            protocol_type=protocol_type, generation=0, protocol=None, leader=None,
+            current_state_timestamp_ms=now_ms, members=()), headers))
+    records += [CoordinatorRecord(OffsetCommitKey(group_id, o.topic, o.partition),
+                                  OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, now_ms), headers)
+                for o in offsets]
+    return tuple(records)

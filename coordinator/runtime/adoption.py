@@ -1,0 +1,140 @@
+"""Cut-over on first use: a group kgc has never seen is adopted from the upstream coordinator.
+
+The service asks `ensure(group)` before the first JoinGroup, OffsetCommit, OffsetFetch,
+OffsetDelete or DescribeGroups of a group not yet `settled`; afterwards a set lookup is all
+a request pays. `ensure`:
+1. asks the group's partition whether kgc knows the group (its log has it): settled;
+2. else takes a snapshot of it at the upstream coordinator (`GroupSource`): state,
+   members, committed offsets;
+3. while it has live members there, refuses with COORDINATOR_LOAD_IN_PROGRESS, which
+   every client retries with its state kept, so no second group forms over the same
+   partitions (logged when the waiting members change, and exported as
+   kgc_adoption_waiting_upstream_members{group});
+4. else writes what it found through the partition's normal write path
+   (`GroupShard.adopt`: records stamped adopted_from=upstream and the time), durable
+   before any request about the group is answered; a group unknown upstream is settled
+   with nothing written, as today.
+An upstream that cannot be reached or answers an error refuses the request the same
+retriable way: a failure is never taken for an empty group. Concurrent requests about one
+group share one attempt.
+
+Settled groups are remembered for the life of the process, so a group deleted on kgc is
+not adopted again until a restart; after one, a group absent from kgc's log is asked
+about again (the README's migration section says to turn adoption off once done).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from coordinator import metrics
+from coordinator.group.adopt import AdoptedOffset
+from coordinator.partitioning import partition_for
+from coordinator.runtime.api import RuntimeApi
+from protocol.errors import ApiError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+SOURCE_UPSTREAM = "upstream"
+# Group states with members working (classic and KIP-848); Tansu says "Unknown" for a live
+# group, so members present count as live whatever the state says.
+_LIVE_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Stable", "Assigning", "Reconciling"})
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamGroup:
+    group_id: str
+    state: str
+    protocol_type: str
+    members: tuple[str, ...]
+    offsets: tuple[AdoptedOffset, ...]
+
+    @property
+    def live(self) -> bool:
+        return bool(self.members) or self.state in _LIVE_STATES
+
+
+class GroupSource(Protocol):
+    """The upstream coordinator (`coordinator.gateway.upstream_groups.UpstreamGroups`);
+    raises OSError (ConnectionError, TimeoutError) when it cannot answer."""
+
+    async def snapshot(self, group_id: str) -> UpstreamGroup: ...
+
+
+class Adoption:
+    def __init__(self, runtime: RuntimeApi, source: GroupSource):
+        self._runtime = runtime
+        self._source = source
+        self.settled: set[str] = set()
+        self._pending: dict[str, asyncio.Future] = {}
+        self._waiting: dict[str, tuple[str, ...]] = {}
+
+    async def ensure_all(self, group_ids: Iterable[str | None]) -> None:
+        unsettled = [g for g in dict.fromkeys(group_ids) if g and g not in self.settled]
+        if len(unsettled) == 1:
+            await self.ensure(unsettled[0])
+        elif unsettled:
+            outcomes = await asyncio.gather(*(self.ensure(g) for g in unsettled), return_exceptions=True)
+            error = next((x for x in outcomes if isinstance(x, BaseException)), None)
+            if error is not None:
+                raise error
+
+    async def ensure(self, group_id: str) -> None:
+        attempt = self._pending.get(group_id)
+        if attempt is None:
+            attempt = self._pending[group_id] = asyncio.ensure_future(self._settle(group_id))
+            attempt.add_done_callback(lambda done: self._forget(group_id, done))
+        # Shielded: one client giving up does not cancel the attempt the others wait on.
+        await asyncio.shield(attempt)
+
+    def _forget(self, group_id: str, done: asyncio.Future) -> None:
+        if self._pending.get(group_id) is done:
+            del self._pending[group_id]
+        if not done.cancelled():
+            done.exception()  # retrieved: every waiter has seen it already
+
+    async def _settle(self, group_id: str) -> None:
+        partition = partition_for(group_id, self._runtime.num_partitions)
+        if await self._runtime.read(partition, lambda shard: shard.knows(group_id)):
+            self.settled.add(group_id)
+            return
+        try:
+            upstream = await self._source.snapshot(group_id)
+        except OSError as exc:
+            metrics.adoption("unreachable")
+            log.warning("[group=%s] cannot adopt from upstream, answering retriable errors: %s", group_id, exc)
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           f"kgc cannot reach the upstream coordinator to adopt group {group_id}: {exc}") from exc
+        if upstream.live:
+            self._wait(upstream)
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           f"group {group_id} still has {len(upstream.members)} member(s) at the upstream "
+                           f"coordinator; it forms on kgc once they have left")
+        self._stop_waiting(group_id)
+        adopted = await self._runtime.write(partition, lambda shard, handle: shard.adopt(
+            group_id, upstream.protocol_type, upstream.offsets, SOURCE_UPSTREAM))
+        self.settled.add(group_id)
+        if adopted:
+            metrics.adoption("adopted")
+            log.info("[group=%s] adopted from upstream: state %s, protocol type %r, %d committed offset(s)",
+                     group_id, upstream.state, upstream.protocol_type, len(upstream.offsets))
+        else:
+            metrics.adoption("new")
+            log.debug("[group=%s] unknown upstream: starts empty", group_id)
+
+    def _wait(self, upstream: UpstreamGroup) -> None:
+        group_id, members = upstream.group_id, upstream.members
+        metrics.adoption("waiting")
+        if self._waiting.get(group_id) != members:  # logged when who we wait for changes
+            log.info("[group=%s] waits for %d upstream member(s) to leave before it forms on kgc: %s",
+                     group_id, len(members), ", ".join(members) or f"(state {upstream.state})")
+        self._waiting[group_id] = members
+        metrics.adoption_waiting(group_id, len(members))
+
+    def _stop_waiting(self, group_id: str) -> None:
+        if self._waiting.pop(group_id, None) is not None:
+            metrics.adoption_waiting_done(group_id)

@@ -1,0 +1,130 @@
+"""Cut-over on first use, through the real service, runtime and shard over a memory log.
+
+The upstream coordinator is a scripted `GroupSource` (the real one, against Tansu, is in
+tests/e2e/test_adoption.py): what matters here is what kgc writes and answers for each
+upstream answer, how often it asks, and that a known group never asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import OffsetFetchRequest
+
+from coordinator import metrics
+from coordinator.group.adopt import AdoptedOffset
+from coordinator.partitioning import partition_for
+from coordinator.records import adoption_of
+from coordinator.runtime.adoption import Adoption, UpstreamGroup
+from coordinator.service import GroupCoordinatorService
+from protocol.errors import ErrorCode
+from storage.memory_store import MemoryLogStore
+from tests.coordinator.test_service import CONFIG, NODE, Coordinator, fetch_v0, fetch_v8
+
+ORDERS = (AdoptedOffset("orders", 0, 42, 3, "m0"), AdoptedOffset("orders", 1, 7, -1, ""))
+
+
+class ScriptedUpstream:
+    def __init__(self):
+        self.answers: dict[str, UpstreamGroup | Exception] = {}
+        self.asked: list[str] = []
+        self.gate: asyncio.Event | None = None
+
+    async def snapshot(self, group_id: str) -> UpstreamGroup:
+        self.asked.append(group_id)
+        if self.gate is not None:
+            await self.gate.wait()
+        answer = self.answers.get(group_id, UpstreamGroup(group_id, "Dead", "", (), ()))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+async def adopting():
+    coordinator = Coordinator(MemoryLogStore(num_partitions=CONFIG.num_partitions))
+    upstream = ScriptedUpstream()
+    coordinator.service = GroupCoordinatorService(coordinator.runtime, NODE, Adoption(coordinator.runtime, upstream))
+    await coordinator.start()
+    yield coordinator, upstream
+    await coordinator.runtime.close()
+
+
+def waiting_upstream_members(group: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value("kgc_adoption_waiting_upstream_members", {"group": group})
+
+
+def offsets_of(response) -> dict[int, int]:
+    return {p.partition_index: p.committed_offset for t in response.topics for p in t.partitions}
+
+
+async def test_first_use_adopts_offsets_with_adoption_headers_and_later_requests_never_ask(adopting):
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "consumer", (), ORDERS)
+    first = await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))
+    assert first.error_code == ErrorCode.NONE and offsets_of(first) == {0: 42, 1: 7}
+    for _ in range(3):
+        assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: 7}
+    await kgc.member("g")  # JoinGroup on the adopted (Empty, "consumer") group forms it
+    assert upstream.asked == ["g"]
+    stored = [r for batch in kgc.store.read(partition_for("g")) for r in batch.records]
+    assert len(stored) >= 3 and all(adoption_of(r.headers)[0] == "upstream" for r in stored[:3])
+
+
+async def test_a_group_kgc_already_has_is_never_asked_about(adopting):
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "", (), ORDERS)
+    kgc.service._adoption.settled.discard("g")
+    await kgc.runtime.write(partition_for("g"), lambda shard, handle: shard.adopt("g", "", ORDERS[:1], "test"))
+    assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: -1}
+    assert upstream.asked == []
+
+
+async def test_live_upstream_members_make_kgc_members_wait_then_the_final_offsets_are_adopted(adopting):
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Stable", "consumer", ("m-1", "m-2"), ORDERS[:1])
+    joined = await kgc.join("g")
+    assert joined.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert waiting_upstream_members("g") == 2
+    assert (await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "consumer", (), ORDERS)
+    member_id, _ = await kgc.member("g")
+    assert member_id
+    assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: 7}
+    assert waiting_upstream_members("g") is None
+
+
+async def test_an_unreachable_upstream_is_a_retriable_error_never_an_empty_adoption(adopting):
+    kgc, upstream = adopting
+    upstream.answers["g"] = ConnectionError("refused")
+    assert (await kgc.join("g")).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert (await kgc.call(ApiKey.OffsetFetch, 8, fetch_v8("g"))).groups[0].error_code == \
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert list(kgc.store.read(partition_for("g"))) == []
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "", (), ORDERS)
+    assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: 7}
+    assert upstream.asked == ["g", "g", "g"]
+
+
+async def test_concurrent_first_uses_share_one_upstream_snapshot(adopting):
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "", (), ORDERS)
+    upstream.gate = asyncio.Event()
+    pending = [kgc.send(ApiKey.OffsetFetch, 7, fetch_v0("g")) for _ in range(5)]
+    await asyncio.sleep(0.01)
+    upstream.gate.set()
+    answers = await asyncio.gather(*pending)
+    assert all(offsets_of(a) == {0: 42, 1: 7} for a in answers)
+    assert upstream.asked == ["g"]
+
+
+async def test_a_group_unknown_upstream_starts_empty_and_writes_nothing(adopting):
+    kgc, upstream = adopting
+    fetched = await kgc.call(ApiKey.OffsetFetch, 7, OffsetFetchRequest(group_id="new", require_stable=False,
+                                                                      topics=None))
+    assert fetched.error_code == ErrorCode.NONE and fetched.topics == []
+    assert list(kgc.store.read(partition_for("new"))) == []
+    await kgc.member("new")
+    assert upstream.asked == ["new"]

@@ -1,0 +1,223 @@
+"""Cut-over on first use: groups whose offsets live in Tansu's own coordinator move to kgc.
+
+The consumers first run directly against Tansu (its coordinator holds the group and the
+committed offsets), then the same consumers are pointed at kgc, which adopts the group
+from Tansu on first use. Every record is checked by its sequence number: none lost,
+none consumed twice, across both coordinators.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kafka.protocol.consumer.group import (
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+
+from coordinator.probe import request_response
+from protocol.errors import ErrorCode
+from tests.e2e.admin import (
+    committed_offsets,
+    create_topic,
+    group_at_broker,
+    new_name,
+    produce_sequenced,
+    sequences_by_partition,
+)
+from tests.e2e.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
+from tests.e2e.conftest import wait_listening
+from tests.support.kgc import free_port, kgc_process
+from tests.support.tansu import TansuBroker
+
+log = logging.getLogger(__name__)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+PARTITIONS = 6
+BEFORE, AFTER = 20, 15
+TIMEOUT_S = 45
+
+LIBRARY_GROUPS = {
+    "confluent-kafka": ("confluent-kafka",) * 3,
+    "kafka-python": ("kafka-python",) * 3,
+    "aiokafka": ("aiokafka",) * 3,
+}
+
+
+def members(bootstrap: str, group: str, topic: str, libraries, first: int = 0) -> list[Member]:
+    return [Member(lib, MemberSettings(bootstrap, group, topic, client_id=f"{group}-{first + i}")).start()
+            for i, lib in enumerate(libraries)]
+
+
+def consumed(ms: list[Member]) -> list[Consumed]:
+    return [c for m in ms for c in m.consumed]
+
+
+def wait_consumed(ms: list[Member], total: int) -> None:
+    wait_until(lambda: len(consumed(ms)) >= total, TIMEOUT_S,
+               lambda: {m.name: (len(m.consumed), sorted(m.assignment)) for m in ms}, ms)
+
+
+def owns_all_partitions(ms: list[Member]) -> bool:
+    assignments = [m.assignment for m in ms]
+    return all(assignments) and sorted(p for a in assignments for p in a) == list(range(PARTITIONS))
+
+
+def commit_and_close(ms: list[Member]) -> None:
+    """Once the group is settled (each partition owned once) and everything is consumed:
+    every member commits, then every member closes."""
+    wait_until(lambda: owns_all_partitions(ms), TIMEOUT_S, lambda: {m.name: sorted(m.assignment) for m in ms}, ms)
+    for m in ms:
+        m.commit()
+    for m in ms:
+        m.close()
+
+
+def forget_closed_members_at_tansu(tansu, group: str) -> None:
+    """Tansu neither honours aiokafka's LeaveGroup (v1) nor ever expires a member whose
+    session has timed out, so closed aiokafka consumers stay members there forever and kgc,
+    rightly, keeps waiting. A Kafka broker would drop them after the session timeout; here
+    an operator's removal (LeaveGroup v3 naming them, as Kafka's AdminClient
+    removeMembersFromConsumerGroup sends) stands in for that expiry."""
+    described = request_response(("127.0.0.1", tansu.port), DescribeGroupsRequest[5](
+        groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
+    stale = [m.member_id for m in described.groups[0].members]
+    if stale:
+        left = request_response(("127.0.0.1", tansu.port), LeaveGroupRequest[3](group_id=group, members=[
+            LeaveGroupRequest[3].MemberIdentity(member_id=m, group_instance_id=None) for m in stale]),
+            LeaveGroupResponse)
+        assert left.error_code == 0, left
+    assert group_at_broker("127.0.0.1", tansu.port, group) == ("Empty", 0)
+
+
+def assert_exactly_once(records: list[Consumed], per_partition: int) -> None:
+    sequences = sequences_by_partition(records)
+    assert {p: sorted(s) for p, s in sequences.items()} == {p: list(range(per_partition)) for p in range(PARTITIONS)}
+
+
+@pytest.mark.parametrize("libraries", LIBRARY_GROUPS.values(), ids=LIBRARY_GROUPS.keys())
+def test_group_resumes_on_kgc_at_upstream_offsets(tansu, kgc, libraries):
+    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    group = new_name("adopt")
+    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
+    upstream = members(tansu.bootstrap, group, topic, libraries)
+    wait_consumed(upstream, PARTITIONS * BEFORE)
+    commit_and_close(upstream)
+    forget_closed_members_at_tansu(tansu, group)
+    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE)
+    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
+
+    on_kgc = members(kgc.bootstrap, group, topic, libraries, first=3)
+    try:
+        wait_consumed(on_kgc, PARTITIONS * AFTER)
+        commit_and_close(on_kgc)
+    finally:
+        for m in on_kgc:
+            if m.running:
+                m.close()
+    assert_exactly_once(consumed(upstream) + consumed(on_kgc), BEFORE + AFTER)
+    assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + AFTER)
+
+
+
+def kgc_command(*args: str, expect_status: int = 0) -> str:
+    done = subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == expect_status, (done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_rolling_cut_over_forms_the_group_on_kgc_once_upstream_is_empty(tansu, kgc):
+    """One member of a live upstream group moves to kgc first: it gets nothing while the
+    other two consume at Tansu; when they move too, the group forms on kgc at their final
+    offsets. Records are produced only while membership is steady, so every record is
+    consumed exactly once overall whatever rebalances happen."""
+    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    group = new_name("rolling")
+    mover_library, *rest_libraries = LIBRARIES  # confluent-kafka leaves Tansu's group cleanly
+    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
+    upstream = members(tansu.bootstrap, group, topic, LIBRARIES)
+    wait_consumed(upstream, PARTITIONS * BEFORE)
+    wait_until(lambda: owns_all_partitions(upstream), TIMEOUT_S, lambda: [m.assignment for m in upstream], upstream)
+    for m in upstream:
+        m.commit()
+
+    upstream[0].close()
+    staying = upstream[1:]
+    mover = members(kgc.bootstrap, group, topic, [mover_library], first=3)
+    try:
+        wait_until(lambda: owns_all_partitions(staying), TIMEOUT_S, lambda: [m.assignment for m in staying], staying)
+        produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
+        wait_consumed(upstream, PARTITIONS * (BEFORE + AFTER))
+        mover[0].check()
+        assert mover[0].consumed == [] and mover[0].assignment == frozenset()
+        commit_and_close(staying)
+        forget_closed_members_at_tansu(tansu, group)
+
+        moved = mover + members(kgc.bootstrap, group, topic, rest_libraries, first=4)
+        wait_until(lambda: owns_all_partitions(moved), TIMEOUT_S, lambda: [m.assignment for m in moved], moved)
+        produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
+        wait_consumed(moved, PARTITIONS * AFTER)
+        commit_and_close(moved)
+    finally:
+        for m in mover + locals().get("moved", []):
+            if m.running:
+                m.close()
+    assert_exactly_once(consumed(upstream) + consumed(moved), BEFORE + 2 * AFTER)
+    assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + 2 * AFTER)
+
+
+def offset_fetch(port: int, group: str, topic: str) -> tuple[int, dict[int, int]]:
+    request = OffsetFetchRequest[7](group_id=group, topics=[OffsetFetchRequest[7].OffsetFetchRequestTopic(
+        name=topic, partition_indexes=list(range(PARTITIONS)))], require_stable=False)
+    response = request_response(("127.0.0.1", port), request, OffsetFetchResponse, timeout_s=30)
+    return response.error_code, {p.partition_index: p.committed_offset for t in response.topics for p in t.partitions}
+
+
+def simple_commit(port: int, group: str, topic: str, offsets: dict[int, int]) -> None:
+    cls = OffsetCommitRequest[7]
+    topic_cls = cls.OffsetCommitRequestTopic
+    request = cls(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=[
+        topic_cls(name=topic, partitions=[topic_cls.OffsetCommitRequestPartition(
+            partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
+            for p, o in offsets.items()])])
+    response = request_response(("127.0.0.1", port), request, OffsetCommitResponse)
+    assert all(p.error_code == 0 for t in response.topics for p in t.partitions), response
+
+
+def test_upstream_unreachable_at_first_use_gives_retriable_errors_then_adopts(tmp_path):
+    """A simple group's offsets live in Tansu; Tansu stops answering (SIGSTOP keeps its
+    memory); kgc's first OffsetFetch of the group is refused with a retriable error, not
+    answered empty; once Tansu answers again the group is adopted."""
+    with TansuBroker() as broker:
+        topic = create_topic(broker.bootstrap, PARTITIONS)
+        group = new_name("simple")
+        offsets = {p: 10 + p for p in range(PARTITIONS)}
+        simple_commit(broker.port, group, topic, offsets)
+        broker_port = free_port()
+        with kgc_process("--upstream", broker.bootstrap, "--broker-port", f"{broker.node_id}={broker_port}",
+                         log_path=str(tmp_path / "kgc.log")) as kgc_proc:
+            wait_listening(broker_port)  # kgc has reached Tansu
+            os.kill(broker.pid, signal.SIGSTOP)
+            try:  # kgc's request to Tansu times out (10 s): the client hears a retriable error
+                code, _ = offset_fetch(kgc_proc.port, group, topic)
+                assert code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            finally:
+                os.kill(broker.pid, signal.SIGCONT)
+            outcome: list = []
+            wait_until(lambda: outcome.append(offset_fetch(kgc_proc.port, group, topic)) or outcome[-1][0] == 0,
+                       TIMEOUT_S, lambda: outcome[-1])
+            assert outcome[-1] == (0, offsets)
+        log_text = (tmp_path / "kgc.log").read_text()
+        assert f"[group={group}] cannot adopt from upstream" in log_text
+        assert f"[group={group}] adopted from upstream" in log_text
