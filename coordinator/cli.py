@@ -16,8 +16,8 @@ from coordinator.bench.cli import add_bench_parser
 from coordinator.credentials_command import add_credentials_parser
 from coordinator.demo import add_demo_parser
 from coordinator.groups_command import add_groups_parser
-from coordinator.migrate_command import add_migrate_parsers
 from coordinator.logging_setup import setup_logging
+from coordinator.migrate_command import add_migrate_parsers
 from coordinator.settings import SETTINGS, ConfigError, boolean, default_of, load_config, render_toml
 
 log = logging.getLogger("kgc")
