@@ -119,6 +119,8 @@ class MaterializedGroup:
     offsets: dict[tuple[str, int], records.OffsetCommitValue] = field(default_factory=dict)
     metadata: records.GroupMetadataValue | None = None
     metadata_offset: int = -1
+    # where each offset's latest record came from, when kgc adopted it: (source, at ms)
+    adopted: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -247,10 +249,16 @@ def materialize(partitions: list[InspectedPartition], group: str | None = None) 
                         continue
                     state = groups.setdefault(rec.group, MaterializedGroup(rec.group, part.partition))
                     if isinstance(rec.key, records.OffsetCommitKey):
-                        if rec.value is None:
-                            state.offsets.pop((rec.key.topic, rec.key.partition), None)
+                        tp = (rec.key.topic, rec.key.partition)
+                        adoption = records.adoption_of(rec.headers)
+                        if adoption is None:
+                            state.adopted.pop(tp, None)
                         else:
-                            state.offsets[(rec.key.topic, rec.key.partition)] = rec.value
+                            state.adopted[tp] = adoption
+                        if rec.value is None:
+                            state.offsets.pop(tp, None)
+                        else:
+                            state.offsets[tp] = rec.value
                     else:
                         state.metadata = rec.value
                         state.metadata_offset = rec.offset
@@ -358,12 +366,24 @@ def to_json(inspection: Inspection, *, group: str | None = None, state_only: boo
                                             "scan": f.scan} for f in part.extra_files]})
     groups = {name: {
         "partition": g.partition,
-        "offsets": [{"topic": t, "partition": p, **_offset_json(v)} for (t, p), v in sorted(g.offsets.items())],
+        "offsets": [{"topic": t, "partition": p, **_offset_json(v), "origin": _origin_json(g.adopted.get((t, p)))}
+                    for (t, p), v in sorted(g.offsets.items())],
         "group_metadata": None if g.metadata is None else {"offset": g.metadata_offset,
                                                            **_metadata_json(g.metadata)},
     } for name, g in inspection.groups.items()}
     return {"data_dir": str(inspection.data_dir), "corrupt": inspection.corrupt,
             "partitions": partitions, "groups": groups}
+
+
+def _origin_json(adoption: tuple[str, int] | None) -> dict[str, Any]:
+    """Where an offset came from: committed to kgc, or adopted (from where, when)."""
+    if adoption is None:
+        return {"source": "committed"}
+    return {"source": "adopted", "adopted_from": adoption[0], "adopted_at_ms": adoption[1]}
+
+
+def _origin_text(adoption: tuple[str, int] | None) -> str:
+    return "" if adoption is None else f" (adopted from {adoption[0]} at {_when(adoption[1])})"
 
 
 def _when(ms: int) -> str:
@@ -439,7 +459,8 @@ def render_text(inspection: Inspection, *, group: str | None = None, state_only:
         for (topic, p), v in sorted(g.offsets.items()):
             out.append(f"    {topic}-{p}: offset {v.offset} leader_epoch {v.leader_epoch} "
                        f"metadata {v.metadata!r} committed {_when(v.commit_timestamp_ms)}"
-                       + (f" expires {_when(v.expire_timestamp_ms)}" if v.expire_timestamp_ms >= 0 else ""))
+                       + (f" expires {_when(v.expire_timestamp_ms)}" if v.expire_timestamp_ms >= 0 else "")
+                       + _origin_text(g.adopted.get((topic, p))))
     if inspection.corrupt:
         out.append("CORRUPT: a segment is damaged beyond a torn tail, or a record does not decode")
     return "\n".join(out) + "\n"

@@ -143,7 +143,7 @@ async def test_json_output_holds_the_same_state_for_machines(tmp_path):
     assert doc["groups"]["g-simple"] == {
         "partition": partition_for("g-simple"),
         "offsets": [{"topic": "u", "partition": 3, "offset": 7, "leader_epoch": -1, "metadata": "",
-                     "commit_timestamp_ms": T0, "expire_timestamp_ms": -1}],
+                     "commit_timestamp_ms": T0, "expire_timestamp_ms": -1, "origin": {"source": "committed"}}],
         "group_metadata": None,
     }
     g1 = doc["groups"]["g1"]["group_metadata"]
@@ -160,6 +160,23 @@ async def test_json_output_holds_the_same_state_for_machines(tmp_path):
                                 ["client_host", "/127.0.0.1"]]
     assert segment["batches"][3]["records"][0]["value"]["members"][1]["member_id"] == "m2"
     assert segment["batches"][1]["records"][0]["headers"][1] == ["generation", "1"]
+
+
+async def test_adopted_offsets_say_where_they_came_from_until_a_commit_replaces_them(tmp_path):
+    from coordinator.group.adopt import AdoptedOffset, adoption_records
+
+    adopted = adoption_records("g-adopted", "consumer", (AdoptedOffset("t", 0, 5, -1, ""),
+                                                         AdoptedOffset("t", 1, 6, -1, "")),
+                               source="upstream", now_ms=T0)
+    await write(tmp_path, [list(adopted), [records.new_offset_commit_record("g-adopted", "t", 1, offset_value(9))]],
+                "g-adopted")
+    code, text = run(str(tmp_path), "--json")
+    offsets = json.loads(text)["groups"]["g-adopted"]["offsets"]
+    assert [o["origin"] for o in offsets] == [
+        {"source": "adopted", "adopted_from": "upstream", "adopted_at_ms": T0}, {"source": "committed"}]
+    code, text = run(str(tmp_path))
+    assert "t-0: offset 5" in text and "(adopted from upstream at " in text.split("t-0: offset 5")[1].split("\n")[0]
+    assert "adopted" not in text.split("t-1: offset 9")[1].split("\n")[0]
 
 
 async def test_group_filter_shows_only_that_groups_partition_records_and_state(tmp_path):

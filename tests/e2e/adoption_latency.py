@@ -1,0 +1,58 @@
+"""What cut-over on first use costs: OffsetFetch latency of a group's first use on kgc
+(kgc asks Tansu's coordinator and writes the adoption), of every later use (steady state),
+and of the same request straight to Tansu, all in one run.
+
+    .venv/bin/python -m tests.e2e.adoption_latency --groups 200
+
+It prints the Markdown table recorded in BENCHMARKS.md ("Adoption: first use and steady state").
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from tests.e2e.admin import create_topic, new_name
+from tests.e2e.conftest import wait_listening
+from tests.e2e.test_adoption import PARTITIONS, offset_fetch, simple_commit
+from tests.support.kgc import free_port, kgc_process
+from tests.support.tansu import TansuBroker
+
+
+def timed(call) -> float:
+    started = time.perf_counter()
+    code, _ = call()
+    assert code == 0, code
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", type=int, default=200)
+    args = parser.parse_args()
+    with TansuBroker() as broker:
+        topic = create_topic(broker.bootstrap, PARTITIONS)
+        groups = [new_name("bench") for _ in range(args.groups)]
+        for g in groups:
+            simple_commit(broker.port, g, topic, dict.fromkeys(range(PARTITIONS), 5))
+        broker_port = free_port()
+        with kgc_process("--upstream", broker.bootstrap, "--broker-port", f"{broker.node_id}={broker_port}",
+                         "--log-level", "WARNING") as kgc:
+            wait_listening(broker_port)
+            rows = {"Tansu directly": [], "kgc, first use (adopts)": [], "kgc, steady state": []}
+            for g in groups:
+                rows["Tansu directly"].append(timed(lambda g=g: offset_fetch(broker.port, g, topic)))
+                rows["kgc, first use (adopts)"].append(timed(lambda g=g: offset_fetch(kgc.port, g, topic)))
+                rows["kgc, steady state"].append(timed(lambda g=g: offset_fetch(kgc.port, g, topic)))
+    direct = statistics.median(rows["Tansu directly"])
+    print(f"OffsetFetch v7, {args.groups} groups, one new connection per request (ms)\n")
+    print("| request | median | p90 | vs Tansu directly |")
+    print("|---|---:|---:|---:|")
+    for name, values in rows.items():
+        p90 = statistics.quantiles(values, n=10)[-1]
+        print(f"| {name} | {statistics.median(values):.2f} | {p90:.2f} | {statistics.median(values) / direct:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
