@@ -16,10 +16,13 @@ Commit validation (Kafka's `ClassicGroup.validateOffsetCommit`):
 - absent group with generation ≥ 0 → ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9;
 - a KIP-848 consumer group checks member epochs instead (`ConsumerGroups.validate_offset_commit`:
   STALE_MEMBER_EPOCH, and UNSUPPORTED_VERSION for a commit below v9 from one of its members).
+OffsetCommit v0 carries neither generation nor member id: it is checked as generation -1
+with no member (Kafka kept v0 commits apart, in ZooKeeper; kgc has one store).
 
 Retention (KIP-211, Kafka's `offsetExpirationCondition`): an offset with an explicit
 expire timestamp (OffsetCommit v2-4 with a retention) expires at that time. Otherwise
-`now - base >= offsets_retention_ms`, where base is:
+`now - base >= offsets_retention_ms`, where base is (the commit time is the
+coordinator's, or the one OffsetCommit v1 names for the partition):
 - a group with a protocol type in Empty: the time it became Empty;
 - a "consumer" group in Stable that knows its subscriptions: the commit time, and only
   for topics no member subscribes to;
