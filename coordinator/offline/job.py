@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator.offline.audit import LogOffsets, PartitionAudit
-from coordinator.offline.compact import CompactionRefused, CompactionStats, compact_partition
+from coordinator.offline.audit import AuditResult, LogOffsets, PartitionAudit
+from coordinator.offline.compact import CompactionRefused, CompactionStats, compact_columns, compact_partition
 from coordinator.offline.findings import Finding
 from coordinator.offline.scan import PartitionScan
 
@@ -30,6 +30,9 @@ class Options:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     delete_retention_ms: int = 24 * 3600 * 1000
     segment_bytes: int = 100 * 2**20
+    # "columns": every record of a partition at once, with numpy (`columns`); "records":
+    # batch by batch through storage.format, the reference the columnar scan is tested against.
+    scanner: str = "columns"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,8 @@ class PartitionResult:
 
 
 def run_partition(task: PartitionTask) -> PartitionResult:
+    if task.options.scanner == "columns":
+        return _run_columns(task)
     started = time.perf_counter()
     scan = PartitionScan(task.partition, Path(task.directory))
     audit = None
@@ -74,16 +79,7 @@ def run_partition(task: PartitionTask) -> PartitionResult:
     result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
                              next_offset=scan.next_offset)
     if audit is not None:
-        audited = audit.finish(scan.problems + scan.evidence)
-        result.findings = audited.findings
-        result.final_offsets = audited.final_offsets
-        result.groups = audited.groups
-        result.records = audited.records
-        result.skipped_records = audited.skipped_records
-        result.commits = len(audited.history["record_offset"])
-        if result.commits:
-            from coordinator.offline.tables import COMMIT_HISTORY, history_part, write_columns
-            write_columns(history_part(Path(task.report_dir), task.partition), COMMIT_HISTORY, audited.history)
+        _audited(result, audit.finish(scan.problems + scan.evidence), task)
     else:
         result.findings = scan.problems + scan.evidence
     if kept is not None:
@@ -92,6 +88,44 @@ def run_partition(task: PartitionTask) -> PartitionResult:
         out = Path(task.compact_dir) / Path(task.directory).name
         result.compaction = compact_partition(kept, scan.next_offset, out, options.now_ms,
                                               options.delete_retention_ms, options.segment_bytes)
+        result.records = result.records or result.compaction.records_before
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _audited(result: PartitionResult, audited: AuditResult, task: PartitionTask) -> None:
+    result.findings = audited.findings
+    result.final_offsets = audited.final_offsets
+    result.groups = audited.groups
+    result.records = audited.records
+    result.skipped_records = audited.skipped_records
+    result.commits = len(audited.history["record_offset"])
+    if result.commits:
+        from coordinator.offline.tables import COMMIT_HISTORY, history_part, write_columns
+        write_columns(history_part(Path(task.report_dir), task.partition), COMMIT_HISTORY, audited.history)
+
+
+def _run_columns(task: PartitionTask) -> PartitionResult:
+    from coordinator.offline.column_audit import audit_columns
+    from coordinator.offline.columns import scan_columns
+
+    started = time.perf_counter()
+    options = task.options
+    cols = scan_columns(task.partition, Path(task.directory))
+    scan = cols.scan
+    result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
+                             next_offset=scan.next_offset)
+    if task.report_dir is not None:
+        audit = PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets)
+        _audited(result, audit_columns(cols, audit), task)
+    else:
+        result.findings = scan.problems + scan.evidence
+    if task.compact_dir is not None:
+        if scan.problems:
+            raise CompactionRefused(task.partition, scan.problems)
+        out = Path(task.compact_dir) / Path(task.directory).name
+        result.compaction = compact_columns(cols, out, options.now_ms, options.delete_retention_ms,
+                                            options.segment_bytes)
         result.records = result.records or result.compaction.records_before
     result.seconds = time.perf_counter() - started
     return result

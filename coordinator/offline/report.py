@@ -34,8 +34,10 @@ MAX_TABLE_ROWS = 200
 
 def write_report(report_dir: Path, results: Sequence[PartitionResult], *, data_dir: str, options: Options,
                  upstream: str | None) -> dict:
-    findings = [f for r in results for f in r.findings]
-    final_offsets = [row for r in results for row in r.final_offsets]
+    # In one order whatever the scanner found them in, so reports of one log are the same.
+    findings = sorted((f for r in results for f in r.findings), key=_finding_key)
+    final_offsets = sorted((row for r in results for row in r.final_offsets),
+                           key=lambda row: (row["log_partition"], row["group"], row["topic"], row["partition"]))
     groups = [row for r in results for row in r.groups]
     write_rows(report_dir / "findings.parquet", FINDINGS, [f.as_row() for f in findings])
     write_rows(report_dir / "final_offsets.parquet", FINAL_OFFSETS, final_offsets)
@@ -123,6 +125,11 @@ upstream {e(upstream or "none")}</p>
 <th>member / generation / client</th><th>detail</th></tr>{finding_rows}</table></section>
 </body></html>
 """
+
+
+def _finding_key(f: Finding) -> tuple:
+    return (f.log_partition, f.record_offset if f.record_offset is not None else -1, f.type.value,
+            f.group or "", f.topic or "", f.partition or 0, f.segment or "", f.position or 0)
 
 
 def _finding_order(f: Finding) -> tuple:

@@ -28,10 +28,11 @@ from storage.api import StoredBatch
 from storage.format import (
     LOG_OVERHEAD,
     BatchDecodeError,
-    BatchReader,
     StopReason,
+    batch_header,
     decode_batch,
     find_sound_batch,
+    sound_batches,
 )
 from storage.segment import TORN_SUFFIX, parse_segment_name
 
@@ -89,6 +90,12 @@ class PartitionScan:
     bytes_read: int = 0
 
     def __iter__(self) -> Iterator[ScannedBatch]:
+        for name, data, active in self.segments():
+            yield from self._scan_segment(name, data, active)
+        self.torn_files()
+
+    def segments(self) -> Iterator[tuple[str, bytes, bool]]:
+        """(name, bytes, active?) of each segment, in offset order."""
         segments = segment_files(self.directory)
         for index, (base, path) in enumerate(segments):
             # A segment's name is at most its first offset: an empty active segment
@@ -97,7 +104,9 @@ class PartitionScan:
             with open(path, "rb") as f:
                 data = f.read()
             self.bytes_read += len(data)
-            yield from self._scan_segment(path.name, data, active=index == len(segments) - 1)
+            yield path.name, data, index == len(segments) - 1
+
+    def torn_files(self) -> None:
         for name in sorted(os.listdir(self.directory)):
             if TORN_SUFFIX in name:
                 size = os.path.getsize(self.directory / name)
@@ -107,19 +116,26 @@ class PartitionScan:
 
     def _scan_segment(self, name: str, data: bytes, active: bool) -> Iterator[ScannedBatch]:
         view = memoryview(data)
+        for positions in self.sound_runs(name, data, active):
+            for position in positions:
+                header = batch_header(data, position)
+                try:
+                    batch = decode_batch(data, position, header)
+                except BatchDecodeError as e:
+                    self.undecodable(name, position, header.base_offset, e)
+                    continue
+                yield ScannedBatch(name, position, view[position:position + header.size], batch)
+
+    def undecodable(self, segment: str, position: int, base_offset: int, error: BatchDecodeError) -> None:
+        self._problem(FindingType.UNDECODABLE_RECORD, segment, position, error.detail, record_offset=base_offset)
+
+    def sound_runs(self, name: str, data: bytes, active: bool) -> Iterator[list[int]]:
+        """The positions of the segment's sound batches, run by run between damaged
+        places; the damage is recorded in `problems` as it is passed."""
         position = 0
         while position < len(data):
-            reader = BatchReader(data, position, self.next_offset)
-            for batch_position, header in reader.headers():
-                try:
-                    batch = decode_batch(data, batch_position, header)
-                except BatchDecodeError as e:
-                    self._problem(FindingType.UNDECODABLE_RECORD, name, batch_position, e.detail,
-                                  record_offset=header.base_offset)
-                    continue
-                yield ScannedBatch(name, batch_position, view[batch_position:batch_position + header.size], batch)
-            self.next_offset = reader.next_offset
-            stop = reader.stop
+            positions, self.next_offset, stop = sound_batches(data, position, self.next_offset)
+            yield positions
             if stop is None:
                 return
             if stop.reason is StopReason.OFFSETS_NOT_INCREASING:

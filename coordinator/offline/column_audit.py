@@ -1,0 +1,357 @@
+"""The audit of one partition over its columns (`columns.scan_columns`): the same replay
+and the same findings as `PartitionAudit.add` record by record, computed with numpy.
+
+Keys and header values repeat (a partition holds thousands of groups, millions of
+commits): each distinct key and header value is decoded once, by `coordinator.records`
+and `audit.Writer`'s rules, and the records refer to it by index. OffsetCommit values of
+the shape kgc and Kafka write (v3 without metadata) are read as columns; any other value,
+and every GroupMetadata value (one per rebalance), is decoded by `coordinator.records`.
+Then, per record, what the replay would have said:
+
+- offset regression: sorted by key (stably, so in offset order within a key), a commit
+  below the one just before it, when that one was not a tombstone;
+- stale generation: the group's last GroupMetadata before the commit (an as-of lookup
+  in the group's metadata records by offset; a tombstone ends it) has a newer generation
+  than the commit's header.
+
+The final state (latest commit per key, the groups' last metadata) goes to
+`PartitionAudit.finish`, which judges it exactly as after a replay.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from coordinator import records
+from coordinator.offline.audit import AuditResult, Committed, PartitionAudit, Writer
+from coordinator.offline.columns import PartitionColumns
+from coordinator.offline.findings import Finding, FindingType
+from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from storage.columnar import big_endian
+
+_COMMIT, _GROUP, _OTHER, _BAD = 0, 1, 2, 3
+_WRITER_FIELDS = ("member_id", "generation", "client_id", "client_host")
+_V3 = records.OFFSET_COMMIT_VALUE_VERSION
+_V3_NO_METADATA_SIZE = 24                       # version, offset, leader epoch, metadata length 0, commit time
+
+
+def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
+    spans = cols.records
+    control = cols.control[spans.batch]
+    audit.skipped_records += int(control.sum())
+    rows = np.flatnonzero(~control)
+    audit.records += len(rows)
+    keys = _Keys(cols, rows)
+    writers = _writers(cols)
+    commit_rows = rows[keys.kind == _COMMIT]
+    commit_keys = keys.index[keys.kind == _COMMIT]
+    values = _CommitValues(cols, commit_rows, commit_keys, keys)
+    for row, error in keys.errors + values.errors:
+        _undecodable(audit, cols, row, error)
+    good = values.good
+    commit_rows, commit_keys = commit_rows[good], commit_keys[good]
+    offset, tombstone = values.offset[good], values.tombstone[good]
+    group_events = _group_metadata(cols, rows[keys.kind == _GROUP], keys, audit)
+    _replay_groups(cols, rows, keys, group_events, audit)
+    writer = writers.take(commit_rows)
+    _regressions(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer)
+    _stale_generations(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, group_events)
+    _final_offsets(cols, audit, keys, commit_rows, commit_keys, values, good, writer)
+    audit.history = _history(cols, audit.partition, keys, commit_rows, commit_keys, values, good, writer)
+    return audit.finish(cols.scan.problems + cols.scan.evidence)
+
+
+class _Keys:
+    """The distinct keys of the records `rows`, each decoded once."""
+
+    def __init__(self, cols: PartitionColumns, rows: np.ndarray):
+        spans = cols.records
+        encoded = pc.dictionary_encode(cols.views(spans.key_pos[rows], spans.key_len[rows]), null_encoding="encode")
+        self.index = encoded.indices.to_numpy().astype(np.int64)
+        self.raw: list[bytes | None] = encoded.dictionary.to_pylist()
+        self.decoded: list = []
+        codes = []
+        for raw in self.raw:
+            try:
+                key = records.deserialize_key(raw)
+            except records.RecordDecodeError as e:
+                key, code = e, _BAD
+            else:
+                code = _COMMIT if isinstance(key, OffsetCommitKey) else _GROUP if isinstance(key, GroupMetadataKey) \
+                    else _OTHER
+            self.decoded.append(key)
+            codes.append(code)
+        self.kind = np.asarray(codes, np.int64)[self.index]
+        self.errors = [(int(row), str(self.decoded[k])) for row, k in zip(rows[self.kind == _BAD].tolist(),
+                                                                          self.index[self.kind == _BAD].tolist())]
+        # The groups of the keys, by name: offset keys and GroupMetadata keys meet here.
+        self.group_ids: dict[str, int] = {}
+        self.key_group = np.asarray([self._group_id(key) for key in self.decoded], np.int64)
+
+    def _group_id(self, key) -> int:
+        if not isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+            return -1
+        return self.group_ids.setdefault(key.group, len(self.group_ids))
+
+    def column(self, key_index: np.ndarray, attribute: str, kind: pa.DataType) -> pa.Array:
+        values = pa.array([getattr(k, attribute, None) if isinstance(k, OffsetCommitKey) else None
+                           for k in self.decoded], kind)
+        return values.take(pa.array(key_index))
+
+
+class _Writers:
+    """Who wrote each record (`audit.Writer`'s rules: the last non-null value of each
+    audit header), as dictionary codes per record (-1: none) and the decoded values."""
+
+    def __init__(self, codes: dict[str, np.ndarray], values: dict[str, list]):
+        self.codes = codes
+        self.values = values
+
+    def take(self, rows: np.ndarray) -> _Writers:
+        return _Writers({f: c[rows] for f, c in self.codes.items()}, self.values)
+
+    def writer(self, i: int) -> Writer:
+        return Writer(*(self.value(f, i) for f in _WRITER_FIELDS))
+
+    def value(self, field: str, i: int):
+        code = self.codes[field][i]
+        return None if code < 0 else self.values[field][code]
+
+    def column(self, field: str, kind: pa.DataType) -> pa.Array:
+        codes = self.codes[field]
+        return pa.array(self.values[field], kind).take(pa.array(codes, mask=codes < 0))
+
+
+def _writers(cols: PartitionColumns) -> _Writers:
+    heads = cols.headers
+    n = len(cols.records.batch)
+    codes: dict[str, np.ndarray] = {}
+    values: dict[str, list] = {}
+    names = pc.dictionary_encode(cols.views(heads.name_pos, heads.name_len))
+    name_index = names.indices.to_numpy(zero_copy_only=False)
+    field_of = np.asarray([_WRITER_FIELDS.index(name.decode()) if name.decode() in _WRITER_FIELDS else -1
+                           for name in names.dictionary.to_pylist()] + [-1], np.int64)
+    header_field = field_of[name_index] if len(name_index) else np.zeros(0, np.int64)
+    for number, field in enumerate(_WRITER_FIELDS):
+        picked = np.flatnonzero((header_field == number) & (heads.value_len >= 0))
+        record = heads.record[picked]
+        last = np.ones(len(picked), bool)
+        last[:-1] = record[1:] != record[:-1]          # a later header of the same name wins
+        picked, record = picked[last], record[last]
+        encoded = pc.dictionary_encode(cols.views(heads.value_pos[picked], heads.value_len[picked]))
+        decoded = [raw.decode("utf-8", "replace") for raw in encoded.dictionary.to_pylist()]
+        if field == "generation":
+            decoded = [_int_or_none(text) for text in decoded]
+        code = np.full(n, -1, np.int64)
+        code[record] = encoded.indices.to_numpy(zero_copy_only=False)
+        if field == "generation":
+            # A value that is not a number is no generation.
+            invalid = np.asarray([g is None for g in decoded], bool)
+            given = np.flatnonzero(code >= 0)
+            code[given[invalid[code[given]]]] = -1
+        codes[field] = code[cols.records.header_owner]
+        values[field] = decoded
+    return _Writers(codes, values)
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+class _CommitValues:
+    """The values of the OffsetCommit records `rows` (keys `key_index`)."""
+
+    def __init__(self, cols: PartitionColumns, rows: np.ndarray, key_index: np.ndarray, keys: _Keys):
+        spans, buf = cols.records, cols.buf
+        pos, length = spans.value_pos[rows], spans.value_len[rows]
+        n = len(rows)
+        self.tombstone = length < 0
+        self.good = np.ones(n, bool)
+        self.errors: list[tuple[int, str]] = []
+        self.offset = np.zeros(n, np.int64)
+        self.leader_epoch = np.full(n, -1, np.int64)
+        self.commit_timestamp = np.zeros(n, np.int64)
+        self.expire_timestamp = np.full(n, -1, np.int64)
+        self.metadata = np.zeros(n, np.int64)             # codes into metadata_values; "" is 0
+        self.metadata_values: list[str] = [""]
+        fast = np.flatnonzero(length == _V3_NO_METADATA_SIZE)
+        version = big_endian(buf, pos[fast], 2, ">i2")
+        meta_length = big_endian(buf, pos[fast] + 14, 2, ">i2")
+        fast = fast[(version == _V3) & (meta_length == 0)]
+        self.offset[fast] = big_endian(buf, pos[fast] + 2, 8, ">i8")
+        self.leader_epoch[fast] = big_endian(buf, pos[fast] + 10, 4, ">i4")
+        self.commit_timestamp[fast] = big_endian(buf, pos[fast] + 16, 8, ">i8")
+        slow = np.ones(n, bool)
+        slow[fast] = False
+        slow &= ~self.tombstone
+        metadata_codes = {"": 0}
+        raw = buf.data
+        for i in np.flatnonzero(slow).tolist():
+            start = int(pos[i])
+            try:
+                value = records.deserialize_value(keys.decoded[key_index[i]], bytes(raw[start:start + int(length[i])]))
+            except records.RecordDecodeError as e:
+                self.good[i] = False
+                self.errors.append((int(rows[i]), str(e)))
+                continue
+            self.offset[i] = value.offset
+            self.leader_epoch[i] = value.leader_epoch
+            self.commit_timestamp[i] = value.commit_timestamp_ms
+            self.expire_timestamp[i] = value.expire_timestamp_ms
+            code = metadata_codes.setdefault(value.metadata, len(metadata_codes))
+            if code == len(self.metadata_values):
+                self.metadata_values.append(value.metadata)
+            self.metadata[i] = code
+
+    def value(self, i: int) -> OffsetCommitValue:
+        return OffsetCommitValue(int(self.offset[i]), int(self.leader_epoch[i]),
+                                 self.metadata_values[self.metadata[i]], int(self.commit_timestamp[i]),
+                                 int(self.expire_timestamp[i]))
+
+
+def _undecodable(audit: PartitionAudit, cols: PartitionColumns, row: int, error: str) -> None:
+    segment, position = cols.segment_position(int(cols.records.batch[row]))
+    audit.findings.append(Finding(FindingType.UNDECODABLE_RECORD, audit.partition,
+                                  record_offset=int(cols.offset[row]), timestamp_ms=int(cols.timestamp[row]),
+                                  segment=segment, position=position, detail=error))
+
+
+def _group_metadata(cols: PartitionColumns, rows: np.ndarray, keys: _Keys,
+                    audit: PartitionAudit) -> list[tuple[int, int, object]]:
+    """(row, group id, value or None) of each decodable GroupMetadata record, in offset order."""
+    spans, raw = cols.records, cols.buf.data
+    events = []
+    for row, key_index in zip(rows.tolist(), keys.index[keys.kind == _GROUP].tolist()):
+        key = keys.decoded[key_index]
+        length = int(spans.value_len[row])
+        value = None
+        if length >= 0:
+            start = int(spans.value_pos[row])
+            try:
+                value = records.deserialize_value(key, bytes(raw[start:start + length]))
+            except records.RecordDecodeError as e:
+                _undecodable(audit, cols, row, str(e))
+                continue
+        events.append((row, keys.group_ids[key.group], value))
+    return events
+
+
+def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_events: list,
+                   audit: PartitionAudit) -> None:
+    """GroupMetadata and the other protocols' records, replayed in offset order as the
+    record-by-record audit does (they are few)."""
+    others = rows[keys.kind == _OTHER]
+    audit.skipped_records += len(others)
+    names = {gid: name for name, gid in keys.group_ids.items()}
+    steps: list[tuple[int, bool, object]] = [(row, True, (names[gid], value)) for row, gid, value in group_events]
+    steps += [(row, False, keys.raw[k]) for row, k in zip(others.tolist(), keys.index[keys.kind == _OTHER].tolist())]
+    steps.sort(key=lambda step: step[0])
+    for row, is_group, payload in steps:
+        offset = int(cols.offset[row])
+        if is_group:
+            group, value = payload
+            audit.group_metadata(group, value, offset, int(cols.timestamp[row]))
+        else:
+            audit.other_record(payload, cols.records.value_len[row] < 0, offset)
+
+
+def _regressions(cols, audit, keys, rows, key_index, offset, tombstone, writer: _Writers) -> None:
+    order = np.argsort(key_index, kind="stable")
+    k, off, tomb = key_index[order], offset[order], tombstone[order]
+    hit = np.flatnonzero((k[1:] == k[:-1]) & ~tomb[1:] & ~tomb[:-1] & (off[1:] < off[:-1]))
+    for at in hit.tolist():
+        i = int(order[at + 1])
+        previous = int(off[at])
+        _commit_finding(cols, audit, keys, FindingType.OFFSET_REGRESSION, rows, key_index, offset, writer, i,
+                        previous_offset=previous, detail=f"{previous} -> {int(offset[i])}")
+
+
+def _stale_generations(cols, audit, keys, rows, key_index, offset, tombstone, writer: _Writers,
+                       group_events: list) -> None:
+    if not group_events:
+        return
+    generation_code = writer.codes["generation"]
+    generations = np.asarray([g if g is not None else -1 for g in writer.values["generation"]] + [-1], np.int64)
+    commit_generation = generations[np.where(generation_code < 0, len(generations) - 1, generation_code)]
+    candidates = np.flatnonzero(~tombstone & (commit_generation >= 0))
+    if not candidates.size:
+        return
+    event_row = np.asarray([row for row, _g, _v in group_events], np.int64)
+    event_group = np.asarray([gid for _r, gid, _v in group_events], np.int64)
+    event_generation = np.asarray([-1 if v is None else v.generation for _r, _g, v in group_events], np.int64)
+    event_live = np.asarray([v is not None for _r, _g, v in group_events], bool)
+    record_offset = cols.offset
+    span = int(record_offset.max()) + 1 if len(record_offset) else 1
+    if (len(keys.group_ids) + 1) * span >= 2**62:
+        raise ValueError("offsets too large for the columnar audit: use the records scanner")
+    event_at = event_group * span + record_offset[event_row]
+    order = np.argsort(event_at, kind="stable")
+    event_at, event_group = event_at[order], event_group[order]
+    event_generation, event_live, event_row = event_generation[order], event_live[order], event_row[order]
+    commit_group = keys.key_group[key_index[candidates]]
+    at = np.searchsorted(event_at, commit_group * span + record_offset[rows[candidates]], side="left") - 1
+    found = at >= 0
+    at = np.where(found, at, 0)
+    found &= (event_group[at] == commit_group) & event_live[at]
+    stale = found & (commit_generation[candidates] < event_generation[at])
+    for c, e in zip(candidates[stale].tolist(), at[stale].tolist()):
+        _commit_finding(cols, audit, keys, FindingType.STALE_GENERATION_COMMIT, rows, key_index, offset, writer, c,
+                        detail=f"generation {int(commit_generation[c])}, group at {int(event_generation[e])} "
+                               f"since offset {int(record_offset[event_row[e]])}")
+
+
+def _commit_finding(cols, audit, keys, kind, rows, key_index, offset, writer: _Writers, i: int,
+                    previous_offset: int | None = None, detail: str = "") -> None:
+    key = keys.decoded[key_index[i]]
+    w = writer.writer(i)
+    row = int(rows[i])
+    audit.findings.append(Finding(
+        kind, audit.partition, key.group, key.topic, key.partition, int(cols.offset[row]), int(offset[i]),
+        previous_offset, int(cols.timestamp[row]), w.member_id, w.generation, w.client_id, w.client_host,
+        detail=detail))
+
+
+def _final_offsets(cols, audit, keys, rows, key_index, values: _CommitValues, good, writer: _Writers) -> None:
+    order = np.argsort(key_index, kind="stable")
+    last = np.ones(len(order), bool)
+    last[:-1] = key_index[order][1:] != key_index[order][:-1]
+    value_index = np.flatnonzero(good)
+    for i in np.sort(order[last]).tolist():
+        v = int(value_index[i])
+        if values.tombstone[v]:
+            continue
+        key = keys.decoded[key_index[i]]
+        row = int(rows[i])
+        audit.offsets[(key.group, key.topic, key.partition)] = Committed(
+            values.value(v), int(cols.offset[row]), int(cols.timestamp[row]), writer.writer(i))
+
+
+def _history(cols, partition, keys, rows, key_index, values: _CommitValues, good, writer: _Writers) -> dict:
+    tomb = values.tombstone[good]
+
+    def nullable(array: np.ndarray, kind: pa.DataType) -> pa.Array:
+        return pa.array(array[good], kind, mask=tomb)
+
+    metadata = pa.array(values.metadata_values, pa.string()).take(pa.array(values.metadata[good], mask=tomb))
+    return {
+        "log_partition": pa.array(np.full(len(rows), partition, np.int32)),
+        "record_offset": pa.array(cols.offset[rows]),
+        "timestamp_ms": pa.array(cols.timestamp[rows]),
+        "group": keys.column(key_index, "group", pa.string()),
+        "topic": keys.column(key_index, "topic", pa.string()),
+        "partition": keys.column(key_index, "partition", pa.int32()),
+        "offset": nullable(values.offset, pa.int64()),
+        "leader_epoch": nullable(values.leader_epoch, pa.int32()),
+        "metadata": metadata,
+        "commit_timestamp_ms": nullable(values.commit_timestamp, pa.int64()),
+        "expire_timestamp_ms": nullable(values.expire_timestamp, pa.int64()),
+        "member_id": writer.column("member_id", pa.string()),
+        "generation": writer.column("generation", pa.int32()),
+        "client_id": writer.column("client_id", pa.string()),
+        "client_host": writer.column("client_host", pa.string()),
+    }

@@ -1,0 +1,206 @@
+"""The columnar scanner reads exactly what the record-by-record scan (storage.format) reads:
+every record of every sound batch, the same damage findings, on generated data dirs and
+on batches built to hit each rule (compressed, control, log-append time, long varints,
+records and headers that do not frame under a good CRC, header names that are not UTF-8)."""
+
+from __future__ import annotations
+
+import filecmp
+import gzip
+import os
+import struct
+from dataclasses import replace
+
+import pyarrow.parquet as pq
+import pytest
+from crc32c import crc32c
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from coordinator.offline.columns import scan_columns
+from coordinator.offline.findings import Finding
+from coordinator.offline.generate import generate
+from coordinator.offline.job import Options
+from coordinator.offline.runner import audit, compact
+from coordinator.offline.scan import PartitionScan, partition_dirs
+from coordinator.offline.tables import read_history
+from storage.api import LogRecord, StoredBatch, StoredRecord
+from storage.format import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_LEN,
+    CONTROL_FLAG,
+    CRC_POS,
+    TRANSACTIONAL_FLAG,
+    Compression,
+    encode_batch,
+    encode_stored_batch,
+)
+from tests.offline.conftest import CLEAN, DIRTY
+from tests.offline.test_audit import KAFKA_WRITTEN
+
+
+def reference(partition: int, directory) -> tuple[list, list, tuple]:
+    scan = PartitionScan(partition, directory)
+    records = [((s.segment, s.position), r.offset, r.timestamp_ms, r.key, r.value, r.headers)
+               for s in scan for r in s.batch.records]
+    return records, sorted(map(repr, scan.problems + scan.evidence)), (scan.next_offset, scan.tail_bytes,
+                                                                         scan.bytes_read)
+
+
+def columnar(partition: int, directory) -> tuple[list, list, tuple]:
+    cols = scan_columns(partition, directory)
+    buf = cols.buf.tobytes()
+    spans, heads = cols.records, cols.headers
+    per_record: dict[int, list] = {}
+    for i, record in enumerate(heads.record.tolist()):
+        value = None if heads.value_len[i] < 0 else buf[heads.value_pos[i]:heads.value_pos[i] + heads.value_len[i]]
+        per_record.setdefault(record, []).append(
+            (buf[heads.name_pos[i]:heads.name_pos[i] + heads.name_len[i]].decode(), value))
+
+    def piece(pos, length):
+        return None if length < 0 else buf[pos:pos + length]
+
+    records = [(cols.segment_position(int(spans.batch[i])), int(cols.offset[i]), int(cols.timestamp[i]),
+                piece(spans.key_pos[i], spans.key_len[i]), piece(spans.value_pos[i], spans.value_len[i]),
+                tuple(per_record.get(int(spans.header_owner[i]), ()))) for i in range(len(spans.batch))]
+    scan = cols.scan
+    return records, sorted(map(repr, scan.problems + scan.evidence)), (scan.next_offset, scan.tail_bytes,
+                                                                         scan.bytes_read)
+
+
+def assert_same(data_dir) -> int:
+    compared = 0
+    for partition, directory in partition_dirs(data_dir).items():
+        expected = reference(partition, directory)
+        assert columnar(partition, directory) == expected
+        compared += len(expected[0])
+    return compared
+
+
+def test_generated_data_dirs_read_the_same(dirty, clean):
+    assert assert_same(dirty[0]) > 5_000
+    assert assert_same(clean[0]) > 5_000
+
+
+def restamp(buf: bytearray) -> bytes:
+    (length,) = struct.unpack_from(">i", buf, 8)
+    struct.pack_into(">I", buf, CRC_POS, crc32c(bytes(buf[ATTRIBUTES_POS:12 + length])))
+    return bytes(buf)
+
+
+def kafka_python_gzip(base_offset: int, records: list[LogRecord]) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=Compression.GZIP, is_transactional=0,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i, r in enumerate(records):
+        builder.append(i, timestamp=1_000 + i, key=r.key, value=r.value, headers=list(r.headers))
+    buf = bytearray(builder.build())
+    struct.pack_into(">q", buf, 0, base_offset)
+    return bytes(buf)
+
+
+names = st.sampled_from(["member_id", "generation", "client_id", "x", "a-much-longer-header-name"])
+blobs = st.one_of(st.none(), st.binary(max_size=20), st.binary(min_size=60, max_size=200))
+record = st.builds(LogRecord, st.one_of(st.none(), st.binary(max_size=30)), blobs,
+                   st.lists(st.tuples(names, blobs), max_size=3).map(tuple))
+# How a batch is written: plain, gzip, control, log-append time, or plain with one
+# byte of its records changed under a good CRC.
+shape = st.one_of(st.sampled_from(["plain", "gzip", "control", "append-time"]),
+                  st.tuples(st.just("mangled"), st.integers(0, 10_000), st.integers(1, 255)))
+
+
+def build(base: int, records: list[LogRecord], how) -> bytes:
+    if how == "gzip":
+        return kafka_python_gzip(base, records)
+    if how == "control":
+        stored = tuple(StoredRecord(base + i, 7, r.key, r.value, r.headers) for i, r in enumerate(records))
+        return encode_stored_batch(StoredBatch(base, base + len(records) - 1, stored, max_timestamp_ms=7,
+                                               attributes=CONTROL_FLAG | TRANSACTIONAL_FLAG, producer_id=9))
+    buf = bytearray(encode_batch(base, records, 1_000))
+    if how == "append-time":
+        struct.pack_into(">h", buf, ATTRIBUTES_POS, 0x08)
+        struct.pack_into(">q", buf, 35, 55_555)
+    else:
+        struct.pack_into(">q", buf, 27, 1_000 - 300)        # records 300 ms after the base: 2-byte deltas
+        if how != "plain":
+            _, at, xor = how
+            at = BATCH_HEADER_LEN + at % (len(buf) - BATCH_HEADER_LEN)
+            buf[at] ^= xor
+    return restamp(buf)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.lists(record, min_size=1, max_size=70), shape), min_size=1, max_size=6))
+def test_any_batches_read_the_same(tmp_path_factory, batches):
+    directory = tmp_path_factory.mktemp("cols") / "__consumer_offsets-3"
+    directory.mkdir()
+    data = bytearray()
+    base = 0
+    for records, how in batches:
+        data += build(base, records, how)
+        base += len(records)
+    (directory / "00000000000000000000.log").write_bytes(bytes(data))
+    (directory / f"{base:020d}.log").write_bytes(data[-40:])      # an active segment with a write in progress
+    assert columnar(3, directory) == reference(3, directory)
+
+
+def test_records_longer_than_two_varint_bytes_and_bad_header_names(tmp_path):
+    directory = tmp_path / "__consumer_offsets-0"
+    directory.mkdir()
+    big = [LogRecord(b"k" * 20_000, b"v" * 70_000, (("member_id", b"m" * 300),))] * 3
+    bad_name = bytearray(encode_batch(3, [LogRecord(b"k", b"v", (("n\xe9", b"v"),))], 5))
+    at = bytes(bad_name).index(b"n\xc3\xa9")
+    bad_name[at:at + 3] = b"n\xff\xfe"                        # the same length, not UTF-8
+    compressed = bytearray(encode_batch(4, [LogRecord(b"k", b"v")], 6))
+    payload = gzip.compress(bytes(compressed[BATCH_HEADER_LEN:]))
+    compressed = compressed[:BATCH_HEADER_LEN] + payload
+    struct.pack_into(">i", compressed, 8, len(compressed) - 12)
+    struct.pack_into(">h", compressed, ATTRIBUTES_POS, Compression.GZIP)
+    (directory / "00000000000000000000.log").write_bytes(
+        encode_batch(0, big, 1) + restamp(bad_name) + restamp(compressed))
+    records, problems, _ = reference(0, directory)
+    assert len(records) == 4 and len(problems) == 1 and "undecodable" in problems[0]
+    assert columnar(0, directory) == reference(0, directory)
+
+
+def both_scanners(run, data_dir, tmp_path, options: Options, **kwargs):
+    columns = run(data_dir, tmp_path / "columns", replace(options, scanner="columns"), **kwargs)
+    reference = run(data_dir, tmp_path / "records", replace(options, scanner="records"), **kwargs)
+    return columns, reference
+
+
+@pytest.mark.parametrize("config", [DIRTY, KAFKA_WRITTEN], ids=["kgc", "kafka-written"])
+def test_the_audit_finds_the_same_as_the_record_by_record_audit(config, tmp_path):
+    data_dir = tmp_path / "data"
+    manifest = generate(data_dir, config)
+    columns, reference = both_scanners(audit, data_dir, tmp_path, Options(now_ms=config.now_ms),
+                                       log_offsets=manifest.log_offsets, upstream="test")
+    key = Finding.identity
+    for new, old in zip(columns.results, reference.results, strict=True):
+        assert sorted(new.findings, key=lambda f: (repr(key(f)), f.detail)) == \
+            sorted(old.findings, key=lambda f: (repr(key(f)), f.detail))
+        assert sorted(map(repr, new.final_offsets)) == sorted(map(repr, old.final_offsets))
+        assert new.groups == old.groups
+        assert (new.records, new.skipped_records, new.commits) == (old.records, old.skipped_records, old.commits)
+    assert columns.summary == {**reference.summary, "data_dir": columns.summary["data_dir"]}
+    for table in ("findings", "final_offsets", "groups"):
+        assert pq.read_table(tmp_path / "columns" / f"{table}.parquet").equals(
+            pq.read_table(tmp_path / "records" / f"{table}.parquet"))
+    assert read_history(tmp_path / "columns").equals(read_history(tmp_path / "records"))
+
+
+@pytest.mark.parametrize("config", [CLEAN, replace(KAFKA_WRITTEN, integrity=False, seed=5)],
+                         ids=["kgc", "kafka-written"])
+def test_compaction_writes_the_same_bytes_as_the_record_by_record_compaction(config, tmp_path):
+    data_dir = tmp_path / "data"
+    generate(data_dir, config)
+    # Some tombstones expired, some not; small segments so output rolls.
+    options = Options(now_ms=config.now_ms, delete_retention_ms=3_600_000, segment_bytes=4096)
+    columns, reference = both_scanners(compact, data_dir, tmp_path, options)
+    assert columns.totals == reference.totals
+    assert columns.totals["records_after"] < columns.totals["records_before"]
+    for d in partition_dirs(tmp_path / "records").values():
+        names = sorted(os.listdir(d))
+        assert sorted(os.listdir(tmp_path / "columns" / d.name)) == names
+        _match, mismatch, errors = filecmp.cmpfiles(d, tmp_path / "columns" / d.name, names, shallow=False)
+        assert mismatch == errors == []
