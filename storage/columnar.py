@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from numpy.lib.stride_tricks import sliding_window_view
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 from storage.format import BATCH_HEADER_LEN, LOG_OVERHEAD_LEN
 

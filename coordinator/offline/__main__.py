@@ -7,9 +7,15 @@ and `python -m coordinator.offline audit ...`. The same commands as `kgc audit` 
 `kgc compact`; under spark-submit they use the session spark-submit started.
 """
 
+import os
 import sys
 
-from coordinator.offline.cli import main
+# spark-submit runs this file as a script, so Python puts this directory first on the
+# path, where this package's inspect.py would stand in for the standard library's.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+
+from coordinator.offline.cli import main  # noqa: E402 (after the path is mended)
 
 if __name__ == "__main__":
     sys.exit(main())

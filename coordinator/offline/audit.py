@@ -126,6 +126,7 @@ class AuditResult:
     history: dict[str, list]
     records: int
     skipped_records: int
+    rebalances: list[dict]
 
 
 class _NoTimer:
@@ -147,6 +148,8 @@ class PartitionAudit:
     now_ms: int
     offsets_retention_ms: int
     log_offsets: LogOffsets | None = None
+    since_ms: int | None = None            # report what records from then on show
+    until_ms: int | None = None            # read no record from then on
     keep_history: bool = True
     findings: list[Finding] = field(default_factory=list)
     offsets: dict[tuple[str, str, int], Committed] = field(default_factory=dict)
@@ -154,19 +157,28 @@ class PartitionAudit:
     deleted: dict[str, int] = field(default_factory=dict)      # group -> offset of its GroupMetadata tombstone
     other_protocol: set[str] = field(default_factory=set)      # groups with type 3+ records
     history: dict[str, list] = field(default_factory=lambda: {c: [] for c in HISTORY_COLUMNS})
+    rebalances: list[dict] = field(default_factory=list)
     records: int = 0
     skipped_records: int = 0
+
+    def in_window(self, timestamp_ms: int) -> bool:
+        return self.since_ms is None or timestamp_ms >= self.since_ms
 
     def add(self, scanned: ScannedBatch) -> None:
         batch = scanned.batch
         if batch.is_control:
             self.skipped_records += len(batch.records)
             return
+        until_ms = self.until_ms
         for stored in batch.records:
+            if until_ms is not None and stored.timestamp_ms >= until_ms:
+                continue
             self.records += 1
             try:
                 decoded = records.deserialize(stored.key, stored.value)
             except records.RecordDecodeError as e:
+                if not self.in_window(stored.timestamp_ms):
+                    continue
                 self.findings.append(Finding(
                     FindingType.UNDECODABLE_RECORD, self.partition, record_offset=stored.offset,
                     timestamp_ms=stored.timestamp_ms, segment=scanned.segment, position=scanned.position,
@@ -188,6 +200,12 @@ class PartitionAudit:
 
     def group_metadata(self, group: str, value: GroupMetadataValue | None, record_offset: int,
                        timestamp_ms: int) -> None:
+        if self.in_window(timestamp_ms):
+            self.rebalances.append({
+                "log_partition": self.partition, "group": group, "record_offset": record_offset,
+                "timestamp_ms": timestamp_ms, "generation": None if value is None else value.generation,
+                "members": None if value is None else len(value.members),
+                "protocol": None if value is None else value.protocol, "leader": None if value is None else value.leader})
         if value is None:
             if self.groups.pop(group, None) is not None:
                 self.deleted[group] = record_offset
@@ -214,19 +232,20 @@ class PartitionAudit:
 
     def _offset_commit(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int,
                        timestamp_ms: int, writer: Writer) -> None:
-        if self.keep_history:
+        reported = self.in_window(timestamp_ms)
+        if self.keep_history and reported:
             self._record_history(key, value, record_offset, timestamp_ms, writer)
         tp = (key.group, key.topic, key.partition)
         if value is None:
             self.offsets.pop(tp, None)
             return
         previous = self.offsets.get(tp)
-        if previous is not None and value.offset < previous.value.offset:
+        if reported and previous is not None and value.offset < previous.value.offset:
             self._finding(FindingType.OFFSET_REGRESSION, key, value, record_offset, timestamp_ms, writer,
                           previous_offset=previous.value.offset,
                           detail=f"{previous.value.offset} -> {value.offset}")
         group = self.groups.get(key.group)
-        if (writer.generation is not None and writer.generation >= 0 and group is not None
+        if (reported and writer.generation is not None and writer.generation >= 0 and group is not None
                 and writer.generation < group.value.generation):
             self._finding(FindingType.STALE_GENERATION_COMMIT, key, value, record_offset, timestamp_ms, writer,
                           detail=f"generation {writer.generation}, group at {group.value.generation} "
@@ -281,7 +300,7 @@ class PartitionAudit:
             self._upstream_findings(self.log_offsets)
         final_offsets = [self._final_row(tp, committed) for tp, committed in self.offsets.items()]
         return AuditResult(list(integrity) + self.findings, final_offsets, self._group_rows(), self.history,
-                           self.records, self.skipped_records)
+                           self.records, self.skipped_records, self.rebalances)
 
     def _groupless_offset(self, group: str, topic: str, partition: int, committed: Committed) -> None:
         headers = _has_audit_headers(committed.writer)

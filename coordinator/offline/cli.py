@@ -12,6 +12,7 @@ same tasks one after another in this process, without pyspark.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import sys
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from coordinator.group.config import GroupConfig
+from coordinator.offline.findings import FindingType
 from coordinator.offline.job import Options
 from coordinator.offline.runner import TaskMap, local_map
 from coordinator.settings import ServerConfig
@@ -36,7 +38,15 @@ def add_subcommands(subparsers) -> None:
     audit.add_argument("--upstream", default=None, metavar="HOST:PORT",
                        help="a broker of the Kafka cluster: check offsets against its logs and report lag")
     audit.add_argument("--offsets-retention-ms", type=int, default=GroupConfig().offsets_retention_ms)
-    audit.add_argument("--fail-on-findings", action="store_true", help="exit 2 when anything is found")
+    audit.add_argument("--since", type=_time_ms, default=None, metavar="TIME",
+                       help="report only what records from this time on show (ISO 8601, UTC if no zone, or epoch ms)")
+    audit.add_argument("--until", type=_time_ms, default=None, metavar="TIME",
+                       help="audit the log as it was at this time: later records are not read (and it is the "
+                            "audit's 'now' unless --now-ms is given)")
+    audit.add_argument("--fail-on-findings", nargs="?", const="all", default=None, type=_finding_types,
+                       metavar="TYPE,...",
+                       help="exit 2 when findings of these types (default: of any type) are found; types: "
+                            + ", ".join(t.value for t in FindingType))
     _engine_arguments(audit)
     audit.set_defaults(handler=run_audit)
 
@@ -63,6 +73,29 @@ def add_subcommands(subparsers) -> None:
     generate.add_argument("--manifest", default=None, help="write the expected findings here (JSON)")
     generate.add_argument("--log-level", default="WARNING")
     generate.set_defaults(handler=run_generate)
+
+
+def _time_ms(text: str) -> int:
+    if text.isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither an ISO 8601 time nor epoch milliseconds") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def _finding_types(text: str) -> frozenset[FindingType]:
+    if text == "all":
+        return frozenset(FindingType)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FindingType._value2member_map_]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown finding type {', '.join(unknown) or repr(text)}; "
+                                         f"known: {', '.join(t.value for t in FindingType)}")
+    return frozenset(FindingType(name) for name in names)
 
 
 def _engine_arguments(p: argparse.ArgumentParser) -> None:
@@ -100,8 +133,10 @@ class _Engine:
 
 
 def _options(args) -> Options:
+    until_ms = getattr(args, "until", None)
+    now_ms = args.now_ms if args.now_ms is not None else until_ms if until_ms is not None else wall_clock_ms()
     return Options(
-        now_ms=args.now_ms if args.now_ms is not None else wall_clock_ms(),
+        now_ms=now_ms, since_ms=getattr(args, "since", None), until_ms=until_ms,
         offsets_retention_ms=getattr(args, "offsets_retention_ms", GroupConfig().offsets_retention_ms),
         delete_retention_ms=getattr(args, "delete_retention_ms", DELETE_RETENTION_MS),
         segment_bytes=getattr(args, "segment_bytes", ServerConfig().segment_bytes))
@@ -135,7 +170,8 @@ def run_audit(args) -> int:
         print(f"upstream {args.upstream}: {len(log_offsets)} partitions", flush=True)
     engine = _Engine(args)
     try:
-        run = audit(args.data_dir, args.out, _options(args), engine.task_map, log_offsets, args.upstream)
+        run = audit(args.data_dir, args.out, _options(args), engine.task_map, log_offsets, args.upstream,
+                    progress_label="audit")
     finally:
         engine.close()
     summary = run.summary
@@ -144,7 +180,11 @@ def run_audit(args) -> int:
           f"({args.engine}: session {engine.session_seconds:.1f} s, job {run.seconds:.1f} s)")
     print(f"findings: {json.dumps(found) if found else 'none'}")
     print(f"report: {Path(args.out) / 'report.html'}")
-    return 2 if args.fail_on_findings and found else 0
+    failing = sorted(k for k in found if args.fail_on_findings and FindingType(k) in args.fail_on_findings)
+    if failing:
+        print(f"failing: {', '.join(failing)} found", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run_compact(args) -> int:
@@ -156,7 +196,7 @@ def run_compact(args) -> int:
         return 2
     engine = _Engine(args)
     try:
-        run = compact(args.data_dir, args.out, _options(args), engine.task_map)
+        run = compact(args.data_dir, args.out, _options(args), engine.task_map, progress_label="compact")
     except CompactionRefused as e:
         print(f"compaction refused: {e}", file=sys.stderr)
         return 1

@@ -41,7 +41,10 @@ def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
     spans = cols.records
     control = cols.control[spans.batch]
     audit.skipped_records += int(control.sum())
-    rows = np.flatnonzero(~control)
+    readable = ~control
+    if audit.until_ms is not None:
+        readable &= cols.timestamp < audit.until_ms
+    rows = np.flatnonzero(readable)
     audit.records += len(rows)
     keys = _Keys(cols, rows)
     writers = _writers(cols)
@@ -59,7 +62,11 @@ def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
     _regressions(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer)
     _stale_generations(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, group_events)
     _final_offsets(cols, audit, keys, commit_rows, commit_keys, values, good, writer)
-    audit.history = _history(cols, audit.partition, keys, commit_rows, commit_keys, values, good, writer)
+    shown = _reported(cols, audit, commit_rows)
+    good_shown = good.copy()
+    good_shown[good] = shown
+    audit.history = _history(cols, audit.partition, keys, commit_rows[shown], commit_keys[shown], values, good_shown,
+                             writer.take(np.flatnonzero(shown)))
     return audit.finish(cols.scan.problems + cols.scan.evidence)
 
 
@@ -85,7 +92,7 @@ class _Keys:
             codes.append(code)
         self.kind = np.asarray(codes, np.int64)[self.index]
         self.errors = [(int(row), str(self.decoded[k])) for row, k in zip(rows[self.kind == _BAD].tolist(),
-                                                                          self.index[self.kind == _BAD].tolist())]
+                                                                          self.index[self.kind == _BAD].tolist(), strict=True)]
         # The groups of the keys, by name: offset keys and GroupMetadata keys meet here.
         self.group_ids: dict[str, int] = {}
         self.key_group = np.asarray([self._group_id(key) for key in self.decoded], np.int64)
@@ -215,6 +222,8 @@ class _CommitValues:
 
 
 def _undecodable(audit: PartitionAudit, cols: PartitionColumns, row: int, error: str) -> None:
+    if not audit.in_window(int(cols.timestamp[row])):
+        return
     segment, position = cols.segment_position(int(cols.records.batch[row]))
     audit.findings.append(Finding(FindingType.UNDECODABLE_RECORD, audit.partition,
                                   record_offset=int(cols.offset[row]), timestamp_ms=int(cols.timestamp[row]),
@@ -226,7 +235,7 @@ def _group_metadata(cols: PartitionColumns, rows: np.ndarray, keys: _Keys,
     """(row, group id, value or None) of each decodable GroupMetadata record, in offset order."""
     spans, raw = cols.records, cols.buf.data
     events = []
-    for row, key_index in zip(rows.tolist(), keys.index[keys.kind == _GROUP].tolist()):
+    for row, key_index in zip(rows.tolist(), keys.index[keys.kind == _GROUP].tolist(), strict=True):
         key = keys.decoded[key_index]
         length = int(spans.value_len[row])
         value = None
@@ -249,7 +258,7 @@ def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_
     audit.skipped_records += len(others)
     names = {gid: name for name, gid in keys.group_ids.items()}
     steps: list[tuple[int, bool, object]] = [(row, True, (names[gid], value)) for row, gid, value in group_events]
-    steps += [(row, False, keys.raw[k]) for row, k in zip(others.tolist(), keys.index[keys.kind == _OTHER].tolist())]
+    steps += [(row, False, keys.raw[k]) for row, k in zip(others.tolist(), keys.index[keys.kind == _OTHER].tolist(), strict=True)]
     steps.sort(key=lambda step: step[0])
     for row, is_group, payload in steps:
         offset = int(cols.offset[row])
@@ -263,7 +272,8 @@ def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_
 def _regressions(cols, audit, keys, rows, key_index, offset, tombstone, writer: _Writers) -> None:
     order = np.argsort(key_index, kind="stable")
     k, off, tomb = key_index[order], offset[order], tombstone[order]
-    hit = np.flatnonzero((k[1:] == k[:-1]) & ~tomb[1:] & ~tomb[:-1] & (off[1:] < off[:-1]))
+    hit = np.flatnonzero((k[1:] == k[:-1]) & ~tomb[1:] & ~tomb[:-1] & (off[1:] < off[:-1])
+                         & _reported(cols, audit, rows[order[1:]]))
     for at in hit.tolist():
         i = int(order[at + 1])
         previous = int(off[at])
@@ -278,7 +288,7 @@ def _stale_generations(cols, audit, keys, rows, key_index, offset, tombstone, wr
     generation_code = writer.codes["generation"]
     generations = np.asarray([g if g is not None else -1 for g in writer.values["generation"]] + [-1], np.int64)
     commit_generation = generations[np.where(generation_code < 0, len(generations) - 1, generation_code)]
-    candidates = np.flatnonzero(~tombstone & (commit_generation >= 0))
+    candidates = np.flatnonzero(~tombstone & (commit_generation >= 0) & _reported(cols, audit, rows))
     if not candidates.size:
         return
     event_row = np.asarray([row for row, _g, _v in group_events], np.int64)
@@ -299,10 +309,16 @@ def _stale_generations(cols, audit, keys, rows, key_index, offset, tombstone, wr
     at = np.where(found, at, 0)
     found &= (event_group[at] == commit_group) & event_live[at]
     stale = found & (commit_generation[candidates] < event_generation[at])
-    for c, e in zip(candidates[stale].tolist(), at[stale].tolist()):
+    for c, e in zip(candidates[stale].tolist(), at[stale].tolist(), strict=True):
         _commit_finding(cols, audit, keys, FindingType.STALE_GENERATION_COMMIT, rows, key_index, offset, writer, c,
                         detail=f"generation {int(commit_generation[c])}, group at {int(event_generation[e])} "
                                f"since offset {int(record_offset[event_row[e]])}")
+
+
+def _reported(cols: PartitionColumns, audit: PartitionAudit, rows: np.ndarray) -> np.ndarray:
+    if audit.since_ms is None:
+        return np.ones(len(rows), bool)
+    return cols.timestamp[rows] >= audit.since_ms
 
 
 def _commit_finding(cols, audit, keys, kind, rows, key_index, offset, writer: _Writers, i: int,

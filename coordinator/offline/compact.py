@@ -23,14 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-import pyarrow.compute as pc
-
-from coordinator.offline.columns import PartitionColumns
 from coordinator.offline.findings import Finding
 from coordinator.offline.scan import ScannedBatch
 from storage.compaction import compact_batch, latest_offsets
-from storage.format import batch_header, decode_batch, encode_stored_batch
+from storage.format import encode_stored_batch
 from storage.segment import LOG_SUFFIX, SegmentIO, segment_name
 
 
@@ -65,43 +61,6 @@ def compact_partition(batches: Sequence[ScannedBatch], next_offset: int, out_dir
     before = CompactionStats(records_before=sum(len(s.batch.records) for s in batches),
                              batches_before=len(batches), bytes_before=sum(len(s.raw) for s in batches))
     return write_compacted(kept, before, next_offset, out_dir, segment_bytes, io)
-
-
-def compact_columns(cols: PartitionColumns, out_dir: Path, now_ms: int, delete_retention_ms: int,
-                    segment_bytes: int, io: SegmentIO | None = None) -> CompactionStats:
-    """`compact_partition` over a partition's columns: the same rules decided per record
-    with numpy (latest offset per key, expired tombstones); a batch that keeps all its
-    records is copied, one that keeps some goes through `compact_batch` as above."""
-    spans = cols.records
-    batch = spans.batch
-    decoded = np.flatnonzero(cols.decoded)
-    supersedes = cols.supersedes[batch]
-    keyed = spans.key_len >= 0
-    encoded = pc.dictionary_encode(cols.views(spans.key_pos, spans.key_len), null_encoding="encode")
-    key = encoded.indices.to_numpy().astype(np.int64)
-    latest = np.full(len(encoded.dictionary), -1, np.int64)
-    counted = supersedes & keyed
-    np.maximum.at(latest, key[counted], cols.offset[counted])
-    alive = (spans.value_len >= 0) | (now_ms < cols.timestamp + delete_retention_ms)
-    survives = ~supersedes | ~keyed | ((latest[np.maximum(key, 0)] <= cols.offset) & alive)
-    count = np.bincount(batch, minlength=len(cols.decoded))
-    kept_count = np.bincount(batch[survives], minlength=len(cols.decoded))
-    kept: list[tuple[int, bytes | memoryview, int]] = []
-    whole = kept_count == count
-    first = np.concatenate([[0], np.cumsum(count)])
-    buf = cols.buf.data.cast("B")
-    for b in decoded[kept_count[decoded] > 0].tolist():
-        if whole[b]:
-            kept.append((int(cols.base_offset[b]), cols.raw(b), int(count[b])))
-            continue
-        start = int(cols.position[b])
-        stored = decode_batch(buf, start, batch_header(buf, start))
-        these = {r.key: int(latest[k]) for r, k in zip(stored.records, key[first[b]:first[b + 1]].tolist()) if r.key is not None}
-        partial = compact_batch(stored, these, now_ms, delete_retention_ms)
-        kept.append((partial.base_offset, encode_stored_batch(partial), len(partial.records)))
-    before = CompactionStats(records_before=int(count[decoded].sum()), batches_before=len(decoded),
-                             bytes_before=int(cols.size[decoded].sum()))
-    return write_compacted(kept, before, cols.scan.next_offset, out_dir, segment_bytes, io)
 
 
 def write_compacted(kept: Sequence[tuple[int, bytes | memoryview, int]], before: CompactionStats,

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 
 from coordinator.offline.audit import AuditResult, LogOffsets, PartitionAudit
-from coordinator.offline.compact import CompactionRefused, CompactionStats, compact_columns, compact_partition
+from coordinator.offline.compact import CompactionRefused, CompactionStats, compact_partition
 from coordinator.offline.findings import Finding
 from coordinator.offline.scan import PartitionScan
+
+DEFAULT_SCANNER = "columns" if find_spec("numpy") and find_spec("pyarrow") else "records"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +33,14 @@ class Options:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     delete_retention_ms: int = 24 * 3600 * 1000
     segment_bytes: int = 100 * 2**20
-    # "columns": every record of a partition at once, with numpy (`columns`); "records":
-    # batch by batch through storage.format, the reference the columnar scan is tested against.
-    scanner: str = "columns"
+    # "columns": every record of a partition at once, with numpy (`columns`; needs the
+    # spark extra's numpy and pyarrow); "records": batch by batch through storage.format,
+    # the reference the columnar scan is tested against.
+    scanner: str = field(default_factory=lambda: DEFAULT_SCANNER)
+    # The audit's window: records from since_ms on are reported; records from until_ms on
+    # are not read (the log as it was then). None: no bound.
+    since_ms: int | None = None
+    until_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,7 @@ class PartitionResult:
     findings: list[Finding] = field(default_factory=list)
     final_offsets: list[dict] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)
+    rebalances: list[dict] = field(default_factory=list)
     records: int = 0
     skipped_records: int = 0
     commits: int = 0
@@ -59,17 +68,23 @@ class PartitionResult:
     next_offset: int = 0
     compaction: CompactionStats | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0        # of this process (threads included): contention does not count
 
 
 def run_partition(task: PartitionTask) -> PartitionResult:
-    if task.options.scanner == "columns":
-        return _run_columns(task)
+    cpu_started = time.process_time()
+    result = _run_columns(task) if task.options.scanner == "columns" else _run_records(task)
+    result.cpu_seconds = time.process_time() - cpu_started
+    return result
+
+
+def _run_records(task: PartitionTask) -> PartitionResult:
     started = time.perf_counter()
     scan = PartitionScan(task.partition, Path(task.directory))
     audit = None
     options = task.options
     if task.report_dir is not None:
-        audit = PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets)
+        audit = _partition_audit(task)
     kept = [] if task.compact_dir is not None else None
     for scanned in scan:
         if audit is not None:
@@ -93,10 +108,17 @@ def run_partition(task: PartitionTask) -> PartitionResult:
     return result
 
 
+def _partition_audit(task: PartitionTask) -> PartitionAudit:
+    options = task.options
+    return PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets,
+                          since_ms=options.since_ms, until_ms=options.until_ms)
+
+
 def _audited(result: PartitionResult, audited: AuditResult, task: PartitionTask) -> None:
     result.findings = audited.findings
     result.final_offsets = audited.final_offsets
     result.groups = audited.groups
+    result.rebalances = audited.rebalances
     result.records = audited.records
     result.skipped_records = audited.skipped_records
     result.commits = len(audited.history["record_offset"])
@@ -107,6 +129,7 @@ def _audited(result: PartitionResult, audited: AuditResult, task: PartitionTask)
 
 def _run_columns(task: PartitionTask) -> PartitionResult:
     from coordinator.offline.column_audit import audit_columns
+    from coordinator.offline.column_compact import compact_columns
     from coordinator.offline.columns import scan_columns
 
     started = time.perf_counter()
@@ -116,7 +139,7 @@ def _run_columns(task: PartitionTask) -> PartitionResult:
     result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
                              next_offset=scan.next_offset)
     if task.report_dir is not None:
-        audit = PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets)
+        audit = _partition_audit(task)
         _audited(result, audit_columns(cols, audit), task)
     else:
         result.findings = scan.problems + scan.evidence

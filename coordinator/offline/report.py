@@ -2,7 +2,8 @@
 
 The HTML page is self-contained (inline SVG, no script, no fonts or files from
 elsewhere: it is opened on machines without internet) and shows, in charts:
-commits over time for the busiest groups, lag per group (with an upstream cluster),
+a timeline per group (commits, rebalances, findings), commits over time for the busiest
+groups, lag per group (with an upstream cluster),
 and findings by type; then tables of findings per group and the findings themselves.
 """
 
@@ -21,7 +22,15 @@ import pyarrow.compute as pc
 
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.offline.job import Options, PartitionResult
-from coordinator.offline.tables import FINAL_OFFSETS, FINDINGS, GROUPS, read_history, write_rows
+from coordinator.offline.tables import (
+    FINAL_OFFSETS,
+    FINDINGS,
+    GROUP_HISTORY,
+    GROUPS,
+    read_history,
+    write_rows,
+)
+from coordinator.offline.timeline import timelines
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f")
@@ -42,9 +51,12 @@ def write_report(report_dir: Path, results: Sequence[PartitionResult], *, data_d
     write_rows(report_dir / "findings.parquet", FINDINGS, [f.as_row() for f in findings])
     write_rows(report_dir / "final_offsets.parquet", FINAL_OFFSETS, final_offsets)
     write_rows(report_dir / "groups.parquet", GROUPS, groups)
+    rebalances = [row for r in results for row in r.rebalances]
+    write_rows(report_dir / "group_history.parquet", GROUP_HISTORY, rebalances)
     summary = _summary(results, findings, final_offsets, groups, data_dir, options, upstream)
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
-    (report_dir / "report.html").write_text(_html(report_dir, summary, findings, final_offsets, upstream))
+    (report_dir / "report.html").write_text(_html(report_dir, summary, findings, final_offsets, rebalances,
+                                                  upstream))
     return summary
 
 
@@ -83,8 +95,9 @@ def _summary(results, findings: list[Finding], final_offsets: list[dict], groups
 
 
 def _html(report_dir: Path, summary: dict, findings: list[Finding], final_offsets: list[dict],
-          upstream: str | None) -> str:
+          rebalances: list[dict], upstream: str | None) -> str:
     e = html.escape
+    group_timelines = timelines(read_history(report_dir, ["group", "timestamp_ms"]), rebalances, findings)
     commits_chart = _commits_chart(report_dir)
     lag_chart = _lag_chart(final_offsets) if upstream else \
         '<p class="note">No upstream cluster given (<code>--upstream</code>): lag is unknown.</p>'
@@ -116,6 +129,9 @@ th {{ background: #f4f6f8; }} svg text {{ font-size: 11px; fill: #333; }}
 upstream {e(upstream or "none")}</p>
 <div class="stats">{stats}</div>
 <section id="findings-by-type"><h2>Findings by type</h2>{findings_chart}</section>
+<section id="group-timelines"><h2>Group timelines</h2>
+<p class="note">Commits (bars), rebalances (orange: generation and members), deletion (dark line) and
+findings (red; hover for details) per group, each over its own span of time.</p>{group_timelines}</section>
 <section id="commits-over-time"><h2>Commits over time (busiest groups)</h2>{commits_chart}</section>
 <section id="lag-per-group"><h2>Lag per group</h2>{lag_chart}</section>
 <section id="findings-per-group"><h2>Findings per group</h2>

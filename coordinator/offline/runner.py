@@ -22,14 +22,34 @@ from coordinator.offline.scan import partition_dirs, segment_files
 
 log = logging.getLogger(__name__)
 
-TaskMap = Callable[[Callable[[PartitionTask], PartitionResult], Sequence[PartitionTask]], list[PartitionResult]]
+# (the function, its tasks, called with the number of tasks done as they finish) -> results
+TaskMap = Callable[[Callable[[PartitionTask], PartitionResult], Sequence[PartitionTask],
+                    Callable[[int], None] | None], list[PartitionResult]]
 
 COMPACTED_MARKER = "COMPACTED.json"
 
 
-def local_map(fn: Callable[[PartitionTask], PartitionResult],
-              tasks: Sequence[PartitionTask]) -> list[PartitionResult]:
-    return [fn(task) for task in tasks]
+def local_map(fn: Callable[[PartitionTask], PartitionResult], tasks: Sequence[PartitionTask],
+              progress: Callable[[int], None] | None = None) -> list[PartitionResult]:
+    results = []
+    for task in tasks:
+        results.append(fn(task))
+        if progress is not None:
+            progress(len(results))
+    return results
+
+
+def _run(task_map: TaskMap, tasks: list[PartitionTask], label: str | None) -> list[PartitionResult]:
+    """The tasks' results by partition; with a label, a progress bar on a terminal."""
+    if label is None:
+        return sorted(task_map(run_partition, tasks, None), key=lambda r: r.partition)
+    from coordinator.offline.progress import Progress
+
+    progress = Progress(len(tasks), label)
+    try:
+        return sorted(task_map(run_partition, tasks, progress), key=lambda r: r.partition)
+    finally:
+        progress.close()
 
 
 def plan(data_dir: str | Path, options: Options) -> list[PartitionTask]:
@@ -54,14 +74,15 @@ class AuditRun:
 
 
 def audit(data_dir: str | Path, report_dir: str | Path, options: Options, task_map: TaskMap = local_map,
-          log_offsets: LogOffsets | None = None, upstream: str | None = None) -> AuditRun:
+          log_offsets: LogOffsets | None = None, upstream: str | None = None,
+          progress_label: str | None = None) -> AuditRun:
     from coordinator.offline.report import write_report
 
     started = time.perf_counter()
     report_dir = Path(report_dir).resolve()
     _prepare_output(report_dir)
     tasks = [replace(t, report_dir=str(report_dir), log_offsets=log_offsets) for t in plan(data_dir, options)]
-    results = sorted(task_map(run_partition, tasks), key=lambda r: r.partition)
+    results = _run(task_map, tasks, progress_label)
     summary = write_report(report_dir, results, data_dir=str(data_dir), options=options, upstream=upstream)
     return AuditRun(results, summary, time.perf_counter() - started)
 
@@ -74,14 +95,14 @@ class CompactRun:
 
 
 def compact(data_dir: str | Path, out_dir: str | Path, options: Options,
-            task_map: TaskMap = local_map) -> CompactRun:
+            task_map: TaskMap = local_map, progress_label: str | None = None) -> CompactRun:
     started = time.perf_counter()
     out_dir = Path(out_dir).resolve()
     if Path(data_dir).resolve() == out_dir:
         raise ValueError("compaction writes a new data dir; --out must differ from the input")
     _prepare_output(out_dir)
     tasks = [replace(t, compact_dir=str(out_dir)) for t in plan(data_dir, options)]
-    results = sorted(task_map(run_partition, tasks), key=lambda r: r.partition)
+    results = _run(task_map, tasks, progress_label)
     totals: dict[str, int] = {}
     for r in results:
         for name, value in asdict(r.compaction).items():

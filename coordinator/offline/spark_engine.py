@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import uuid
 from collections.abc import Callable, Sequence
 
 from coordinator.offline.job import PartitionResult, PartitionTask
@@ -63,13 +65,51 @@ def active_session():
     return SparkSession.getActiveSession()
 
 
+PROGRESS_POLL_S = 0.5
+
+
 def spark_map(spark) -> TaskMap:
-    def run(fn: Callable[[PartitionTask], PartitionResult],
-            tasks: Sequence[PartitionTask]) -> list[PartitionResult]:
+    def run(fn: Callable[[PartitionTask], PartitionResult], tasks: Sequence[PartitionTask],
+            progress: Callable[[int], None] | None = None) -> list[PartitionResult]:
         tasks = list(tasks)
         if not tasks:
             return []
-        return spark.sparkContext.parallelize(tasks, len(tasks)).map(fn).collect()
+        context = spark.sparkContext
+        if progress is None:
+            return context.parallelize(tasks, len(tasks)).map(fn).collect()
+        # The job runs in a thread of its own, in a job group, while this one asks the
+        # status tracker how many of its tasks have finished.
+        group = f"kgc-offline-{uuid.uuid4().hex}"
+        outcome: dict[str, object] = {}
+
+        def collect() -> None:
+            context.setJobGroup(group, "kgc offline")
+            try:
+                outcome["results"] = context.parallelize(tasks, len(tasks)).map(fn).collect()
+            except BaseException as e:          # re-raised in the caller's thread
+                outcome["error"] = e
+
+        worker = threading.Thread(target=collect, name="kgc-offline-job", daemon=True)
+        worker.start()
+        tracker = context.statusTracker()
+        while worker.is_alive():
+            worker.join(PROGRESS_POLL_S)
+            progress(_completed_tasks(tracker, group))
+        if "error" in outcome:
+            raise outcome["error"]
+        progress(len(tasks))
+        return outcome["results"]
 
     return run
+
+
+def _completed_tasks(tracker, group: str) -> int:
+    done = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                done += stage.numCompletedTasks
+    return done
 

@@ -5,6 +5,7 @@
     final_offsets.parquet             the committed offsets after replay (+ upstream bounds, lag)
     groups.parquet                    each group's last GroupMetadata
     findings.parquet                  every finding
+    group_history.parquet             every GroupMetadata record: rebalances (generation null: deleted)
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ GROUPS = pa.schema([
     ("protocol_type", pa.string()), ("protocol", pa.string()), ("generation", pa.int32()),
     ("leader", pa.string()), ("members", pa.int32()), ("current_state_timestamp_ms", pa.int64()),
     ("metadata_record_offset", pa.int64()), ("offsets", pa.int32()),
+])
+
+GROUP_HISTORY = pa.schema([
+    ("log_partition", pa.int32()), ("group", pa.string()), ("record_offset", pa.int64()), ("timestamp_ms", pa.int64()),
+    ("generation", pa.int32()), ("members", pa.int32()), ("protocol", pa.string()), ("leader", pa.string()),
 ])
 
 FINDINGS = pa.schema([

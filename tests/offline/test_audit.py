@@ -95,7 +95,14 @@ def test_report_tables_and_summary(dirty_audit):
     regressed = next(f for f in findings if f.type is FindingType.OFFSET_REGRESSION)
     per_group = summary["findings_per_group"][regressed.group]
     assert per_group["offset_regression"] >= 1
-    assert (report / "report.html").read_text().count("<svg") == 2   # no upstream: no lag chart
+    page = (report / "report.html").read_text()
+    assert page.count("<svg") - page.count('class="timeline"') == 2   # no upstream: no lag chart
+    timelines = page.count('class="timeline"')
+    assert 0 < timelines <= 12
+    regressed_at = page.index(f"aria-label=\"timeline of {regressed.group}\"")
+    assert "offset_regression" in page[regressed_at:page.index("</svg>", regressed_at)]
+    rebalances = pq.read_table(report / "group_history.parquet").to_pylist()
+    assert {r["group"] for r in rebalances} >= {g["group"] for g in groups if g["state"] != "none"}
 
 
 def test_upstream_bounds_and_lag(dirty, tmp_path):
@@ -108,7 +115,8 @@ def test_upstream_bounds_and_lag(dirty, tmp_path):
         start, end = manifest.log_offsets[row["topic"], row["partition"]]
         assert (row["log_start_offset"], row["log_end_offset"]) == (start, end)
         assert row["lag"] == (end - row["offset"] if row["offset"] <= end else None)
-    assert (tmp_path / "report" / "report.html").read_text().count("<svg") == 3
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.count("<svg") - page.count('class="timeline"') == 3
 
 
 def test_reads_on_past_damage_in_the_middle_of_a_segment(tmp_path):
@@ -187,3 +195,63 @@ def test_groups_of_kafka_4_protocols_are_not_orphans(tmp_path):
     run = audit(tmp_path / "data", tmp_path / "report", Options(now_ms=2))
     assert sorted((f.type, f.group) for r in run.results for f in r.findings) == [
         (FindingType.OFFSET_OF_DELETED_GROUP, "gone")]
+
+
+def test_a_time_window_reports_what_its_records_show_and_the_state_at_its_end(dirty, dirty_audit, tmp_path):
+    directory, _manifest = dirty
+    full, _report, _manifest = dirty_audit
+    history = read_history(_report)
+    stamps = sorted(history["timestamp_ms"].to_pylist())
+    since, until = stamps[len(stamps) // 4], stamps[3 * len(stamps) // 4]
+    window = audit(directory, tmp_path / "window", Options(now_ms=DIRTY.now_ms, since_ms=since, until_ms=until))
+    per_record = {FindingType.OFFSET_REGRESSION, FindingType.STALE_GENERATION_COMMIT}
+    found = [f for r in window.results for f in r.findings if f.type in per_record]
+    expected = [f for r in full.results for f in r.findings if f.type in per_record and since <= f.timestamp_ms < until]
+    assert expected and sorted(map(repr, found)) == sorted(map(repr, expected))
+    kept = read_history(tmp_path / "window")["timestamp_ms"].to_pylist()
+    assert kept and all(since <= t < until for t in kept)
+    assert window.summary["commits"] == len(kept) < full.summary["commits"]
+    final = pq.read_table(tmp_path / "window" / "final_offsets.parquet").to_pylist()
+    assert final and all(row["timestamp_ms"] < until for row in final)
+    # Damage is reported whatever the window: a damaged batch has no time to trust.
+    assert {f.identity() for r in window.results for f in r.findings if f.type is FindingType.BAD_CRC} == \
+        {f.identity() for r in full.results for f in r.findings if f.type is FindingType.BAD_CRC}
+
+
+def test_cli_exit_code_for_chosen_finding_types(dirty, clean, tmp_path, capsys):
+    from coordinator.offline.cli import main
+
+    directory, _manifest = dirty
+    common = ["--engine", "python", "--now-ms", str(DIRTY.now_ms)]
+    assert main(["audit", str(directory), "--out", str(tmp_path / "a"), "--fail-on-findings",
+                 "offset_regression,bad_crc", *common]) == 2
+    assert "failing: bad_crc, offset_regression found" in capsys.readouterr().err
+    assert main(["audit", str(directory), "--out", str(tmp_path / "b"), "--fail-on-findings", *common]) == 2
+    assert main(["audit", str(clean[0]), "--out", str(tmp_path / "c"), "--fail-on-findings", "bad_crc",
+                 *common]) == 0
+    assert main(["audit", str(directory), "--out", str(tmp_path / "d"), *common]) == 0
+    with pytest.raises(SystemExit) as exit_:
+        main(["audit", str(directory), "--out", str(tmp_path / "e"), "--fail-on-findings", "offset_regresion"])
+    assert exit_.value.code == 2
+    assert "unknown finding type offset_regresion; known: offset_regression" in capsys.readouterr().err
+    assert main(["audit", str(directory), "--out", str(tmp_path / "f"), "--since", "2026-01-01T00:00",
+                 "--until", str(DIRTY.now_ms), "--engine", "python"]) == 0
+    assert "audited" in capsys.readouterr().out
+
+
+def test_progress_bar_counts_partition_tasks_on_a_terminal():
+    import io
+
+    from coordinator.offline.progress import Progress
+    from coordinator.offline.runner import local_map
+
+    out = io.StringIO()
+    progress = Progress(3, "audit", stream=out, force=True)
+    assert local_map(lambda task: task * 2, [1, 2, 3], progress) == [2, 4, 6]
+    progress.close()
+    assert out.getvalue().count("\r") == 3 and "3/3 partitions" in out.getvalue() and out.getvalue().endswith("\n")
+    quiet = io.StringIO()             # not a terminal: nothing drawn
+    off = Progress(3, "audit", stream=quiet)
+    local_map(lambda task: task, [1, 2, 3], off)
+    off.close()
+    assert quiet.getvalue() == ""

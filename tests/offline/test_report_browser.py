@@ -15,6 +15,7 @@ pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip ins
 from coordinator.offline.job import Options
 from coordinator.offline.report import FINDINGS_COLOR, LAG_COLOR, PALETTE
 from coordinator.offline.runner import audit
+from coordinator.offline.timeline import COMMITS_COLOR, FINDING_COLOR, REBALANCE_COLOR
 from tests.offline.conftest import DIRTY
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed (pip install -e '.[dev]')")
@@ -45,12 +46,14 @@ def test_report_renders_with_its_charts(dirty, tmp_path):
 
     dom = headless(profile, "--dump-dom", url).stdout
     assert "<title>kgc offset audit</title>" in dom
-    for section in ("findings-by-type", "commits-over-time", "lag-per-group", "findings-per-group"):
+    for section in ("findings-by-type", "group-timelines", "commits-over-time", "lag-per-group",
+                    "findings-per-group"):
         assert f'id="{section}"' in dom
-    assert dom.count("<svg") == 3
+    timelines = dom.count('class="timeline"')
+    assert dom.count("<svg") - timelines == 3 and timelines == 12
 
     shot = tmp_path / "report.png"
-    headless(profile, f"--screenshot={shot}", "--window-size=1100,2400", url)
+    headless(profile, f"--screenshot={shot}", "--window-size=1100,3200", url)
     image = Image.open(shot).convert("RGB")
     colors = {color for _count, color in image.getcolors(maxcolors=1 << 20)}
     # Each chart's own colour is on screen: the findings bars, the lag bars, and the
@@ -58,3 +61,5 @@ def test_report_renders_with_its_charts(dirty, tmp_path):
     assert rgb(FINDINGS_COLOR) in colors
     assert rgb(LAG_COLOR) in colors
     assert sum(rgb(c) in colors for c in PALETTE[1:6]) >= 3
+    # And the timelines': commit bars, rebalance lines, finding markers.
+    assert {rgb(COMMITS_COLOR), rgb(REBALANCE_COLOR), rgb(FINDING_COLOR)} <= colors

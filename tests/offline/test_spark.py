@@ -67,3 +67,17 @@ def test_cli_runs_on_spark_without_stopping_a_session_it_did_not_start(spark, sm
     assert code == 2
     assert "spark: session" in capsys.readouterr().out
     assert spark.sparkContext.parallelize([1, 2]).count() == 2
+
+
+def test_spark_map_reports_finished_tasks_as_they_finish(spark, small, tmp_path):
+    from dataclasses import replace
+
+    from coordinator.offline.job import run_partition
+    from coordinator.offline.runner import plan
+
+    directory, _manifest = small
+    tasks = [replace(t, report_dir=str(tmp_path)) for t in plan(directory, Options(now_ms=SMALL.now_ms))]
+    seen: list[int] = []
+    results = spark_map(spark)(run_partition, tasks, seen.append)
+    assert sorted(r.partition for r in results) == sorted(t.partition for t in tasks)
+    assert seen[-1] == len(tasks) and seen == sorted(seen)
