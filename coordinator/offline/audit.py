@@ -193,8 +193,7 @@ class PartitionAudit:
                 self._offset_commit(key, value, stored.offset, stored.timestamp_ms,
                                     Writer.from_headers(stored.headers))
             elif isinstance(key, records.ConsumerGroupKey):
-                self._other_protocol(isinstance(key, records.ConsumerGroupMetadataKey), key.group, value is None,
-                                     stored.offset)
+                self.consumer_group_record(key, value is None, stored.offset)
             else:
                 self.group_metadata(key.group, value, stored.offset, stored.timestamp_ms)
 
@@ -219,6 +218,9 @@ class PartitionAudit:
             return
         record_type, group = found
         self._other_protocol(record_type == records.CONSUMER_GROUP_METADATA_KEY_TYPE, group, tombstone, record_offset)
+
+    def consumer_group_record(self, key: records.ConsumerGroupKey, tombstone: bool, record_offset: int) -> None:
+        self._other_protocol(isinstance(key, records.ConsumerGroupMetadataKey), key.group, tombstone, record_offset)
 
     def _other_protocol(self, group_record: bool, group: str, tombstone: bool, record_offset: int) -> None:
         """A record of a KIP-848 (or share, streams) group: the group exists until its

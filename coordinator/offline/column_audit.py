@@ -31,7 +31,7 @@ from coordinator.offline.findings import Finding, FindingType
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 from storage.columnar import big_endian
 
-_COMMIT, _GROUP, _OTHER, _BAD = 0, 1, 2, 3
+_COMMIT, _GROUP, _OTHER, _BAD, _CONSUMER = 0, 1, 2, 3, 4
 _WRITER_FIELDS = ("member_id", "generation", "client_id", "client_host")
 _V3 = records.OFFSET_COMMIT_VALUE_VERSION
 _V3_NO_METADATA_SIZE = 24                       # version, offset, leader epoch, metadata length 0, commit time
@@ -87,7 +87,7 @@ class _Keys:
                 key, code = e, _BAD
             else:
                 code = _COMMIT if isinstance(key, OffsetCommitKey) else _GROUP if isinstance(key, GroupMetadataKey) \
-                    else _OTHER
+                    else _OTHER if key is None else _CONSUMER
             self.decoded.append(key)
             codes.append(code)
         self.kind = np.asarray(codes, np.int64)[self.index]
@@ -252,21 +252,36 @@ def _group_metadata(cols: PartitionColumns, rows: np.ndarray, keys: _Keys,
 
 def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_events: list,
                    audit: PartitionAudit) -> None:
-    """GroupMetadata and the other protocols' records, replayed in offset order as the
-    record-by-record audit does (they are few)."""
+    """GroupMetadata, KIP-848 consumer groups' records and the other protocols' records,
+    replayed in offset order as the record-by-record audit does (they are few)."""
+    spans, raw = cols.records, cols.buf.data
     others = rows[keys.kind == _OTHER]
     audit.skipped_records += len(others)
     names = {gid: name for name, gid in keys.group_ids.items()}
-    steps: list[tuple[int, bool, object]] = [(row, True, (names[gid], value)) for row, gid, value in group_events]
-    steps += [(row, False, keys.raw[k]) for row, k in zip(others.tolist(), keys.index[keys.kind == _OTHER].tolist(), strict=True)]
+    steps: list[tuple[int, int, object]] = [(row, _GROUP, (names[gid], value)) for row, gid, value in group_events]
+    steps += [(row, _OTHER, keys.raw[k])
+              for row, k in zip(others.tolist(), keys.index[keys.kind == _OTHER].tolist(), strict=True)]
+    consumer = keys.kind == _CONSUMER
+    steps += [(row, _CONSUMER, keys.decoded[k])
+              for row, k in zip(rows[consumer].tolist(), keys.index[consumer].tolist(), strict=True)]
     steps.sort(key=lambda step: step[0])
-    for row, is_group, payload in steps:
+    for row, kind, payload in steps:
         offset = int(cols.offset[row])
-        if is_group:
+        tombstone = spans.value_len[row] < 0
+        if kind == _GROUP:
             group, value = payload
             audit.group_metadata(group, value, offset, int(cols.timestamp[row]))
+        elif kind == _OTHER:
+            audit.other_record(payload, tombstone, offset)
         else:
-            audit.other_record(payload, cols.records.value_len[row] < 0, offset)
+            if not tombstone:
+                start = int(spans.value_pos[row])
+                try:
+                    records.deserialize_value(payload, bytes(raw[start:start + int(spans.value_len[row])]))
+                except records.RecordDecodeError as e:
+                    _undecodable(audit, cols, row, str(e))
+                    continue
+            audit.consumer_group_record(payload, tombstone, offset)
 
 
 def _regressions(cols, audit, keys, rows, key_index, offset, tombstone, writer: _Writers) -> None:

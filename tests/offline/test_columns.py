@@ -204,3 +204,30 @@ def test_compaction_writes_the_same_bytes_as_the_record_by_record_compaction(con
         assert sorted(os.listdir(tmp_path / "columns" / d.name)) == names
         _match, mismatch, errors = filecmp.cmpfiles(d, tmp_path / "columns" / d.name, names, shallow=False)
         assert mismatch == errors == []
+
+
+def test_kafka_4_group_records_are_judged_the_same(tmp_path):
+    """KIP-848 records (decoded, one of them damaged), a share group's (not decoded) and
+    commits around them, audited by both scanners."""
+    from coordinator import records
+
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+
+    def commit(group: str) -> LogRecord:
+        record = records.new_offset_commit_record(group, "t", 0, records.OffsetCommitValue(5, -1, "", 1))
+        return LogRecord(records.serialize_key(record.key), records.serialize_value(record.value))
+
+    def consumer_group(group: str, value: bytes | None) -> LogRecord:
+        return LogRecord(b"\x00\x03" + len(group).to_bytes(2, "big") + group.encode(), value)
+
+    epoch = records.serialize_value(records.ConsumerGroupMetadataValue(1))
+    log = [consumer_group("new", epoch), commit("new"), consumer_group("gone", epoch), commit("gone"),
+           consumer_group("gone", None), LogRecord(b"\x00\x0b\x00\x05share", b"\x00\x00anything"), commit("share"),
+           consumer_group("broken", epoch[:3]), commit("broken")]
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, log, 1))
+    columns, reference = both_scanners(audit, tmp_path / "data", tmp_path, Options(now_ms=2))
+    assert sorted(map(repr, columns.results[0].findings)) == sorted(map(repr, reference.results[0].findings))
+    assert {f.type.value for f in columns.results[0].findings} == {"offset_of_deleted_group", "undecodable_record",
+                                                                    "orphaned_offset"}
+    assert columns.summary == reference.summary
