@@ -1,6 +1,6 @@
 """What cut-over on first use costs: OffsetFetch latency of a group's first use on kgc
 (kgc asks Tansu's coordinator and writes the adoption), of every later use (steady state),
-and of the same request straight to Tansu, all in one run.
+of the same request to a kgc with adoption off, and straight to Tansu, all in one run.
 
     .venv/bin/python -m tests.e2e.adoption_latency --groups 200
 
@@ -36,15 +36,23 @@ def main() -> None:
         groups = [new_name("bench") for _ in range(args.groups)]
         for g in groups:
             simple_commit(broker.port, g, topic, dict.fromkeys(range(PARTITIONS), 5))
-        broker_port = free_port()
-        with kgc_process("--upstream", broker.bootstrap, "--broker-port", f"{broker.node_id}={broker_port}",
-                         "--log-level", "WARNING") as kgc:
-            wait_listening(broker_port)
-            rows = {"Tansu directly": [], "kgc, first use (adopts)": [], "kgc, steady state": []}
-            for g in groups:
-                rows["Tansu directly"].append(timed(lambda g=g: offset_fetch(broker.port, g, topic)))
-                rows["kgc, first use (adopts)"].append(timed(lambda g=g: offset_fetch(kgc.port, g, topic)))
-                rows["kgc, steady state"].append(timed(lambda g=g: offset_fetch(kgc.port, g, topic)))
+        ports = [free_port(), free_port()]
+        with kgc_process("--upstream", broker.bootstrap, "--broker-port", f"{broker.node_id}={ports[0]}",
+                         "--log-level", "WARNING") as kgc, \
+                kgc_process("--upstream", broker.bootstrap, "--broker-port", f"{broker.node_id}={ports[1]}",
+                            "--log-level", "WARNING", "--adopt-from-upstream", "false") as plain:
+            for port in ports:
+                wait_listening(port)
+            rows = {"Tansu directly": [], "kgc, first use (adopts)": [], "kgc, steady state": [],
+                    "kgc with adoption off": []}
+            for i, g in enumerate(groups):
+                # The first use must come before the steady state; the rest rotate, so that
+                # none is always the one right after a new connection's first request.
+                calls = [("Tansu directly", broker.port), ("kgc with adoption off", plain.port)]
+                calls.insert(i % 3, ("kgc, first use (adopts)", kgc.port))
+                calls.append(("kgc, steady state", kgc.port))
+                for name, port in calls:
+                    rows[name].append(timed(lambda g=g, port=port: offset_fetch(port, g, topic)))
     direct = statistics.median(rows["Tansu directly"])
     print(f"OffsetFetch v7, {args.groups} groups, one new connection per request (ms)\n")
     print("| request | median | p90 | vs Tansu directly |")
