@@ -28,6 +28,7 @@ thread counts them. Label values are bounded: an API key kgc has no name for is 
 | kgc_partition_load_duration_seconds | histogram | | time to replay a partition from the log |
 | kgc_partition_loaded_records_total | counter | | records read by loads (replayed or superseded) |
 | kgc_partition_failures_total | counter | | partitions failed (and reloaded) after a write error |
+| kgc_operation_failures_total | counter | | operations (requests, timers) that failed alone and had their group reset |
 | kgc_log_append_duration_seconds | histogram | | per batch, from append to durable |
 | kgc_log_write_duration_seconds | histogram | | per group commit, the write call(s) |
 | kgc_log_fsync_duration_seconds | histogram | | per fsync of a partition's active segment |
@@ -103,6 +104,9 @@ PARTITION_LOAD_SECONDS = Histogram("kgc_partition_load_duration_seconds", "Repla
 PARTITION_LOADED_RECORDS = Counter("kgc_partition_loaded_records", "Records read by partition loads",
                                    registry=REGISTRY)
 PARTITION_FAILURES = Counter("kgc_partition_failures", "Partitions failed after a write error",
+                             registry=REGISTRY)
+
+OPERATION_FAILURES = Counter("kgc_operation_failures", "Operations that failed alone, their group reset",
                              registry=REGISTRY)
 
 LOG_APPEND_SECONDS = Histogram("kgc_log_append_duration_seconds", "Per batch, append to durable",
@@ -327,6 +331,10 @@ def partition_loaded(seconds: float, records: int) -> None:
 
 def partition_failed() -> None:
     PARTITION_FAILURES.inc()
+
+
+def operation_failed() -> None:
+    OPERATION_FAILURES.inc()
 
 
 def partition_states(states: Iterable[str], counts: Tally[str]) -> None:

@@ -128,7 +128,8 @@ class GroupCoordinatorService:
         return partition_for(group_id, self._runtime.num_partitions)
 
     def _single_group_write(self, op: Callable[..., Any], ctx: RequestContext, request: Any) -> Any:
-        return self._runtime.submit_write(self._partition(request.group_id), partial(op, ctx, request))
+        group_id = request.group_id
+        return self._runtime.submit_write(self._partition(group_id), partial(op, ctx, request), group_id)
 
     # ---- adoption (cut-over on first use) ---------------------------------------------
 

@@ -5,7 +5,12 @@ Membership while rebalancing is not event-sourced (as in Kafka): the handlers mu
 that `replay` turns back into a STABLE or EMPTY group after a restart.
 
 Protocol selection: the candidates are the protocols every member supports; each member
-votes for the first candidate in its own preference order; most votes wins. Kafka breaks
+votes for the first candidate in its own preference order; most votes wins. A member
+that lists a name twice supports it once, and its first entry (metadata and rank) is
+the one that counts: Kafka reads a member's names as a set where it checks support, and
+takes the first match where it votes or reads metadata; counting a repeated name twice
+made a protocol look supported by all while one member lacked it, and the join could
+then never complete. Kafka breaks
 ties by hash-map order (arbitrary); we break them by the order in which votes were
 first cast, which is member join order, so results are reproducible.
 
@@ -87,7 +92,8 @@ class ClassicGroupMember:
         return self.is_awaiting_join or self.is_awaiting_sync
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """Each name once, in the member's preference order."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def matches(self, protocols: Protocols) -> bool:
         return self.protocols == protocols

@@ -106,6 +106,12 @@ class Membership:
         self._outbox.append(Reply(parked.handle, sync_response(parked.api_version, answer)))
         return True
 
+    def take_outbox(self) -> list[Reply]:
+        """The replies an interrupted handler collected and never handed out."""
+        replies = list(self._outbox)
+        self._outbox.clear()
+        return replies
+
     def answer_superseded(self, handle: object, response: object) -> None:
         """Answer a parked request that a newer one from the same member replaced.
 
@@ -303,6 +309,31 @@ class Membership:
         group.pending_sync_members.clear()
 
     # ------------------------------------------------------------ member removal and assignment
+
+    def reset(self, group: ClassicGroup, reason: str) -> Result:
+        """Put a group whose last operation failed half-way back into a state it can serve
+        from: every member and pending member removed (a parked JoinGroup or SyncGroup is
+        answered UNKNOWN_MEMBER_ID, which every client meets by rejoining), its timers
+        cancelled, and an Empty next generation written, so the log agrees and a stale
+        generation cannot commit."""
+        group_id = group.group_id
+        log.error("[group=%s] resetting the group: %s", group_id, reason)
+        for member in list(group.members.values()):
+            self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+            self.answer_sync(group, member, SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+            self.timer.cancel(heartbeat_key(group_id, member.member_id))
+            group.remove(member.member_id)
+        for member_id in list(group.pending_join_members):
+            self.timer.cancel(heartbeat_key(group_id, member_id))
+            group.remove(member_id)
+        self.timer.cancel(join_key(group_id))
+        self.timer.cancel(sync_key(group_id))
+        if group.is_in(GroupState.DEAD):
+            return self.finish()
+        if not group.is_in(GroupState.PREPARING_REBALANCE):
+            group.transition_to(GroupState.PREPARING_REBALANCE, self.clock())
+        self._init_next_generation(group)
+        return self.finish(self.snapshot_record(group, {}))
 
     def remove_member_and_update_group(self, group: ClassicGroup, member: ClassicGroupMember,
                                        reason: str) -> Result:

@@ -23,7 +23,7 @@ The service checks a null group id before routing; every other request rule, inc
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -45,10 +45,10 @@ from coordinator.group.heartbeat import heartbeat, leave_group
 from coordinator.group.join import join_group
 from coordinator.group.membership import Membership
 from coordinator.group.offsets import OffsetManager
-from coordinator.group.result import ReplyHandle, RequestContext, Result
+from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result
 from coordinator.group.state import GroupState
 from coordinator.group.sync import sync_group
-from coordinator.group.timer import Timer, expire_offsets_key, heartbeat_key, join_key, sync_key
+from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
@@ -195,6 +195,29 @@ class GroupShard:
             return Result(response=False)
         return Result(records=adoption_records(group_id, protocol_type, offsets, source=source,
                                                now_ms=self.clock()), response=True)
+
+    # ------------------------------------------------------------ failed operations
+
+    def isolate(self, scope: Hashable) -> Result:
+        """After an operation on this shard raised (or returned records that cannot be
+        written): what puts its scope back into a state it can serve from.
+
+        `scope` is the group id a request named, or the key of the timer that fired.
+        Nothing hard changed (records are replayed only once they serialize), but soft
+        membership may be half-updated, so the group is reset (`Membership.reset`);
+        replies the interrupted handler collected are answered UNKNOWN_MEMBER_ID too.
+        A failed offsets expiry is armed again, so expiry never stops for good.
+        """
+        aborted = tuple(Reply(r.handle, ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "the group was reset"))
+                        for r in self.membership.take_outbox())
+        group_id = scope if isinstance(scope, str) else group_of(scope)
+        if scope == expire_offsets_key():
+            self._schedule_offsets_expiry()
+        group = self.groups.get(group_id) if group_id is not None else None
+        if group is None:
+            return Result(replies=aborted, replay=False)
+        result = self.membership.reset(group, "an operation on it failed")
+        return Result(records=result.records, replies=aborted + result.replies, replay=False)
 
     # ------------------------------------------------------------ replay and lifecycle
 

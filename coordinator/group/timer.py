@@ -4,10 +4,11 @@ An expired timer's op runs on its partition's executor like a request and return
 `Result` that goes through the same write path. Scheduling a key that is already
 scheduled replaces it.
 
-Keys are hashable values: strings for the per-group and per-partition timers, and for
-a member's session a tuple of ids the member already holds (`heartbeat_key`), which a
-member builds once and keeps with its expiry op (`membership.HeartbeatExpiry`), so a
-heartbeat builds no key. A tuple never equals a string, so the two kinds cannot collide.
+Keys are tuples whose first item names the kind of timer; a group's timers carry the
+group id second (`group_of` reads it back, so a failed timer op can be traced to the
+one group it concerns). A member's session key holds ids the member already holds
+(`heartbeat_key`), which a member builds once and keeps with its expiry op
+(`membership.HeartbeatExpiry`), so a heartbeat builds no key.
 """
 
 from __future__ import annotations
@@ -42,13 +43,21 @@ def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("heartbeat", group_id, member_id)
 
 
-def join_key(group_id: str) -> str:
-    return f"join-{group_id}"
+def join_key(group_id: str) -> tuple[str, str]:
+    return ("join", group_id)
 
 
-def sync_key(group_id: str) -> str:
-    return f"sync-{group_id}"
+def sync_key(group_id: str) -> tuple[str, str]:
+    return ("sync", group_id)
 
 
-def expire_offsets_key() -> str:
-    return "expire-offsets"
+_EXPIRE_OFFSETS_KEY = ("expire-offsets",)
+
+
+def expire_offsets_key() -> tuple[str]:
+    return _EXPIRE_OFFSETS_KEY
+
+
+def group_of(key: Hashable) -> str | None:
+    """The group a timer key belongs to; None for the partition's own timers."""
+    return key[1] if isinstance(key, tuple) and len(key) > 1 else None

@@ -169,8 +169,7 @@ class Dispatcher:
             # Answered inline (a Heartbeat on an idle partition): no task, no future.
             if finish is not None:
                 outcome = finish(outcome)
-            metrics.response(request_metrics, api_key, version, outcome)
-            return encode_response(header, outcome, version)
+            return self._encode(header, payload, request, request_metrics, outcome)
         frame = self._loop.create_future()
         pending = _Pending(self, ctx, header, payload, request_metrics, frame, outcome, finish)
         outcome.add_done_callback(pending)
@@ -192,6 +191,24 @@ class Dispatcher:
             frame = encode_response(header, response, header.api_version)
         except (MalformedRequest, ValueError, KeyError) as exc:
             raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {low}-{high})") from exc
+        metrics.response(request_metrics, header.api_key, header.api_version, response)
+        return frame
+
+    @classmethod
+    def _encode(cls, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
+                response: Any) -> bytes:
+        """The response's frame; a response that cannot be encoded (a builder's fault) is
+        answered UNKNOWN_SERVER_ERROR in the API's shape rather than closing the connection.
+        `request` may be None (decoded from `payload` only then)."""
+        try:
+            frame = encode_response(header, response, header.api_version)
+        except Exception:
+            log.exception("%s v%d: the response could not be encoded; answering UNKNOWN_SERVER_ERROR",
+                          ApiKey(header.api_key).name, header.api_version)
+            if request is None:
+                request = cls._decode(header, payload)
+            response = error_response(header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            frame = encode_response(header, response, header.api_version)
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
 
@@ -240,16 +257,17 @@ class _Pending:
             frame.cancel()
             return
         header = self._header
+        dispatcher = self._dispatcher
         try:
+            request = None
             if outcome.exception() is None:
                 response = outcome.result()
                 if self._finish is not None:
                     response = self._finish(response)
             else:
-                request = self._dispatcher._decode(header, self._payload)
-                response = self._dispatcher._service.answer(self._ctx, header.api_key, request, outcome)
-            metrics.response(self._metrics, header.api_key, header.api_version, response)
-            frame.set_result(encode_response(header, response, header.api_version))
+                request = dispatcher._decode(header, self._payload)
+                response = dispatcher._service.answer(self._ctx, header.api_key, request, outcome)
+            frame.set_result(dispatcher._encode(header, self._payload, request, self._metrics, response))
         except Exception as exc:
             frame.set_exception(exc)
 

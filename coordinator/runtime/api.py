@@ -9,6 +9,9 @@ they return the answer itself when the partition could give it at once (an idle
 partition runs the op inline), otherwise a future of it; they raise what `write` and
 `read` raise.
 
+A write's `scope` names what the op touches (the group id), so a failing op can be
+isolated to it (see `partition.py`, "Fault isolation").
+
 Both raise `PartitionLoading` (answer COORDINATOR_LOAD_IN_PROGRESS),
 `PartitionNotActive` (NOT_COORDINATOR: failed, unloaded or not owned), or
 `RuntimeClosed` (COORDINATOR_NOT_AVAILABLE). A parked request whose partition fails or
@@ -17,7 +20,7 @@ unloads gets `PartitionNotActive`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
 from coordinator.group.result import ReplyHandle, Result
@@ -49,16 +52,24 @@ class Shard(Protocol):
 
     def on_unloaded(self) -> None: ...
 
+    def isolate(self, scope: Hashable) -> Result:
+        """The Result that puts `scope` right after an operation on it failed (see
+        `partition.py`, "Fault isolation")."""
+        ...
+
 
 class RuntimeApi(Protocol):
     """What the service needs of the runtime (`runtime.CoordinatorRuntime` is the one there is)."""
 
     num_partitions: int
 
-    async def write(self, partition: int, op: Callable[[Any, ReplyHandle], Result]) -> Any: ...
+    async def write(self, partition: int, op: Callable[[Any, ReplyHandle], Result],
+                    scope: Hashable = None) -> Any: ...
 
     async def read(self, partition: int, op: Callable[[Any], Any]) -> Any: ...
 
-    def submit_write(self, partition: int, op: Callable[[Any, ReplyHandle], Result]) -> Any: ...
+    def submit_write(self, partition: int, op: Callable[[Any, ReplyHandle], Result],
+                     scope: Hashable = None) -> Any: ...
 
     def submit_read(self, partition: int, op: Callable[[Any], Any]) -> Any: ...
+

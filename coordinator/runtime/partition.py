@@ -32,6 +32,19 @@ awaits, so nothing else touches the shard while it runs:
    shard is dropped, and the consumer recovers the store and reloads from the durable
    log. Nothing that was replayed but not made durable survives.
 
+Fault isolation: an operation that fails is not a storage failure, and fails alone.
+Every write carries a *scope* the shard understands (the group id a request names; a
+timer's key; an `after_commit` inherits its op's). When an op, a timer op or an
+`after_commit` raises (an `ApiError` is a refusal, not a fault), or returns records that
+cannot be serialized, nothing of it is replayed or appended; its own request gets the
+exception (the service answers UNKNOWN_SERVER_ERROR in the API's shape), the other
+requests its Result would have answered get UNKNOWN_MEMBER_ID, and `shard.isolate(scope)`
+returns the Result that resets that scope (a group whose soft state the op may have left
+half-changed), applied like any other. Records are serialized before any is replayed,
+so hard state never sees part of a failed op. The partition fails only when the store
+does, when replay itself raises (hard state may then be half-applied), or when the
+shard cannot isolate a fault.
+
 Reads (`read(op)`) run on the same queue and return once every earlier write is durable
 (inline, when the partition is idle).
 A handle whose future is already done or cancelled (the client went away) is skipped.
@@ -44,8 +57,9 @@ import enum
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from coordinator import metrics
@@ -53,11 +67,13 @@ from coordinator.group.result import Result
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
-from storage.api import LogStore, StorageError
+from protocol.errors import ApiError, ErrorCode
+from storage.api import LogRecord, LogStore, StorageError
 
 log = logging.getLogger(__name__)
 
 ShardFactory = Callable[[int, LoopTimer], Shard]
+Scope = Hashable
 
 
 class PartitionState(enum.Enum):
@@ -121,6 +137,7 @@ class PartitionStats:
     batches_appended: int = 0
     records_appended: int = 0
     failures: int = 0
+    op_failures: int = 0
     loads: int = 0
     records_loaded: int = 0
     last_load_ms: float = 0.0
@@ -131,6 +148,7 @@ class _Parked:
     offset: int
     completions: list[tuple[asyncio.Future, Any]]
     after_commit: Callable[[], Result] | None
+    scope: Scope = None
 
 
 @dataclass(slots=True)
@@ -140,6 +158,9 @@ class _Event:
 
 
 _RELOAD = object()
+# The scope of a Result that isolates a fault: if even it cannot be written, it is not
+# isolated again.
+_ISOLATING = object()
 
 
 class PartitionRuntime:
@@ -202,24 +223,24 @@ class PartitionRuntime:
 
     # ---- requests --------------------------------------------------------------------
 
-    async def write(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+    async def write(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope = None) -> Any:
         self._check_serving()
         self.stats.writes += 1
-        return await self._enqueue_write(op)
+        return await self._enqueue_write(op, scope)
 
     async def read(self, op: Callable[[Any], Any]) -> Any:
         self._check_serving()
         self.stats.reads += 1
         return await self._enqueue(self._read_event(op))
 
-    def submit_write(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+    def submit_write(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope = None) -> Any:
         """`write` without a coroutine, for the request path: the response itself when the
         op ran inline and its answer needs no durable write, otherwise a future of it."""
         self._check_serving()
         self.stats.writes += 1
         if self._queue.empty():
-            return self._write_inline(op)
-        return self._enqueue_write(op)
+            return self._write_inline(op, scope)
+        return self._enqueue_write(op, scope)
 
     def submit_read(self, op: Callable[[Any], Any]) -> Any:
         """`read` without a coroutine: the value itself when nothing is pending ahead of it."""
@@ -229,9 +250,9 @@ class PartitionRuntime:
             return op(self._shard)
         return self._enqueue(self._read_event(op))
 
-    def _enqueue_write(self, op: Callable[[Any, FutureReplyHandle], Result]) -> asyncio.Future:
+    def _enqueue_write(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope) -> asyncio.Future:
         handle = FutureReplyHandle(self._new_waiter())
-        self._enqueue(_Event(lambda: self._run_write(op, handle), handle.future))
+        self._enqueue(_Event(lambda: self._run_write(op, handle, scope), handle.future))
         return handle.future
 
     def _idle(self) -> bool:
@@ -245,25 +266,27 @@ class PartitionRuntime:
         """Nothing waits on durability: an answer made now may go out now."""
         return not self._parked and self._last_written <= self._last_durable
 
-    def _write_inline(self, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+    def _write_inline(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope) -> Any:
         handle = _InlineHandle(self._new_waiter)
         try:
             result = op(self._shard, handle)
-        except Exception:
+        except Exception as exc:
             if handle.materialized:
                 handle.future.cancel()  # kept by the op before it failed; nobody will await it
+            if not isinstance(exc, ApiError):
+                self._guarded(partial(self._isolate, scope, exc))
             raise
         if result.records or result.response is None or not self._settled():
             # An answer waits for its own records, or (Kafka's empty-records branch) for
             # the writes pending before it, so no client sees state that is not durable.
             fut = handle.future     # made before the append, so a failure there reaches it
-            self._guarded(lambda: self._apply(result, handle))
+            self._guarded(lambda: self._apply(result, handle, scope))
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 return fut.result()     # durable already (written inline)
             return fut
         if result.replies or result.after_commit is not None:
             # Settled, so nothing is pending: these are released right away, as the queue would.
-            self._guarded(lambda: self._apply(result, None))
+            self._guarded(lambda: self._apply(result, None, scope))
         return result.response
 
     def _check_serving(self) -> None:
@@ -315,14 +338,17 @@ class PartitionRuntime:
             log.exception("partition %d: runtime step failed", self.partition)
             self._fail(exc)
 
-    def _run_write(self, op: Callable[[Any, FutureReplyHandle], Result], handle: FutureReplyHandle) -> None:
+    def _run_write(self, op: Callable[[Any, FutureReplyHandle], Result], handle: FutureReplyHandle,
+                   scope: Scope) -> None:
         try:
             result = op(self._shard, handle)
         except Exception as exc:
             if not handle.future.done():
                 handle.future.set_exception(exc)
+            if not isinstance(exc, ApiError):
+                self._isolate(scope, exc)
             return
-        self._apply(result, handle)
+        self._apply(result, handle, scope)
 
     def _run_read(self, op: Callable[[Any], Any], fut: asyncio.Future) -> None:
         if fut.done():
@@ -340,21 +366,59 @@ class PartitionRuntime:
         self.stats.timer_ops += 1
         try:
             result = entry.op()
-        except Exception:
-            log.exception("partition %d: timer %s failed", self.partition, entry.key)
+        except Exception as exc:
+            self._isolate(entry.key, exc)
             return
-        self._apply(result, None)
+        self._apply(result, None, entry.key)
 
-    def _apply(self, result: Result, handle: FutureReplyHandle | _InlineHandle | None) -> None:
+    def _apply(self, result: Result, handle: FutureReplyHandle | _InlineHandle | None, scope: Scope) -> None:
         completions: list[tuple[asyncio.Future, Any]] = []
         if handle is not None and result.response is not None:
             completions.append((handle.future, result.response))
         completions.extend((reply.handle.future, reply.response) for reply in result.replies)
-        if result.records and not self._append(result):
-            return
-        self._park_or_release(_Parked(self._last_written, completions, result.after_commit))
+        if result.records:
+            try:
+                log_records = [self._serde.serialize(record) for record in result.records]
+            except Exception as exc:
+                self._unwritable(result, handle, scope, exc)
+                return
+            if not self._append(result, log_records):
+                return
+        self._park_or_release(_Parked(self._last_written, completions, result.after_commit, scope))
 
-    def _append(self, result: Result) -> bool:
+    def _unwritable(self, result: Result, handle: FutureReplyHandle | _InlineHandle | None, scope: Scope,
+                    exc: Exception) -> None:
+        """A Result whose records cannot be serialized: nothing of it is written."""
+        if scope is _ISOLATING:
+            # Even the reset of a failed op cannot be written: its answers still go out,
+            # and the shard keeps the reset it already made in memory.
+            log.error("partition %d: a group reset could not be written: %r", self.partition, exc)
+            self._park_or_release(_Parked(self._last_written, [
+                (reply.handle.future, reply.response) for reply in result.replies], None, None))
+            return
+        if handle is not None and not handle.future.done():
+            handle.future.set_exception(exc)
+        aborted = ApiError(ErrorCode.UNKNOWN_MEMBER_ID, "the group was reset")
+        for reply in result.replies:
+            if not reply.handle.future.done():
+                reply.handle.future.set_exception(aborted)
+        self._isolate(scope, exc)
+
+    def _isolate(self, scope: Scope, exc: Exception) -> None:
+        """An operation on `scope` failed: let the shard put the scope right, partition serving."""
+        log.error("partition %d: an operation on %r failed; answering it with an error and "
+                  "isolating its scope", self.partition, scope, exc_info=exc)
+        self.stats.op_failures += 1
+        metrics.operation_failed()
+        try:
+            recovery = self._shard.isolate(scope)
+        except Exception as isolate_exc:
+            log.exception("partition %d: could not isolate the failure on %r", self.partition, scope)
+            self._fail(isolate_exc)
+            return
+        self._apply(recovery, None, _ISOLATING)
+
+    def _append(self, result: Result, log_records: list[LogRecord]) -> bool:
         error = self._store.partition_error(self.partition)
         if error is not None:
             self._fail(error)
@@ -362,8 +426,7 @@ class PartitionRuntime:
         base = self._next_offset
         try:
             # The op already changed soft state for these records: if they cannot be
-            # serialized or replayed, only a reload gives back a consistent shard.
-            log_records = [self._serde.serialize(record) for record in result.records]
+            # replayed, only a reload gives back a consistent shard.
             if result.replay:
                 for i, record in enumerate(result.records):
                     self._shard.replay(base + i, record)
@@ -409,15 +472,18 @@ class PartitionRuntime:
     def _release(self, parked: _Parked) -> None:
         for fut, value in parked.completions:
             if not fut.done():
-                fut.set_result(value)
+                if isinstance(value, BaseException):
+                    fut.set_exception(value)    # a request answered by a fault's isolation
+                else:
+                    fut.set_result(value)
         if parked.after_commit is None:
             return
         try:
             result = parked.after_commit()
-        except Exception:
-            log.exception("partition %d: after-commit step failed", self.partition)
+        except Exception as exc:
+            self._isolate(parked.scope, exc)
             return
-        self._apply(result, None)
+        self._apply(result, None, parked.scope)
 
     # ---- loading, failure, recovery --------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from coordinator.group.config import GroupConfig
@@ -68,15 +68,17 @@ class CoordinatorRuntime:
         self._closed = True
         await asyncio.gather(*(p.close() for p in self._partitions))
 
-    async def write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
-        return await self._partition(partition).write(op)
+    async def write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result],
+                    scope: Hashable = None) -> Any:
+        return await self._partition(partition).write(op, scope)
 
     async def read(self, partition: int, op: Callable[[Any], Any]) -> Any:
         return await self._partition(partition).read(op)
 
-    def submit_write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result]) -> Any:
+    def submit_write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result],
+                     scope: Hashable = None) -> Any:
         """`write` without a coroutine: the response, or a future of it (see `PartitionRuntime`)."""
-        return self._partition(partition).submit_write(op)
+        return self._partition(partition).submit_write(op, scope)
 
     def submit_read(self, partition: int, op: Callable[[Any], Any]) -> Any:
         return self._partition(partition).submit_read(op)

@@ -72,8 +72,8 @@ async def test_a_reschedule_under_an_equal_key_keeps_the_newer_key_object():
 async def test_an_earlier_reschedule_rearms_the_loop_handle():
     expired: list[TimerEntry] = []
     timer = _timer(expired)
-    timer.schedule("join-g", 10_000, _op("late"))
-    timer.schedule("join-g", 1_000, _op("early"))
+    timer.schedule(("join", "g"), 10_000, _op("late"))
+    timer.schedule(("join", "g"), 1_000, _op("early"))
     await asyncio.sleep(1.1)
     [entry] = expired
     assert timer.claim(entry) and entry.op().response == "early"

@@ -27,11 +27,14 @@ def rec(key: str, value: str | None = "v") -> CoordinatorRecord:
 
 
 class StrSerde:
-    """Keys starting with "?" are an unknown record type, "!" an undecodable one."""
+    """Keys starting with "?" are an unknown record type, "!" an undecodable one, "#" an
+    unserializable one."""
 
     compacted = False   # every record is replayed, as written
 
     def serialize(self, record: CoordinatorRecord) -> LogRecord:
+        if record.key.startswith("#"):
+            raise ValueError(f"cannot serialize {record.key}")
         value = None if record.value is None else record.value.encode()
         return LogRecord(record.key.encode(), value)
 
@@ -45,7 +48,8 @@ class StrSerde:
 
 
 class DummyShard:
-    """Hard state is the list of replayed records; `poison` cannot be replayed."""
+    """Hard state is the list of replayed records; `poison` cannot be replayed.
+    `isolate` records the scopes it was asked to put right and returns `isolation`."""
 
     def __init__(self, partition: int, timer):
         self.partition = partition
@@ -53,6 +57,14 @@ class DummyShard:
         self.replayed: list[tuple[int, str, str | None]] = []
         self.loaded = False
         self.unloaded = False
+        self.isolated: list = []
+        self.isolation = Result()
+
+    def isolate(self, scope) -> Result:
+        self.isolated.append(scope)
+        if isinstance(self.isolation, Exception):
+            raise self.isolation
+        return self.isolation
 
     def replay(self, offset: int, record: CoordinatorRecord) -> None:
         if record.key == "poison":
@@ -88,8 +100,8 @@ class Harness:
         self.partition.start()
         await self.partition.wait_loaded()
 
-    def write(self, op) -> asyncio.Task:
-        return asyncio.ensure_future(self.partition.write(op))
+    def write(self, op, scope=None) -> asyncio.Task:
+        return asyncio.ensure_future(self.partition.write(op, scope))
 
     def read(self, op) -> asyncio.Task:
         return asyncio.ensure_future(self.partition.read(op))
@@ -390,7 +402,7 @@ async def test_timers_are_cancelled_when_the_partition_fails(harness, store):
     fired = []
 
     def schedule(shard, handle):
-        shard.timer.schedule("join-g", 1_000, lambda: fired.append(1) or Result())
+        shard.timer.schedule(("join", "g"), 1_000, lambda: fired.append(1) or Result())
         return Result(response="ok")
 
     await harness.write(schedule)

@@ -1,0 +1,160 @@
+"""Decodable but hostile requests against a real kgc over sockets: each may affect its
+own group at most. Findings 1 and 2 of the hardening issue, and faults injected into
+ops, timers and response encoding, with a healthy group on the same partition watching."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+
+import pytest
+from kafka.protocol.admin.groups import DescribeGroupsRequest
+
+from coordinator.group.membership import Membership
+from coordinator.group.shard import GroupShard
+from coordinator.net import dispatch
+from coordinator.partitioning import partition_for
+from protocol.errors import ErrorCode
+from tests.support.builders import commit_request, subscription
+from tests.support.kgc import running_kgc
+from tests.support.wire_client import RawMember, WireClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+RANGE = ("range", subscription("t"))
+TOO_LONG = "x" * 40_000     # past the int16 length every record string has
+
+
+def same_partition(group: str, prefix: str, length: int = 0) -> str:
+    """A group id (at least `length` long) on `group`'s partition."""
+    target = partition_for(group, 50)
+    pad = "p" * max(0, length - len(prefix) - 8)
+    for i in itertools.count():
+        candidate = f"{prefix}{pad}{i}"
+        if partition_for(candidate, 50) == target:
+            return candidate
+    raise AssertionError("unreachable")
+
+
+@contextlib.asynccontextmanager
+async def kgc_with_healthy_group(group: str = "healthy"):
+    async with running_kgc() as app:
+        client = await WireClient.open(app.port, "healthy")
+        healthy = RawMember(client, group)
+        await healthy.until_stable()
+        try:
+            yield app, healthy
+        finally:
+            client.close()
+
+
+async def assert_healthy(app, healthy: RawMember) -> None:
+    """The healthy group still heartbeats and commits, and its partition never failed."""
+    assert await healthy.heartbeat() == ErrorCode.NONE
+    commit = await healthy.client.call(commit_request(
+        8, healthy.group, (("t", 0, 42, None),), member_id=healthy.member_id, generation_id=healthy.generation))
+    assert commit.topics[0].partitions[0].error_code == ErrorCode.NONE
+    partition = partition_for(healthy.group, 50)
+    assert app.runtime.stats()[partition].failures == 0
+
+
+async def test_repeated_protocol_names_do_not_wedge_the_group():
+    # finding 1: a member listing "range" twice made the next join completion raise, and
+    # the group stayed in PreparingRebalance for good
+    async with kgc_with_healthy_group() as (app, healthy):
+        attacker = RawMember(await WireClient.open(app.port, "attacker"), healthy.group,
+                             protocols=(RANGE, RANGE))
+        parked = asyncio.ensure_future(attacker.join())
+        await asyncio.sleep(0.1)
+        assert await healthy.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS
+        await healthy.until_stable()
+        assert (await parked).error_code == ErrorCode.NONE
+        assert healthy.generation == 2
+        await assert_healthy(app, healthy)
+        attacker.client.close()
+
+
+async def test_an_id_the_record_format_cannot_hold_affects_its_request_only():
+    # finding 2: a 40,000-byte instance id reached record serialization, which failed the
+    # whole partition (every other group on it answered COORDINATOR_LOAD_IN_PROGRESS)
+    async with kgc_with_healthy_group() as (app, healthy):
+        client = await WireClient.open(app.port, "attacker")
+        attacker = RawMember(client, same_partition(healthy.group, "victim-"), instance_id=TOO_LONG)
+        assert await attacker.join_and_sync() != ErrorCode.NONE
+        await assert_healthy(app, healthy)
+        client.close()
+
+
+async def test_a_fault_in_a_join_completion_timer_resets_only_its_group(monkeypatch):
+    async with kgc_with_healthy_group() as (app, healthy):
+        victim_group = same_partition(healthy.group, "victim-")
+        real = Membership.complete_join
+        faults = []
+
+        def faulty(self, group):
+            if group.group_id == victim_group and not faults:
+                faults.append(group.group_id)
+                raise RuntimeError("injected fault in complete_join")
+            return real(self, group)
+
+        monkeypatch.setattr(Membership, "complete_join", faulty)
+        client = await WireClient.open(app.port, "victim")
+        victim = RawMember(client, victim_group)
+        # the initial-delay timer completes the join and raises: the parked join is told to rejoin
+        assert (await victim.join()).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        assert faults == [victim_group]
+        await assert_healthy(app, healthy)
+        # and the group forms once the member rejoins as a client would
+        victim.member_id = ""
+        await victim.until_stable()
+        assert app.runtime.stats()[partition_for(victim_group, 50)].op_failures == 1
+        client.close()
+
+
+async def test_a_fault_in_a_request_op_answers_unknown_server_error_and_resets_its_group(monkeypatch):
+    async with kgc_with_healthy_group() as (app, healthy):
+        victim_group = same_partition(healthy.group, "victim-")
+        client = await WireClient.open(app.port, "victim")
+        victim = RawMember(client, victim_group)
+        await victim.until_stable()
+        real = GroupShard.heartbeat
+
+        def faulty(self, ctx, request):
+            if request.group_id == victim_group:
+                raise RuntimeError("injected fault in heartbeat")
+            return real(self, ctx, request)
+
+        monkeypatch.setattr(GroupShard, "heartbeat", faulty)
+        assert await victim.heartbeat() == ErrorCode.UNKNOWN_SERVER_ERROR
+        monkeypatch.setattr(GroupShard, "heartbeat", real)
+        # the group was reset: the member is unknown now, and rejoins
+        assert await victim.heartbeat() == ErrorCode.UNKNOWN_MEMBER_ID
+        victim.member_id = ""
+        await victim.until_stable()
+        await assert_healthy(app, healthy)
+        client.close()
+
+
+async def test_a_response_that_cannot_be_encoded_is_answered_unknown_server_error(monkeypatch):
+    async with kgc_with_healthy_group() as (app, healthy):
+        real = dispatch.encode_response
+        faults = []
+
+        def faulty(header, response, version):
+            if header.api_key == DescribeGroupsRequest.API_KEY and not faults:
+                faults.append(header.api_key)
+                raise ValueError("injected fault in the response encoder")
+            return real(header, response, version)
+
+        monkeypatch.setattr(dispatch, "encode_response", faulty)
+        client = await WireClient.open(app.port, "describer")
+        described = await client.call(DescribeGroupsRequest(version=5, groups=[healthy.group],
+                                                            include_authorized_operations=False))
+        assert faults and [g.error_code for g in described.groups] == [ErrorCode.UNKNOWN_SERVER_ERROR]
+        # the connection stays open and the next answer is whole
+        described = await client.call(DescribeGroupsRequest(version=5, groups=[healthy.group],
+                                                            include_authorized_operations=False))
+        assert described.groups[0].error_code == ErrorCode.NONE and described.groups[0].group_state == "Stable"
+        await assert_healthy(app, healthy)
+        client.close()
