@@ -9,6 +9,9 @@ Both speak the Kafka protocol to both sides with the same client kgc adopts with
   at the upstream coordinator and prints what would be adopted. `--apply` asks kgc about
   each group (DescribeGroups), which adopts it as a first use would, and reads back kgc's
   offsets: a group with live members upstream is reported "waiting", not adopted.
+- `kgc import --kafka-log DIR --data-dir KGC_DIR`: from a copy of a Kafka broker's
+  `__consumer_offsets-N` directories, into kgc's data dir while kgc is stopped
+  (`coordinator.offline.kafka_import`).
 - `kgc export --upstream HOST:PORT --bootstrap-server KGC --group G ...` reads each
   group's offsets at kgc and, with `--apply`, commits them at the upstream coordinator
   (OffsetCommit with generation -1, as `kafka-consumer-groups --reset-offsets` does). A
@@ -34,12 +37,15 @@ CONNECT_TIMEOUT_S = 10.0
 
 
 def add_migrate_parsers(subparsers) -> None:
-    imp = subparsers.add_parser("import", help="adopt consumer groups from the upstream cluster "
+    imp = subparsers.add_parser("import", help="adopt consumer groups from the upstream cluster or a Kafka log "
                                                "(dry run unless --apply)")
-    imp.add_argument("--upstream", metavar="HOST:PORT", required=True,
-                     help="the cluster whose coordinator holds the groups")
+    source = imp.add_mutually_exclusive_group(required=True)
+    source.add_argument("--upstream", metavar="HOST:PORT", help="the cluster whose coordinator holds the groups")
+    source.add_argument("--kafka-log", metavar="DIR", help="a copy of a Kafka broker's data dir "
+                                                           "(its __consumer_offsets-N directories)")
     imp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
-                     help="kgc's listener (default %(default)s)")
+                     help="kgc's listener, for --upstream (default %(default)s)")
+    imp.add_argument("--data-dir", metavar="DIR", help="kgc's data dir, for --kafka-log (kgc must be stopped)")
     _add_group_selection(imp)
     imp.add_argument("--apply", action="store_true", help="adopt; without it, only print what would be adopted")
     imp.set_defaults(handler=run_import)
@@ -68,6 +74,13 @@ def _named_groups(args: argparse.Namespace) -> list[str]:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    if args.kafka_log:
+        if not args.data_dir:
+            print("kgc import: --kafka-log needs --data-dir (kgc's, with kgc stopped)", file=sys.stderr)
+            return 2
+        from coordinator.offline.kafka_import import run_kafka_log_import
+
+        return run_kafka_log_import(args.kafka_log, args.data_dir, _named_groups(args) or None, args.apply)
     return _run(args, _import_from_upstream)
 
 
