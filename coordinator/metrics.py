@@ -96,6 +96,13 @@ REBALANCES = Counter("kgc_group_rebalances", "Completed join phases (generation 
 REBALANCE_SECONDS = Histogram("kgc_group_rebalance_duration_seconds",
                               "PreparingRebalance entered until Stable or Empty (sampled)",
                               buckets=SLOW_BUCKETS, registry=REGISTRY)
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable")
+CONSUMER_GROUPS = Gauge("kgc_consumer_groups", "KIP-848 consumer groups per state (sampled)", ["state"],
+                        registry=REGISTRY)
+CONSUMER_GROUP_MEMBERS = Gauge("kgc_consumer_group_members", "Members of all KIP-848 consumer groups (sampled)",
+                               registry=REGISTRY)
+CONSUMER_GROUP_EPOCHS = Counter("kgc_consumer_group_epoch_bumps",
+                                "New group epochs of KIP-848 consumer groups (sampled)", registry=REGISTRY)
 
 PARTITIONS = Gauge("kgc_partitions", "__consumer_offsets partitions per runtime state", ["state"],
                    registry=REGISTRY)

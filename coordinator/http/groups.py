@@ -1,9 +1,12 @@
 """JSON views of a shard's groups for /v1/groups, read on the partition's executor, and
 their lag from the log ends the app keeps (`coordinator.gateway.log_ends`).
 
-Assignments of groups using the "consumer" protocol type are decoded
+Assignments of classic groups using the "consumer" protocol type are decoded
 (ConsumerProtocolAssignment, read as v0, the prefix of every version) into
-`{topic: [partitions]}`; anything else is shown as base64.
+`{topic: [partitions]}`; anything else is shown as base64. KIP-848 consumer groups
+(`"type": "consumer"`) show their epochs and, per member, its epoch, state, subscription,
+and its assigned, revoking and target partitions by topic name (a topic id the upstream
+no longer lists is shown as the id).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignmen
 
 from coordinator.consumer_lag import partition_lag
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember
+from coordinator.group.topics import TopicImage
 
 TopicPartition = tuple[str, int]
 # (log end, why it is unknown) of a partition
@@ -26,6 +31,7 @@ def summary(group: ClassicGroup, partition: int) -> dict[str, Any]:
     return {
         "group_id": group.group_id,
         "partition": partition,
+        "type": "classic",
         "state": group.state.value,
         "protocol_type": group.protocol_type,
         "protocol": group.protocol_name,
@@ -36,16 +42,36 @@ def summary(group: ClassicGroup, partition: int) -> dict[str, Any]:
     }
 
 
+def consumer_summary(group: ConsumerGroup, partition: int) -> dict[str, Any]:
+    return {
+        "group_id": group.group_id,
+        "partition": partition,
+        "type": "consumer",
+        "state": group.state,
+        "protocol_type": "consumer",
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "members": len(group.members),
+    }
+
+
 def summaries(shard: Any) -> list[dict[str, Any]]:
-    return [summary(g, shard.partition) for g in shard.groups.values()]
+    return ([summary(g, shard.partition) for g in shard.groups.values()]
+            + [consumer_summary(g, shard.partition) for g in shard.consumer_groups.values()])
 
 
 def detail(shard: Any, group_id: str) -> dict[str, Any] | None:
-    group = shard.groups.get(group_id)
-    if group is None:
-        return None
-    view = summary(group, shard.partition)
-    view["members"] = [_member(group, m) for m in group.members.values()]
+    consumer_group = shard.consumer_groups.get(group_id)
+    if consumer_group is not None:
+        view = consumer_summary(consumer_group, shard.partition)
+        image = shard.consumer.topics()
+        view["members"] = [_consumer_member(consumer_group, m, image) for m in consumer_group.members.values()]
+    else:
+        group = shard.groups.get(group_id)
+        if group is None:
+            return None
+        view = summary(group, shard.partition)
+        view["members"] = [_member(group, m) for m in group.members.values()]
     view["offsets"] = {
         topic: {str(partition): {"offset": v.offset, "leader_epoch": v.leader_epoch, "metadata": v.metadata,
                                  "commit_timestamp_ms": v.commit_timestamp_ms,
@@ -66,6 +92,28 @@ def _member(group: ClassicGroup, member: ClassicGroupMember) -> dict[str, Any]:
         "rebalance_timeout_ms": member.rebalance_timeout_ms,
         "leader": member.member_id == group.leader_id,
         "assignment": _assignment(group.protocol_type, member.assignment),
+    }
+
+
+def _consumer_member(group: ConsumerGroup, member: ConsumerGroupMember, image: TopicImage) -> dict[str, Any]:
+    def named(assignment: Assignment) -> dict[str, list[int]]:
+        return {(image.by_id[t].name if t in image.by_id else str(t)): sorted(ps) for t, ps in assignment.items()}
+
+    return {
+        "member_id": member.member_id,
+        "instance_id": member.instance_id,
+        "rack_id": member.rack_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "member_epoch": member.member_epoch,
+        "state": member.state.name,
+        "subscribed_topic_names": list(member.subscribed_topic_names),
+        "subscribed_topic_regex": member.subscribed_topic_regex,
+        "server_assignor": member.server_assignor,
+        "rebalance_timeout_ms": member.rebalance_timeout_ms,
+        "assignment": named(member.assigned),
+        "revoking": named(member.pending_revocation),
+        "target": named(group.target.get(member.member_id, {})),
     }
 
 

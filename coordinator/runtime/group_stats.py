@@ -14,6 +14,9 @@ the group in PreparingRebalance; the join phase waits for every member to rejoin
 heartbeat interval at least), so at a one-second interval that is nearly always.
 Groups present at a partition's first sample (loaded from the log) count from their
 loaded generation; a group created later counts from 0.
+
+KIP-848 consumer groups are sampled the same way: their states, their members, and new
+group epochs, counted from the epochs seen (`EpochTracker`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,36 @@ class GroupSample:
 def sample_shard(shard: Any) -> list[GroupSample]:
     return [GroupSample(g.group_id, g.state, g.generation, g.current_state_timestamp_ms, len(g.members))
             for g in shard.groups.values()]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupSample:
+    group_id: str
+    state: str
+    epoch: int
+    members: int
+
+
+def sample_consumer_groups(shard: Any) -> list[ConsumerGroupSample]:
+    return [ConsumerGroupSample(g.group_id, g.state, g.group_epoch, len(g.members))
+            for g in shard.consumer_groups.values()]
+
+
+class EpochTracker:
+    """New group epochs since a partition's last sample; a partition's first sample is the baseline."""
+
+    def __init__(self) -> None:
+        self._partitions: dict[int, dict[str, int]] = {}
+
+    def observe(self, partition: int, samples: list[ConsumerGroupSample]) -> int:
+        previous = self._partitions.get(partition)
+        current = {s.group_id: s.epoch for s in samples}
+        self._partitions[partition] = current
+        if previous is None:
+            return 0
+        # A group deleted and created again between samples counts from 0.
+        return sum(s.epoch - previous.get(s.group_id, 0) if s.epoch >= previous.get(s.group_id, 0) else s.epoch
+                   for s in samples)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +124,7 @@ class GroupStatsSampler:
         self._cluster = cluster
         self.interval_ms = interval_ms
         self._tracker = RebalanceTracker()
+        self._epochs = EpochTracker()
         # One sample at a time: samples applied out of order would read as generations
         # going back.
         self._lock = asyncio.Lock()
@@ -129,8 +163,25 @@ class GroupStatsSampler:
             for state in GroupState:
                 metrics.GROUPS.labels(state.value).set(by_state[state])
             metrics.GROUP_MEMBERS.set(members)
+            await self._sample_consumer_groups(active)
             if self._cluster is not None:
                 metrics.upstream_state(self._cluster.reachable, len(self._cluster.brokers))
+
+    async def _sample_consumer_groups(self, active: list[int]) -> None:
+        runtime = self._runtime
+        outcomes = await asyncio.gather(*(runtime.read(p, sample_consumer_groups) for p in active),
+                                        return_exceptions=True)
+        by_state: Counter[str] = Counter()
+        members = 0
+        for partition, outcome in zip(active, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                continue
+            metrics.CONSUMER_GROUP_EPOCHS.inc(self._epochs.observe(partition, outcome))
+            by_state.update(s.state for s in outcome)
+            members += sum(s.members for s in outcome)
+        for state in metrics.CONSUMER_GROUP_STATES:
+            metrics.CONSUMER_GROUPS.labels(state).set(by_state[state])
+        metrics.CONSUMER_GROUP_MEMBERS.set(members)
 
     async def _run(self) -> None:
         await run_every(self.interval_ms, self._stopping, self.sample, "group stats sample")

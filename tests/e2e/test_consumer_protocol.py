@@ -10,6 +10,7 @@ duplicates show.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -30,6 +31,7 @@ from tests.e2e.admin import (
 )
 from tests.e2e.clients import CONSUMER_PROTOCOL, Consumed, Member, MemberSettings, wait_until
 from tests.e2e.conftest import wait_listening
+from tests.ops.support import get_json, scrape
 from tests.support.kgc import KgcProcess, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -43,10 +45,12 @@ KGC_FLAGS = ("--consumer-session-timeout-ms", "3000", "--consumer-heartbeat-inte
 @pytest.fixture(scope="module")
 def kgc848(tansu, tmp_path_factory):
     """kgc with a data dir (the restart test kills it) in front of the session's Tansu."""
-    broker_port = free_port()
+    broker_port, http_port = free_port(), free_port()
     root = tmp_path_factory.mktemp("kgc848")
     proc = KgcProcess("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
-                      "--data-dir", str(root / "data"), *KGC_FLAGS, log_path=str(root / "kgc.log")).start()
+                      "--data-dir", str(root / "data"), "--http-port", str(http_port), *KGC_FLAGS,
+                      log_path=str(root / "kgc.log")).start()
+    proc.http_port = http_port
     try:
         wait_listening(broker_port)
         yield proc
@@ -107,6 +111,29 @@ def test_one_member_consumes_commits_and_a_new_member_resumes(kgc848):
         assert sequences_by_partition(second.consumed) == {p: [5, 6, 7] for p in range(PARTITIONS)}
     finally:
         second.close()
+
+
+def test_http_and_metrics_show_consumer_groups(kgc848):
+    bootstrap = kgc848.bootstrap
+    topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-ops")
+    member = consumer(bootstrap, group_id, topic, "ops")
+    try:
+        wait_until(lambda: settled(bootstrap, group_id, 1), TIMEOUT_S,
+                   lambda: str(held(describe(bootstrap, group_id))), [member])
+        status, view = asyncio.run(get_json(kgc848.http_port, f"/v1/groups/{group_id}"))
+        assert status == 200 and (view["type"], view["state"]) == ("consumer", "Stable")
+        [shown] = view["members"]
+        assert (shown["client_id"], shown["member_epoch"], shown["state"]) == ("ops", view["group_epoch"], "STABLE")
+        assert shown["assignment"] == {topic: list(range(PARTITIONS))} == shown["target"]
+        status, listing = asyncio.run(get_json(kgc848.http_port, "/v1/groups"))
+        assert {"group_id": group_id, "type": "consumer", "members": 1}.items() <= next(
+            g for g in listing["groups"] if g["group_id"] == group_id).items()
+        time.sleep(1.5)   # one metrics sample
+        samples = asyncio.run(scrape(kgc848.http_port))
+        assert samples.total("kgc_consumer_groups", state="Stable") >= 1
+        assert samples.total("kgc_consumer_group_members") >= 1
+    finally:
+        member.close()
 
 
 def test_a_group_of_three_grows_to_four_and_back_with_every_record_once(kgc848):
