@@ -25,9 +25,16 @@ from enum import IntEnum
 
 from coordinator.group.errors import CorruptStateError
 from coordinator.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupRegularExpressionKey,
     ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
     TopicPartitions,
 )
 
@@ -163,6 +170,29 @@ class ConsumerGroup:
         return min(counts, key=lambda name: (-counts[name], name))
 
     # ------------------------------------------------------------ replay
+
+    def replay(self, key: ConsumerGroupKey, value) -> None:
+        """One of the group's records; the group's own tombstone (type 3) is the caller's
+        to apply, since it removes the group."""
+        match key:
+            case ConsumerGroupMetadataKey():
+                self.group_epoch, self.metadata_hash = value.epoch, value.metadata_hash
+            case ConsumerGroupMemberMetadataKey():
+                self.replay_member_metadata(key.member_id, value)
+            case ConsumerGroupTargetAssignmentMetadataKey():
+                self.replay_target_metadata(None if value is None else value.assignment_epoch)
+            case ConsumerGroupTargetAssignmentMemberKey():
+                self.replay_target_member(
+                    key.member_id, None if value is None else from_topic_partitions(value.topic_partitions))
+            case ConsumerGroupCurrentMemberAssignmentKey():
+                if value is not None or key.member_id in self.members:
+                    self.replay_current_assignment(key.member_id, value)
+            case ConsumerGroupRegularExpressionKey():
+                self.replay_regex(key.regex, value)
+
+    def check_deletable(self) -> None:
+        if self.members or self.target:
+            raise CorruptStateError(f"consumer group {self.group_id} deleted while it has members")
 
     def replay_member_metadata(self, member_id: str, value: ConsumerGroupMemberMetadataValue | None) -> None:
         old = self.members.get(member_id)

@@ -38,7 +38,7 @@ from coordinator.group import describe
 from coordinator.group.adopt import AdoptedOffset, adoption_records
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import ConsumerGroup, from_topic_partitions
+from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_heartbeat import ConsumerGroups, describe_consumer_group
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.heartbeat import heartbeat, leave_group
@@ -52,13 +52,8 @@ from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbe
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupKey,
-    ConsumerGroupMemberMetadataKey,
     ConsumerGroupMetadataKey,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMetadataKey,
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -244,27 +239,11 @@ class GroupShard:
                                             f"is still a classic group")
                 del self.groups[key.group]   # a group that only had offsets
             group = self.consumer_groups[key.group] = ConsumerGroup(key.group)
-        match key:
-            case ConsumerGroupMetadataKey():
-                if value is None:
-                    if group.members or group.target:
-                        raise CorruptStateError(f"record at offset {offset}: consumer group {key.group} "
-                                                f"deleted while it has members")
-                    del self.consumer_groups[key.group]
-                else:
-                    group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
-            case ConsumerGroupMemberMetadataKey():
-                group.replay_member_metadata(key.member_id, value)
-            case ConsumerGroupTargetAssignmentMetadataKey():
-                group.replay_target_metadata(None if value is None else value.assignment_epoch)
-            case ConsumerGroupTargetAssignmentMemberKey():
-                group.replay_target_member(
-                    key.member_id, None if value is None else from_topic_partitions(value.topic_partitions))
-            case ConsumerGroupCurrentMemberAssignmentKey():
-                if value is not None or key.member_id in group.members:
-                    group.replay_current_assignment(key.member_id, value)
-            case ConsumerGroupRegularExpressionKey():
-                group.replay_regex(key.regex, value)
+        if isinstance(key, ConsumerGroupMetadataKey) and value is None:
+            group.check_deletable()
+            del self.consumer_groups[key.group]
+        else:
+            group.replay(key, value)
 
     def _replay_group_metadata(self, offset: int, group_id: str, value: GroupMetadataValue | None) -> None:
         if value is None:

@@ -17,17 +17,20 @@ Exit status: 0 when every segment is whole or ends in a torn tail, 1 when any se
 is corrupt (kgc would refuse that partition), 2 for a bad command line.
 
 Like `coordinator.offline`, this module may import the pure `coordinator.records` and
-`coordinator.partitioning`; nothing else from `coordinator`.
+`coordinator.partitioning`, and KIP-848 groups are materialized by the coordinator's own
+replay (`coordinator.group.consumer_group`); nothing else from `coordinator`.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import mmap
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from coordinator import records
+from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.errors import CorruptStateError
 from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord
 from storage.file_store import TOPIC
@@ -121,6 +126,8 @@ class MaterializedGroup:
     metadata_offset: int = -1
     # where each offset's latest record came from, when kgc adopted it: (source, at ms)
     adopted: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    consumer: ConsumerGroup | None = None      # a KIP-848 consumer group, replayed
+    consumer_error: str | None = None          # a record its replay refused
 
 
 @dataclass(slots=True)
@@ -259,10 +266,27 @@ def materialize(partitions: list[InspectedPartition], group: str | None = None) 
                             state.offsets.pop(tp, None)
                         else:
                             state.offsets[tp] = rec.value
+                    elif isinstance(rec.key, records.ConsumerGroupKey):
+                        _replay_consumer(state, rec)
                     else:
                         state.metadata = rec.value
                         state.metadata_offset = rec.offset
-    return {g: s for g, s in sorted(groups.items()) if s.offsets or s.metadata is not None}
+    return {g: s for g, s in sorted(groups.items())
+            if s.offsets or s.metadata is not None or s.consumer is not None or s.consumer_error}
+
+
+def _replay_consumer(state: MaterializedGroup, rec: InspectedRecord) -> None:
+    if isinstance(rec.key, records.ConsumerGroupMetadataKey) and rec.value is None:
+        state.consumer = None
+        return
+    if state.consumer is None:
+        if rec.value is None:
+            return
+        state.consumer = ConsumerGroup(state.group)
+    try:
+        state.consumer.replay(rec.key, rec.value)
+    except CorruptStateError as exc:
+        state.consumer_error = f"offset {rec.offset}: {exc}"
 
 
 def inspect_data_dir(data_dir: str | Path, *, group: str | None = None, partition: int | None = None,
@@ -315,7 +339,16 @@ def _offset_json(v: records.OffsetCommitValue) -> dict[str, Any]:
 def _key_json(key: records.RecordKey) -> dict[str, Any]:
     if isinstance(key, records.OffsetCommitKey):
         return {"type": "OffsetCommitKey", "group": key.group, "topic": key.topic, "partition": key.partition}
+    if isinstance(key, records.ConsumerGroupKey):
+        return {"type": type(key).__name__, **dataclasses.asdict(key)}
     return {"type": "GroupMetadataKey", "group": key.group}
+
+
+def _plain(value: Any) -> Any:
+    """A record value's fields as JSON-friendly values (uuids as strings)."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, uuid.UUID) else value
 
 
 def _value_json(value: records.RecordValue | None) -> dict[str, Any] | None:
@@ -323,7 +356,29 @@ def _value_json(value: records.RecordValue | None) -> dict[str, Any] | None:
         return None
     if isinstance(value, records.OffsetCommitValue):
         return {"type": "OffsetCommitValue", **_offset_json(value)}
+    if isinstance(value, records.ConsumerGroupValue):
+        return {"type": type(value).__name__,
+                **{f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     return {"type": "GroupMetadataValue", **_metadata_json(value)}
+
+
+def _partitions_json(assignment) -> dict[str, list[int]]:
+    return {str(topic_id): sorted(partitions) for topic_id, partitions in sorted(assignment.items(),
+                                                                               key=lambda i: i[0].bytes)}
+
+
+def _consumer_json(group: ConsumerGroup) -> dict[str, Any]:
+    return {"group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch, "state": group.state,
+            "metadata_hash": group.metadata_hash,
+            "regexes": {rx: list(v.topics) for rx, v in sorted(group.regexes.items())},
+            "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+                         "member_epoch": m.member_epoch, "state": m.state.name,
+                         "subscribed_topic_names": list(m.subscribed_topic_names),
+                         "subscribed_topic_regex": m.subscribed_topic_regex,
+                         "assigned": _partitions_json(m.assigned),
+                         "revoking": _partitions_json(m.pending_revocation),
+                         "target": _partitions_json(group.target.get(m.member_id, {}))}
+                        for m in sorted(group.members.values(), key=lambda m: m.member_id)]}
 
 
 def _record_json(rec: InspectedRecord) -> dict[str, Any]:
@@ -370,6 +425,9 @@ def to_json(inspection: Inspection, *, group: str | None = None, state_only: boo
                     for (t, p), v in sorted(g.offsets.items())],
         "group_metadata": None if g.metadata is None else {"offset": g.metadata_offset,
                                                            **_metadata_json(g.metadata)},
+        # KIP-848 groups only: their replayed state, or the record that replay refused.
+        **({} if g.consumer is None else {"consumer_group": _consumer_json(g.consumer)}),
+        **({} if g.consumer_error is None else {"consumer_group_error": g.consumer_error}),
     } for name, g in inspection.groups.items()}
     return {"data_dir": str(inspection.data_dir), "corrupt": inspection.corrupt,
             "partitions": partitions, "groups": groups}
@@ -407,6 +465,9 @@ def _record_line(rec: InspectedRecord) -> str:
             line += "tombstone"
         elif isinstance(rec.value, records.OffsetCommitValue):
             line += f"OffsetCommitValue {_fields(_offset_json(rec.value))}"
+        elif isinstance(rec.value, records.ConsumerGroupValue):
+            value = _value_json(rec.value)
+            line += f"{value.pop('type')} {_fields(value)}"
         else:
             meta = _metadata_json(rec.value)
             members = meta.pop("members")
@@ -447,8 +508,17 @@ def render_text(inspection: Inspection, *, group: str | None = None, state_only:
     out.append(f"groups: {len(inspection.groups)}")
     for name, g in inspection.groups.items():
         out.append(f"  {name!r} (partition {g.partition})")
+        if g.consumer is not None:
+            view = _consumer_json(g.consumer)
+            members = view.pop("members")
+            out.append(f"    consumer group (KIP-848): {_fields(view)}")
+            for m in members:
+                out.append(f"      member {_fields(m)}")
+        if g.consumer_error is not None:
+            out.append(f"    consumer group records refused: {g.consumer_error}")
         if g.metadata is None:
-            out.append("    no GroupMetadata")
+            if g.consumer is None:
+                out.append("    no GroupMetadata")
         else:
             meta = _metadata_json(g.metadata)
             members = meta.pop("members")

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from coordinator import records
-from coordinator.offline.inspect import add_inspect_parser, inspect_data_dir
+from coordinator.offline.inspect import add_inspect_parser, inspect_data_dir, render_text, to_json
 from coordinator.partitioning import partition_for
 from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import LogRecord
@@ -266,3 +266,27 @@ async def test_state_only_keeps_segments_and_groups_but_no_batches(tmp_path, fla
     else:
         assert "offset 0:" not in text and "batch " not in text
         assert "t-0: offset 42" in text
+
+
+async def test_a_kip848_consumer_group_is_materialized_by_the_coordinators_replay(tmp_path):
+    from tests.support.group_context import GroupTestContext
+
+    ctx = GroupTestContext()
+    ctx.set_topics(t=4)
+    ctx.consumer_heartbeat(group_id="cg", member_id="a")
+    ctx.consumer_heartbeat(group_id="cg", member_id="b")
+    ctx.consumer_heartbeat(group_id="cg", member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}})
+    await write(tmp_path, [ctx.written], "cg")
+    inspection = inspect_data_dir(tmp_path, group="cg")
+    live, shown = ctx.consumer_group("cg"), inspection.groups["cg"].consumer
+    assert (shown.group_epoch, shown.assignment_epoch, shown.state, shown.members, shown.target) == \
+        (live.group_epoch, live.assignment_epoch, "Reconciling", live.members, live.target)
+    view = to_json(inspection, group="cg")["groups"]["cg"]["consumer_group"]
+    tid = str(ctx.topics.by_name["t"].topic_id)
+    by_member = {m["member_id"]: m for m in view["members"]}
+    assert by_member["a"]["state"] == "UNREVOKED_PARTITIONS" and len(by_member["a"]["revoking"][tid]) == 2
+    assert by_member["b"]["assigned"] == {}
+    text = render_text(inspection, group="cg")
+    assert "consumer group (KIP-848): group_epoch=2 assignment_epoch=2 state='Reconciling'" in text
+    assert "ConsumerGroupCurrentMemberAssignmentKey group='cg' member_id='a' -> " \
+           "ConsumerGroupCurrentMemberAssignmentValue member_epoch=1" in text
