@@ -262,6 +262,11 @@ class KgcApp:
     def port(self) -> int:
         return self.listeners[0].port
 
+    @property
+    def broker_ports(self) -> dict[int, int]:
+        """Upstream broker node id -> the port of kgc's listener for it, as opened so far."""
+        return {node: listener.port for node, listener in self._broker_listeners.items()}
+
     async def stop(self) -> None:
         self.stopping = True
         loop = asyncio.get_running_loop()

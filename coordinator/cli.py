@@ -19,6 +19,7 @@ from coordinator.groups_command import add_groups_parser
 from coordinator.logging_setup import setup_logging
 from coordinator.migrate_command import add_migrate_parsers
 from coordinator.settings import SETTINGS, ConfigError, boolean, default_of, load_config, render_toml
+from coordinator.version import kgc_version
 
 log = logging.getLogger("kgc")
 
@@ -74,6 +75,7 @@ def run_serve(args: argparse.Namespace) -> int:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Every subcommand's parser; given the `command` about to run, only what it needs."""
     parser = argparse.ArgumentParser(prog="kgc", description="Kafka group coordinator")
+    parser.add_argument("--version", action="version", version=f"kgc {kgc_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_serve_parser(sub)
     add_demo_parser(sub)

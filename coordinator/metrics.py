@@ -41,6 +41,7 @@ thread counts them. Label values are bounded: an API key kgc has no name for is 
 | kgc_upstream_request_duration_seconds | histogram | api | forwarded request to upstream response |
 | kgc_upstream_reachable | gauge | | 1 when the upstream cluster answers its control connection |
 | kgc_upstream_brokers | gauge | | upstream brokers known |
+| kgc_build_info | gauge | version, python | always 1: which kgc runs |
 | kgc_authentications_total | counter | mechanism, outcome | SASL exchanges: success, reauthenticated, failure, unsupported_mechanism |
 | kgc_sasl_sessions_expired_total | counter | | connections closed because their SASL session lifetime passed |
 | kgc_authorization_denials_total | counter | api | requests (or parts of them) refused by the authorizer |
@@ -54,6 +55,7 @@ thread counts them. Label values are bounded: an API key kgc has no name for is 
 
 from __future__ import annotations
 
+import platform
 import time
 from bisect import bisect_left
 from collections import Counter as Tally
@@ -74,6 +76,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from coordinator.version import kgc_version
 from protocol.errors import ErrorCode
 
 REGISTRY = CollectorRegistry()
@@ -140,6 +143,9 @@ UPSTREAM_REQUEST_SECONDS = Histogram("kgc_upstream_request_duration_seconds",
                                      buckets=LATENCY_BUCKETS, registry=REGISTRY)
 UPSTREAM_REACHABLE = Gauge("kgc_upstream_reachable", "1 when the upstream cluster answers", registry=REGISTRY)
 UPSTREAM_BROKERS = Gauge("kgc_upstream_brokers", "Upstream brokers known", registry=REGISTRY)
+BUILD_INFO = Gauge("kgc_build_info", "Always 1; the labels say which kgc runs", ["version", "python"],
+                   registry=REGISTRY)
+BUILD_INFO.labels(kgc_version(), platform.python_version()).set(1)
 
 AUTHENTICATIONS = Counter("kgc_authentications", "SASL exchanges by mechanism and outcome",
                           ["mechanism", "outcome"], registry=REGISTRY)

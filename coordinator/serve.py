@@ -59,6 +59,7 @@ class ShutdownSignals:
 GC_GEN0_THRESHOLD = 10_000
 
 EMBEDDED_WATCH_INTERVAL_S = 1.0
+SERVING_LINE_WAIT_S = 5.0  # how long the "serving on" line waits to name the broker listeners
 
 
 async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[int], None],
@@ -72,8 +73,7 @@ async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[
     frozen = watcher = None
     try:
         await app.start()
-        http = f"; HTTP on {config.http_host}:{app.http.port}" if app.http is not None else ""
-        print(f"kgc serving on {config.advertised}:{app.port}{http}", flush=True)
+        print(await serving_line(app, stop), flush=True)
         frozen = asyncio.create_task(_freeze_when_loaded(app.runtime))
         if broker is not None:
             watcher = asyncio.create_task(_watch_embedded(broker))
@@ -85,6 +85,24 @@ async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[
         await app.stop()
         signals.remove()
     log.info("stopped")
+
+
+async def serving_line(app: KgcApp, stop: asyncio.Event) -> str:
+    """Where clients connect: the bootstrap listener and, with an upstream, each broker's
+    listener (they open as the upstream's brokers are learnt: waited for, within a bound)."""
+    config = app.config
+    brokers = ""
+    if app.cluster is not None:
+        reached = asyncio.ensure_future(app.cluster.wait_reachable())
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([reached, stopping], timeout=SERVING_LINE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        for task in (reached, stopping):
+            task.cancel()
+        ports = app.broker_ports
+        brokers = (" (" + ", ".join(f"broker {node} on {config.advertised}:{port}" for node, port in sorted(ports.items()))
+                   + ")" if ports else " (upstream not reached yet: a listener opens for each broker as it is found)")
+    http = f"; HTTP on {config.http_host}:{app.http.port}" if app.http is not None else ""
+    return f"kgc serving on {config.advertised}:{app.port}{brokers}{http}"
 
 
 async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:

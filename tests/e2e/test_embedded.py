@@ -73,6 +73,9 @@ def test_serve_without_upstream_runs_the_embedded_broker_says_so_and_stops_it(ta
         pid, node_id = int(announced[1]), int(announced[2])
         assert node_id == tansu.node_id and announced[3] != tansu.bootstrap
         assert process_exists(pid)
+        # The line a user reads names every listener a client may be sent to.
+        serving = f"kgc serving on 127.0.0.1:{kgc.port} (broker {node_id} on 127.0.0.1:{broker_port}); HTTP on"
+        wait_until(lambda: serving in log_text(log_path), 10, lambda: log_text(log_path)[-2000:])
 
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, 5)
