@@ -89,7 +89,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add_inspect_parser(sub)
         add_offline_parsers(sub)
     add_bench_parser(sub)
+    _describe_from_help(parser)
     return parser
+
+
+def _describe_from_help(parser: argparse.ArgumentParser) -> None:
+    """A subcommand without a description of its own gets its one-line help as one, so
+    every `kgc ... --help` opens by saying what the command does."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if sub.description is None and helps.get(name):
+                    sub.description = helps[name][0].upper() + helps[name][1:] + "."
+                _describe_from_help(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,10 +26,11 @@ def add_credentials_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("scram-credential", help="add or delete a user in a SCRAM credential file",
                               description=__doc__)
     p.add_argument("--file", required=True, help="the credential file (created if missing)")
-    p.add_argument("--user", required=True)
+    p.add_argument("--user", required=True, help="the user name")
     p.add_argument("--mechanism", action="append", choices=SCRAM_MECHANISMS,
                    help="SCRAM mechanism (repeatable; default: both)")
-    p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
+    p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
+                   help="PBKDF2 iterations of new credentials (default %(default)s)")
     p.add_argument("--delete", action="store_true", help="remove the user's credentials instead")
     p.set_defaults(handler=run_credentials)
     return p

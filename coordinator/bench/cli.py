@@ -47,7 +47,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="sample every kgc started here with py-spy; raw stacks and hot spots go here")
     p.add_argument("--json", dest="json_path", default=None, help="write every sample here")
     p.add_argument("--markdown", dest="markdown_path", default=None, help="write the report here too")
-    p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--log-level", default="WARNING", help="log level: DEBUG, INFO, WARNING or ERROR (default %(default)s)")
     sizes = p.add_argument_group("sizes")
     for f in dataclasses.fields(Sizes):
         kind = type(f.default)
@@ -66,9 +66,10 @@ def add_bench_parser(subparsers) -> None:
     run.set_defaults(repeats=1)
     cmp = sub.add_parser("compare", help="run every workload against kgc and another target, in turn")
     cmp.add_argument("--kgc", default="kgc", help="kgc (started here) or HOST:PORT (default kgc)")
-    cmp.add_argument("--kgc-pid", type=int, default=None)
+    cmp.add_argument("--kgc-pid", type=int, default=None, help="pid of a HOST:PORT kgc, for the memory workload")
     cmp.add_argument("--other", default="tansu", help="tansu (started here) or HOST:PORT (default tansu)")
-    cmp.add_argument("--other-pid", type=int, default=None)
+    cmp.add_argument("--other-pid", type=int, default=None,
+                     help="pid of a HOST:PORT other target, for the memory workload")
     _add_common(cmp)
     bench.set_defaults(handler=run_bench, prog_name="kgc bench")
 

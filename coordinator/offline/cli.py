@@ -33,11 +33,12 @@ DELETE_RETENTION_MS = 24 * 3600 * 1000
 
 def add_subcommands(subparsers) -> None:
     audit = subparsers.add_parser("audit", help="audit a data dir: findings, Parquet tables, report.html")
-    audit.add_argument("data_dir", help="the data dir (or a copy of it); a live one is fine")
+    audit.add_argument("data_dir", metavar="DATA_DIR", help="the data dir (or a copy of it); a live one is fine")
     audit.add_argument("--out", required=True, help="report directory to create")
     audit.add_argument("--upstream", default=None, metavar="HOST:PORT",
                        help="a broker of the Kafka cluster: check offsets against its logs and report lag")
-    audit.add_argument("--offsets-retention-ms", type=int, default=GroupConfig().offsets_retention_ms)
+    audit.add_argument("--offsets-retention-ms", type=int, default=GroupConfig().offsets_retention_ms,
+                       help="offsets older than this are past retention, as kgc serve's setting (default %(default)s)")
     audit.add_argument("--since", type=_time_ms, default=None, metavar="TIME",
                        help="report only what records from this time on show (ISO 8601, UTC if no zone, or epoch ms)")
     audit.add_argument("--until", type=_time_ms, default=None, metavar="TIME",
@@ -51,27 +52,29 @@ def add_subcommands(subparsers) -> None:
     audit.set_defaults(handler=run_audit)
 
     compact = subparsers.add_parser("compact", help="write a compacted copy of a data dir")
-    compact.add_argument("data_dir")
+    compact.add_argument("data_dir", metavar="DATA_DIR", help="the data dir to compact (read, never changed)")
     compact.add_argument("--out", required=True, help="new data dir to create")
     compact.add_argument("--delete-retention-ms", type=int, default=DELETE_RETENTION_MS,
                          help="keep tombstones this long after their timestamp (default %(default)s)")
-    compact.add_argument("--segment-bytes", type=int, default=ServerConfig().segment_bytes)
+    compact.add_argument("--segment-bytes", type=int, default=ServerConfig().segment_bytes,
+                         help="segment size of the copy (default %(default)s)")
     compact.add_argument("--verify", action="store_true",
                          help="replay input and output and check they load into the same state")
     _engine_arguments(compact)
     compact.set_defaults(handler=run_compact)
 
     generate = subparsers.add_parser("generate", help="write a synthetic data dir with injected anomalies")
-    generate.add_argument("data_dir")
-    generate.add_argument("--records", type=int, default=100_000)
-    generate.add_argument("--groups", type=int, default=200)
+    generate.add_argument("data_dir", metavar="DATA_DIR", help="the data dir to create")
+    generate.add_argument("--records", type=int, default=100_000, help="records to write (default %(default)s)")
+    generate.add_argument("--groups", type=int, default=200, help="groups to write them for (default %(default)s)")
     generate.add_argument("--per-type", type=int, default=2, help="injected anomalies of each kind (0: none)")
     generate.add_argument("--integrity", action="store_true", help="inject damaged batches too")
-    generate.add_argument("--segment-bytes", type=int, default=ServerConfig().segment_bytes)
-    generate.add_argument("--seed", type=int, default=1)
+    generate.add_argument("--segment-bytes", type=int, default=ServerConfig().segment_bytes,
+                          help="segment size (default %(default)s)")
+    generate.add_argument("--seed", type=int, default=1, help="random seed: the same seed, the same data")
     generate.add_argument("--now-ms", type=int, default=None, help="time the data ends at (default: now)")
     generate.add_argument("--manifest", default=None, help="write the expected findings here (JSON)")
-    generate.add_argument("--log-level", default="WARNING")
+    generate.add_argument("--log-level", default="WARNING", help="log level: DEBUG, INFO, WARNING or ERROR (default %(default)s)")
     generate.set_defaults(handler=run_generate)
 
 
@@ -103,7 +106,7 @@ def _engine_arguments(p: argparse.ArgumentParser) -> None:
                    help="spark: one Spark task per partition (default); python: in this process")
     p.add_argument("--master", default=None, help="Spark master (default local[*], or spark-submit's)")
     p.add_argument("--now-ms", type=int, default=None, help="audit/compact as of this time (default: now)")
-    p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--log-level", default="WARNING", help="log level: DEBUG, INFO, WARNING or ERROR (default %(default)s)")
 
 
 class _Engine:

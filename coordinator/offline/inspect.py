@@ -542,7 +542,7 @@ def render_text(inspection: Inspection, *, group: str | None = None, state_only:
 def add_inspect_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("inspect", help="print what a data dir holds (read-only)",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("data_dir", metavar="DATA_DIR")
+    p.add_argument("data_dir", metavar="DATA_DIR", help="the data dir (or a copy of it); a live one is fine")
     p.add_argument("--group", default=None, help="only this group's partition, records and state")
     p.add_argument("--partition", type=int, default=None, help="only this partition")
     p.add_argument("--num-partitions", type=int, default=DEFAULT_NUM_PARTITIONS,
