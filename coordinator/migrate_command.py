@@ -52,7 +52,8 @@ def add_migrate_parsers(subparsers) -> None:
 
     exp = subparsers.add_parser("export", help="commit kgc's offsets for groups at the upstream coordinator "
                                                "(dry run unless --apply)")
-    exp.add_argument("--upstream", metavar="HOST:PORT", required=True)
+    exp.add_argument("--upstream", metavar="HOST:PORT", required=True,
+                     help="the cluster whose coordinator gets the offsets")
     exp.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
                      help="kgc's listener (default %(default)s)")
     _add_group_selection(exp)
