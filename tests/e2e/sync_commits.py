@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.bench.disk import fsync_latencies
+from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.stats import Latencies
 from tests.e2e.admin import create_topic, new_name
 
@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
     paths = ("Tansu direct", "kgc fsync=always", "kgc fsync=never")
     results: dict[tuple[str, str], list[Run]] = {(lib, p): [] for lib in libraries for p in paths}
     disk_p50s, disk_p99s = [], []
-    with TansuBroker() as tansu, tempfile.TemporaryDirectory(prefix="kgc-sync-") as tmp:
+    with TansuBroker() as tansu, tempfile.TemporaryDirectory(prefix="kgc-sync-") as tmp, \
+            FsyncProbe(Path(tmp)) as probe:
         bootstraps = {"Tansu direct": tansu.bootstrap}
         with _kgc_in_front(tansu, Path(tmp) / "always", "always", free_port, kgc_process) as always, \
                 _kgc_in_front(tansu, Path(tmp) / "never", "never", free_port, kgc_process) as never:
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
                 for lib in libraries:
                     for path in paths:
                         if path == "kgc fsync=always":
-                            disk = fsync_latencies(Path(tmp))
+                            disk = probe.latencies()
                             disk_p50s.append(disk.percentile_ms(50))
                             disk_p99s.append(disk.percentile_ms(99))
                         results[lib, path].append(sync_commits(lib, bootstraps[path], topic, args.seconds))

@@ -7,7 +7,7 @@ At the end of each (N, K) every client reads its partitions back with OffsetFetc
 `committed()` a consumer calls) and checks it gets the last offset it committed.
 
 kgc runs with fsync `always` and `never`. Right before and after each (N, K) run with
-`always` the disk's own fsync of a small append is timed (`disk.fsync_latencies`), and
+`always` the disk's own fsync of a small append is timed (`disk.FsyncProbe`), and
 the figure "fsync cost / disk fsync" says how much longer a commit waits with `always`
 than with `never`, in units of that fsync (p50 against p50): 1.0 means the commit path
 adds nothing to the fsync itself.
@@ -20,7 +20,7 @@ import time
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
-from coordinator.bench.disk import fsync_latencies
+from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.member import TOPIC, BenchError
 from coordinator.bench.stats import Figure, Latencies
 from coordinator.bench.wire import BenchConnection
@@ -38,28 +38,29 @@ async def run(ctx: Context) -> list[Figure]:
     figures = []
     p50s: dict[tuple[str | None, int, int], float] = {}
     disk: dict[tuple[int, int], Latencies] = {}
-    for fsync in FSYNC_POLICIES if ctx.kind == "kgc" else (None,):
-        options = {"fsync": fsync} if fsync else {}
-        async with ctx.launch(**options) as target:
-            await target.create_topic(TOPIC, max(s.sync_commit_clients) * max(s.sync_commit_partitions))
-            for n in s.sync_commit_clients:
-                for k in s.sync_commit_partitions:
-                    group = ctx.group_name("sync-commit", f"{fsync}-{n}x{k}")
-                    if fsync == "always":
-                        disk[n, k] = await asyncio.to_thread(fsync_latencies, ctx.work_dir, DISK_PROBES)
-                    latencies, requests = await _measure(ctx, target, group, n, k)
-                    if fsync == "always":
-                        await asyncio.to_thread(fsync_latencies, ctx.work_dir, DISK_PROBES, disk[n, k])
-                    note = f"{requests} OffsetCommits in {s.duration_s:g} s, one in flight per client"
-                    figures += [
-                        Figure(f"{label(n, k)}: commits/s", requests / s.duration_s, "/s", "higher",
-                               target.config, note),
-                        Figure(f"{label(n, k)}: p50", latencies.percentile_ms(50), "ms", "lower",
-                               target.config, note),
-                        Figure(f"{label(n, k)}: p99", latencies.percentile_ms(99), "ms", "lower",
-                               target.config, note),
-                    ]
-                    p50s[fsync, n, k] = latencies.percentile_ms(50)
+    with FsyncProbe(ctx.work_dir) as probe:
+        for fsync in FSYNC_POLICIES if ctx.kind == "kgc" else (None,):
+            options = {"fsync": fsync} if fsync else {}
+            async with ctx.launch(**options) as target:
+                await target.create_topic(TOPIC, max(s.sync_commit_clients) * max(s.sync_commit_partitions))
+                for n in s.sync_commit_clients:
+                    for k in s.sync_commit_partitions:
+                        group = ctx.group_name("sync-commit", f"{fsync}-{n}x{k}")
+                        if fsync == "always":
+                            disk[n, k] = await asyncio.to_thread(probe.latencies, DISK_PROBES)
+                        latencies, requests = await _measure(ctx, target, group, n, k)
+                        if fsync == "always":
+                            await asyncio.to_thread(probe.latencies, DISK_PROBES, disk[n, k])
+                        note = f"{requests} OffsetCommits in {s.duration_s:g} s, one in flight per client"
+                        figures += [
+                            Figure(f"{label(n, k)}: commits/s", requests / s.duration_s, "/s", "higher",
+                                   target.config, note),
+                            Figure(f"{label(n, k)}: p50", latencies.percentile_ms(50), "ms", "lower",
+                                   target.config, note),
+                            Figure(f"{label(n, k)}: p99", latencies.percentile_ms(99), "ms", "lower",
+                                   target.config, note),
+                        ]
+                        p50s[fsync, n, k] = latencies.percentile_ms(50)
     if not disk:
         return figures
     config = "kgc fsync=always, the disk's fsync timed around each run"
