@@ -1,0 +1,189 @@
+"""Where the time of one synchronous OffsetCommit goes inside kgc, stage by stage.
+
+kgc runs in this process (uvloop, a fresh data dir, the given fsync policy) with its
+functions wrapped to stamp `perf_counter_ns` at each stage boundary; a client in a
+child process (a blocking socket, no event loop) keeps exactly one OffsetCommit of K
+partitions in flight, so each request's stamps form one timeline. The medians over
+all requests are printed per stage, beside the client's round trip: what is left is
+the kernel's share (loopback, waking each side).
+
+    .venv/bin/python -m tests.bench.commit_trace --fsync always --seconds 3
+
+A benchmark tool, not a test: the wrappers cost a few microseconds of their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import multiprocessing
+import socket
+import statistics
+import struct
+import tempfile
+import time
+
+STAGES = [
+    ("decode", "received", "decoded"),
+    ("route to the group's partition", "decoded", "decide_start"),
+    ("decide (the group's op)", "decide_start", "decided"),
+    ("serialize + replay", "decided", "append_start"),
+    ("encode the batch", "append_start", "submit"),
+    ("inline write + release (never) / queue the batch (always)", "submit", "handed"),
+    ("to the writer's start: the rest of this loop turn", "handed", "start"),
+    ("hand-off to the writer thread (thread switch)", "start", "thread_start"),
+    ("write", "thread_start", "written"),
+    ("fsync", "written", "fsynced"),
+    ("wake-up of the loop", "fsynced", "group_done"),
+    ("release: durable callbacks to the response", "group_done", "encode_start"),
+    ("encode the response", "encode_start", "encoded"),
+    ("to the socket write", "encoded", "socket_write"),
+    ("socket write", "socket_write", "sent"),
+]
+
+
+def _client(port: int, partitions: int, seconds: float, out) -> None:
+    from coordinator.bench import messages
+
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    encoder = messages.OffsetCommitEncoder("trace-group", "trace-topic", partitions)
+    rtts = []
+    end = time.perf_counter() + seconds
+    offset = 0
+    while time.perf_counter() < end:
+        offset += 1
+        frame = encoder.frame(offset & 0x7FFFFFFF, offset)
+        started = time.perf_counter_ns()
+        sock.sendall(frame)
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        _recv(sock, size)
+        rtts.append(time.perf_counter_ns() - started)
+    sock.close()
+    out.send(rtts)
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("kgc closed the connection")
+        buf += chunk
+    return buf
+
+
+def _instrument(timelines: list[dict[str, int]]) -> None:
+    """Wrap the commit path's functions to stamp the current request's timeline."""
+    from coordinator import service
+    from coordinator.net import connection, dispatch
+    from coordinator.runtime import partition
+    from storage import file_store, group_commit, partition_log
+
+    now = time.perf_counter_ns
+    current: dict[str, int] = {}
+
+    def stamp(name: str) -> None:
+        current.setdefault(name, now())
+
+    def around(owner, name: str, before: str | None, after: str | None) -> None:
+        original = getattr(owner, name)
+        static = isinstance(inspect.getattr_static(owner, name), staticmethod)
+
+        def wrapped(*args, **kw):
+            if before:
+                stamp(before)
+            try:
+                return original(*args, **kw)
+            finally:
+                if after:
+                    stamp(after)
+        setattr(owner, name, staticmethod(wrapped) if static else wrapped)
+
+    received = connection.KafkaConnection.data_received
+
+    def data_received(self, data):
+        current.clear()
+        stamp("received")
+        received(self, data)
+    connection.KafkaConnection.data_received = data_received
+    write = connection.KafkaConnection._write
+
+    def socket_write(self, ready):
+        if ready and "socket_write" not in current:
+            stamp("socket_write")
+            write(self, ready)
+            stamp("sent")
+            timelines.append(dict(current))
+        else:
+            write(self, ready)
+    connection.KafkaConnection._write = socket_write
+    around(dispatch.Dispatcher, "_decode", None, "decoded")
+    around(service, "_offset_commit", "decide_start", "decided")
+    around(file_store.FileLogStore, "append", "append_start", None)
+    around(group_commit.GroupCommitWriter, "submit", "submit", "handed")
+    around(group_commit.GroupCommitWriter, "_start", "start", None)
+    around(group_commit.GroupCommitWriter, "_write_group", "thread_start", None)
+    around(partition_log.PartitionLog, "write_group", None, "written")
+    around(partition_log.PartitionLog, "fsync", None, "fsynced")
+    around(group_commit.GroupCommitWriter, "_group_done", "group_done", None)
+    around(dispatch, "encode_response", "encode_start", "encoded")
+    assert partition  # imported so the runtime is the one wrapped above
+
+
+async def _serve_and_trace(fsync: str, partitions: int, seconds: float) -> tuple[list[dict[str, int]], list[int]]:
+    from coordinator.app import KgcApp
+    from coordinator.settings import ServerConfig
+    from tests.support.kgc import TEST_GROUP_CONFIG
+
+    timelines: list[dict[str, int]] = []
+    _instrument(timelines)
+    with tempfile.TemporaryDirectory(prefix="kgc-trace-") as data_dir:
+        app = KgcApp(ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, data_dir=data_dir, fsync=fsync))
+        await app.start()
+        await app.runtime.wait_loaded()
+        try:
+            receiver, sender = multiprocessing.Pipe(duplex=False)
+            child = multiprocessing.get_context("spawn").Process(
+                target=_client, args=(app.port, partitions, seconds, sender))
+            child.start()
+            if not await asyncio.to_thread(receiver.poll, seconds + 30):
+                raise TimeoutError(f"the client sent no round trips (exit code {child.exitcode})")
+            rtts = receiver.recv()
+            await asyncio.to_thread(child.join, 30)
+        finally:
+            await app.stop()
+    return timelines[len(timelines) // 10:], rtts[len(rtts) // 10:]   # the first tenth warms up
+
+
+def main(argv: list[str] | None = None) -> None:
+    import uvloop
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fsync", default="always")
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    timelines, rtts = uvloop.run(_serve_and_trace(args.fsync, args.partitions, args.seconds))
+    print(f"fsync {args.fsync}, 1 client, {args.partitions} partitions per commit, {len(rtts)} commits; "
+          "medians in microseconds\n")
+    print("| stage | median µs |")
+    print("|---|---:|")
+    total = 0.0
+    for name, start, end in STAGES:
+        spans = [t[end] - t[start] for t in timelines if start in t and end in t]
+        if len(spans) < len(timelines) // 2:
+            continue
+        median = statistics.median(spans) / 1000
+        total += median
+        print(f"| {name} | {median:.1f} |")
+    inside = statistics.median(t["sent"] - t["received"] for t in timelines) / 1000
+    rtt = statistics.median(rtts) / 1000
+    print(f"| **inside kgc, received to sent** | **{inside:.1f}** |")
+    print(f"| client round trip | {rtt:.1f} |")
+    print(f"| kernel and client: loopback, waking each side | {rtt - inside:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
