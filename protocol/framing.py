@@ -7,7 +7,11 @@ size or one above `socket.request.max.bytes` the same way). The payload buffer t
 only as bytes arrive, so an announced size is never allocated up front either.
 
 Fast path: many small frames in one read are sliced straight out of that read. Slow
-path: a frame split across reads is gathered in one bytearray, so N reads cost O(size).
+path: a frame split across reads keeps large reads as they came (views, not copies) and
+joins them once when it is whole, so a frame costs one copy whatever the number of reads:
+a multi-megabyte Fetch response through the gateway is copied here once, not twice.
+Reads under `VIEW_MIN_BYTES` are gathered into a bytearray instead, so a peer dribbling
+a frame a byte at a time costs bytes, not an object per byte.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import struct
 
 _SIZE = struct.Struct(">i")
+VIEW_MIN_BYTES = 64 * 1024
 
 
 class FrameError(Exception):
@@ -30,14 +35,15 @@ class FrameTooLarge(FrameError):
 
 
 class FrameReader:
-    __slots__ = ("_max_frame_bytes", "_size_prefix", "_partial", "_remaining")
+    __slots__ = ("_max_frame_bytes", "_size_prefix", "_partial", "_partial_bytes", "_remaining")
 
     def __init__(self, max_frame_bytes: int):
         if max_frame_bytes < 0:
             raise ValueError("max_frame_bytes must be >= 0")
         self._max_frame_bytes = max_frame_bytes
         self._size_prefix = b""  # 0-3 bytes of a size split across reads
-        self._partial: bytearray | None = None  # payload being gathered
+        self._partial: list[memoryview | bytearray] | None = None  # a payload being gathered
+        self._partial_bytes = 0  # bytes in _partial
         self._remaining = 0  # bytes still missing from _partial
 
     @property
@@ -45,12 +51,14 @@ class FrameReader:
         """Bytes held for an incomplete frame (size prefix and payload so far)."""
         held = len(self._size_prefix)
         if self._partial is not None:
-            held += 4 + len(self._partial)
+            held += 4 + self._partial_bytes
         return held
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Take the next bytes of the stream; return the payloads completed by them, in order."""
         frames: list[bytes] = []
+        if type(data) is not bytes:
+            data = bytes(data)      # views of it may be kept: it must not change
         view = memoryview(data)
         end = len(view)
         pos = 0
@@ -72,19 +80,33 @@ class FrameReader:
                 frames.append(bytes(view[pos:pos + size]))
                 pos += size
             else:
-                self._partial = bytearray(view[pos:])
+                self._partial = []
+                self._partial_bytes = 0
+                self._gather(view[pos:])
                 self._remaining = size - (end - pos)
                 break
         return frames
 
     def _continue_partial(self, view: memoryview, frames: list[bytes]) -> int:
         take = min(self._remaining, len(view))
-        self._partial += view[:take]
+        self._gather(view[:take])
         self._remaining -= take
         if self._remaining == 0:
-            frames.append(bytes(self._partial))
+            frames.append(b"".join(self._partial))
             self._partial = None
+            self._partial_bytes = 0
         return take
+
+    def _gather(self, part: memoryview) -> None:
+        self._partial_bytes += len(part)
+        if len(part) >= VIEW_MIN_BYTES:
+            self._partial.append(part)      # keeps the read alive; copied once, at the join
+            return
+        tail = self._partial[-1] if self._partial else None
+        if type(tail) is bytearray:
+            tail += part
+        else:
+            self._partial.append(bytearray(part))
 
     def _check_size(self, size: int) -> int:
         if size < 0:

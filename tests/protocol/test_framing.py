@@ -121,3 +121,37 @@ def test_frame_errors_share_a_base_class():
 def test_negative_limit_is_a_configuration_error():
     with pytest.raises(ValueError):
         FrameReader(-1)
+
+
+def test_a_large_frame_over_large_and_small_reads_comes_out_whole_and_in_order():
+    from protocol.framing import VIEW_MIN_BYTES
+
+    payload = bytes(range(256)) * (3 * VIEW_MIN_BYTES // 256) + b"tail"
+    stream = _frame(payload) + _frame(b"next")
+    cuts = [0, 3, 4, 100, 100 + VIEW_MIN_BYTES, 101 + VIEW_MIN_BYTES, 102 + VIEW_MIN_BYTES,
+            len(stream) - 5, len(stream)]
+    reader = FrameReader(2**20)
+    out = []
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        out.extend(reader.feed(stream[start:end]))
+        if not out:
+            assert reader.buffered_bytes == end
+    assert out == [payload, b"next"]
+
+
+def test_a_frame_dribbled_a_byte_at_a_time_is_gathered_in_one_buffer():
+    reader = FrameReader(MAX)
+    for byte in _frame(b"x" * 1000)[:-1]:
+        assert reader.feed(bytes([byte])) == []
+    assert len(reader._partial) == 1            # one bytearray, not an object per byte
+    assert reader.feed(b"x") == [b"x" * 1000]
+
+
+def test_a_mutable_buffer_fed_and_then_changed_does_not_change_the_frame():
+    reader = FrameReader(2**20)
+    big = bytearray(_frame(b"a" * 200_000))
+    assert reader.feed(big[:150_000]) == []
+    chunk = bytearray(big[150_000:])
+    frames = reader.feed(chunk)
+    chunk[:] = b"z" * len(chunk)
+    assert frames == [b"a" * 200_000]
