@@ -113,7 +113,7 @@ class KgcApp:
         cfg = self.config
         if cfg.http_port is not None:
             # First: liveness answers while the log opens, readiness says it is not ready.
-            self.http = HttpServer(self, cfg.http_host, cfg.http_port)
+            self.http = HttpServer(self, cfg.http_host, cfg.http_port, **self._http_security())
             try:
                 await self.http.start()
             except OSError as exc:
@@ -151,6 +151,16 @@ class KgcApp:
             self.cleaner.start()
         self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
         self.sampler.start()
+
+    def _http_security(self) -> dict:
+        cfg = self.config
+        security = {}
+        if cfg.http_tls_cert_file is not None:
+            security["tls"] = ServerTls(ServerTlsFiles(cfg.http_tls_cert_file, cfg.http_tls_key_file)).context
+        if cfg.http_auth_token_file is not None:
+            with open(cfg.http_auth_token_file) as f:
+                security["token"] = f.read().strip()
+        return security
 
     def _start_tls(self) -> None:
         """The listeners' TLS (files checked now: a bad one stops the start), reloaded on change."""

@@ -78,6 +78,9 @@ class ServerConfig:
     upstream_tls_cert_file: str | None = None
     upstream_tls_key_file: str | None = None
     upstream_tls_check_hostname: bool = True
+    http_tls_cert_file: str | None = None
+    http_tls_key_file: str | None = None
+    http_auth_token_file: str | None = None  # a file holding the bearer token HTTP clients must send
     authorizer: str = "none"                 # none: every group API allowed | file: acl_file
     acl_file: str | None = None
     super_users: tuple[str, ...] = ()        # Kafka's super.users
@@ -303,6 +306,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("upstream_tls_cert_file", text(nullable=True), "kgc's client certificate for the upstream (mTLS)"),
     Setting("upstream_tls_key_file", text(nullable=True), "private key of upstream_tls_cert_file"),
     Setting("upstream_tls_check_hostname", boolean, "check that upstream certificates name the broker"),
+    Setting("http_tls_cert_file", text(nullable=True), "PEM certificate chain: serve HTTP over TLS"),
+    Setting("http_tls_key_file", text(nullable=True), "PEM private key of http_tls_cert_file"),
+    Setting("http_auth_token_file", text(nullable=True),
+            "file holding a bearer token HTTP clients must send (all paths but /healthz, /readyz)"),
     Setting("authorizer", text(choices=("none", "file"), fold=str.lower),
             "none: every group API allowed | file: Kafka ACLs from acl_file"),
     Setting("acl_file", text(nullable=True), "TOML file of ACL bindings (authorizer = file)"),
@@ -470,7 +477,13 @@ def _check_tls(config: ServerConfig) -> None:
             raise ConfigError(f"{', '.join(given)} set but upstream_security_protocol is plaintext")
     if (config.upstream_tls_cert_file is None) != (config.upstream_tls_key_file is None):
         raise ConfigError("upstream_tls_cert_file and upstream_tls_key_file go together")
-    for name in (*listener_files, *upstream_files):
+    if (config.http_tls_cert_file is None) != (config.http_tls_key_file is None):
+        raise ConfigError("http_tls_cert_file and http_tls_key_file go together")
+    http_files = ("http_tls_cert_file", "http_tls_key_file", "http_auth_token_file")
+    if config.http_auth_token_file is not None and Path(config.http_auth_token_file).is_file() \
+            and not Path(config.http_auth_token_file).read_text().strip():
+        raise ConfigError(f"http_auth_token_file {config.http_auth_token_file} is empty")
+    for name in (*listener_files, *upstream_files, *http_files):
         path = getattr(config, name)
         if path is not None and not Path(path).is_file():
             raise ConfigError(f"{name} {path} is not a file")

@@ -56,7 +56,7 @@ class FileLogStore:
         self._exclusive: list[asyncio.Lock] = []
 
     async def open(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._exclusive = [asyncio.Lock() for _ in range(self.num_partitions)]
         for p in range(self.num_partitions):
             await self._open_partition(p)

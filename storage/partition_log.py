@@ -83,7 +83,7 @@ class PartitionLog:
 
     def open(self) -> None:
         self.close()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._remove_leftovers()
         bases = sorted(b for b in map(parse_segment_name, os.listdir(self.directory)) if b is not None)
         if not bases:

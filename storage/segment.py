@@ -42,7 +42,8 @@ class SegmentIO:
     """Writes, fsyncs and renames for the store; subclass it in tests to count or fail."""
 
     def open_append(self, path: Path) -> int:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+        # 0600 (and 0700 directories): the log holds member and client ids, hosts and offsets.
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
 
     def write(self, fd: int, data: bytes | memoryview) -> None:
         view = memoryview(data)
@@ -74,7 +75,7 @@ class SegmentIO:
     def write_file(self, path: Path, data: bytes | memoryview) -> None:
         """A new file holding `data`, fsynced; fails if `path` exists (evidence is never
         overwritten)."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
             self.write(fd, data)
             self.fsync(fd)

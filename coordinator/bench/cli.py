@@ -1,7 +1,10 @@
 """`kgc bench`: run the workloads against one target, or compare kgc with another.
 
-    kgc bench run --target kgc|tansu|HOST:PORT [--pid PID] [--workloads join,commit] [sizes]
-    kgc bench compare [--kgc kgc|HOST:PORT] [--other tansu|HOST:PORT] [--repeats 3] [sizes]
+    kgc bench run --target kgc|kgc-tls|tansu|HOST:PORT [--pid PID] [--workloads join,commit] [sizes]
+    kgc bench compare [--kgc kgc|kgc-tls|HOST:PORT] [--other tansu|kgc|HOST:PORT] [--repeats 3] [sizes]
+
+`kgc-tls` is kgc with TLS on its listener (a throwaway self-signed ECDSA certificate): with
+`--kgc kgc-tls --other kgc` the report is the cost of TLS.
 
 Every field of `context.Sizes` is a flag (`--join-members 1,10,50,200`,
 `--duration-s 5`, ...); `--tiny` starts from the smoke-test sizes instead.
@@ -60,14 +63,15 @@ def add_bench_parser(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="load generator: kgc vs another coordinator")
     sub = bench.add_subparsers(dest="bench_command", required=True)
     run = sub.add_parser("run", help="run workloads against one target")
-    run.add_argument("--target", default="kgc", help="kgc, tansu (started here) or HOST:PORT (default kgc)")
+    run.add_argument("--target", default="kgc",
+                     help="kgc, kgc-tls (kgc with TLS), tansu (started here) or HOST:PORT (default kgc)")
     run.add_argument("--pid", type=int, default=None, help="pid of a HOST:PORT target, for the memory workload")
     _add_common(run)
     run.set_defaults(repeats=1)
     cmp = sub.add_parser("compare", help="run every workload against kgc and another target, in turn")
-    cmp.add_argument("--kgc", default="kgc", help="kgc (started here) or HOST:PORT (default kgc)")
+    cmp.add_argument("--kgc", default="kgc", help="kgc, kgc-tls (started here) or HOST:PORT (default kgc)")
     cmp.add_argument("--kgc-pid", type=int, default=None, help="pid of a HOST:PORT kgc, for the memory workload")
-    cmp.add_argument("--other", default="tansu", help="tansu (started here) or HOST:PORT (default tansu)")
+    cmp.add_argument("--other", default="tansu", help="tansu, kgc (started here) or HOST:PORT (default tansu)")
     cmp.add_argument("--other-pid", type=int, default=None,
                      help="pid of a HOST:PORT other target, for the memory workload")
     _add_common(cmp)

@@ -74,11 +74,14 @@ def choose_target(spec: str, pid: int | None = None, profile_dir: Path | None = 
     if spec == "kgc":
         return TargetChoice("kgc", "kgc",
                             lambda work_dir: lambda **kw: spawn_kgc(work_dir, profile_dir=profile_dir, **kw))
+    if spec == "kgc-tls":
+        return TargetChoice("kgc-tls", "kgc", lambda work_dir: lambda **kw: spawn_kgc(
+            work_dir, profile_dir=profile_dir, tls=True, **kw))
     if spec == "tansu":
         return TargetChoice("tansu", "tansu", lambda work_dir: lambda **kw: spawn_tansu(work_dir))
     host, sep, port = spec.rpartition(":")
     if not sep or not port.isdigit():
-        raise ValueError(f"a target is kgc, tansu or HOST:PORT, not {spec!r}")
+        raise ValueError(f"a target is kgc, kgc-tls, tansu or HOST:PORT, not {spec!r}")
 
     def launcher(work_dir: Path) -> Launcher:
         # A running target cannot be reconfigured: per-workload options do not apply.

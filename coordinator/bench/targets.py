@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from coordinator.bench import messages
 from coordinator.bench.profile import Profiler
+from coordinator.bench.tls import client_context, self_signed
 from coordinator.bench.wire import BenchConnection, WireError
 from coordinator.embedded import free_port
 
@@ -68,9 +70,10 @@ class Target:
     config: str
     pid: int | None = None
     advertised: dict[int, tuple[int, int]] = field(default_factory=dict)
+    tls: ssl.SSLContext | None = None   # the client side, when the target listens with TLS
 
     async def connect(self) -> BenchConnection:
-        return await BenchConnection.open(self.host, self.port)
+        return await BenchConnection.open(self.host, self.port, tls=self.tls)
 
     async def connections(self, n: int, concurrency: int = 256) -> list[BenchConnection]:
         gate = asyncio.Semaphore(concurrency)
@@ -104,8 +107,8 @@ class Target:
             raise RuntimeError(f"CreateTopics {name} ({partitions} partitions) failed with error {code}")
 
 
-async def probe_api_versions(host: str, port: int) -> dict[int, tuple[int, int]]:
-    conn = await BenchConnection.open(host, port, timeout_s=2.0)
+async def probe_api_versions(host: str, port: int, tls=None) -> dict[int, tuple[int, int]]:
+    conn = await BenchConnection.open(host, port, timeout_s=2.0, tls=tls)
     try:
         cid = conn.next_correlation_id()
         async with asyncio.timeout(5.0):
@@ -116,7 +119,8 @@ async def probe_api_versions(host: str, port: int) -> dict[int, tuple[int, int]]
 
 
 async def wait_ready(host: str, port: int, process: subprocess.Popen | None, name: str,
-                     timeout_s: float = READY_TIMEOUT_S, log_path: Path | None = None) -> dict[int, tuple[int, int]]:
+                     timeout_s: float = READY_TIMEOUT_S, log_path: Path | None = None,
+                     tls=None) -> dict[int, tuple[int, int]]:
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -124,7 +128,7 @@ async def wait_ready(host: str, port: int, process: subprocess.Popen | None, nam
             tail = log_path.read_text(errors="replace")[-1500:] if log_path else ""
             raise RuntimeError(f"{name} exited with {process.returncode} before it was ready: {tail}")
         try:
-            return await probe_api_versions(host, port)
+            return await probe_api_versions(host, port, tls)
         except (OSError, WireError, TimeoutError) as exc:
             last = exc
             await asyncio.sleep(0.02)
@@ -152,13 +156,15 @@ def kgc_command(port: int, data_dir: str, fsync: str, *, cleaner: bool = True) -
     return command if cleaner else [*command, "--cleaner-interval-ms", "0"]
 
 
-def kgc_config(fsync: str, *, cleaner: bool = True) -> str:
-    return f"kgc fsync={fsync}, initial delay 0 ms, standalone, data dir{'' if cleaner else ' reused (cleaner off)'}"
+def kgc_config(fsync: str, *, cleaner: bool = True, tls: bool = False) -> str:
+    return (f"kgc fsync={fsync}, initial delay 0 ms, standalone, data dir{'' if cleaner else ' reused (cleaner off)'}"
+            + (", TLS (ECDSA P-256)" if tls else ""))
 
 
 @contextlib.asynccontextmanager
 async def spawn_kgc(work_dir: Path, *, fsync: str = "always", data_dir: str | None = None,
-                    spawned_at: list[float] | None = None, profile_dir: Path | None = None) -> AsyncIterator[Target]:
+                    spawned_at: list[float] | None = None, profile_dir: Path | None = None,
+                    tls: bool = False) -> AsyncIterator[Target]:
     """kgc in a child process. Without `data_dir` it gets a fresh one, removed afterwards.
     `spawned_at` receives the perf_counter time of the spawn (the load workload's t0);
     with `profile_dir`, py-spy samples it from ready to stop (`profile.Profiler`)."""
@@ -172,14 +178,19 @@ async def spawn_kgc(work_dir: Path, *, fsync: str = "always", data_dir: str | No
     log_file = open(log_path, "ab")
     if spawned_at is not None:
         spawned_at.append(time.perf_counter())
-    process = subprocess.Popen(kgc_command(port, data_dir, fsync, cleaner=cleaner), stdout=log_file,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    command, client_tls = kgc_command(port, data_dir, fsync, cleaner=cleaner), None
+    if tls:
+        cert_file, key_file = self_signed(work_dir, HOST)
+        command += ["--security-protocol", "ssl", "--tls-cert-file", cert_file, "--tls-key-file", key_file]
+        client_tls = client_context(cert_file)
+    process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     profiler = None
     try:
-        advertised = await wait_ready(HOST, port, process, "kgc", log_path=log_path)
+        advertised = await wait_ready(HOST, port, process, "kgc", log_path=log_path, tls=client_tls)
         if profile_dir is not None:
             profiler = Profiler(process.pid, profile_dir / f"kgc-{port}.raw")
-        yield Target("kgc", HOST, port, kgc_config(fsync, cleaner=cleaner), process.pid, advertised)
+        yield Target("kgc", HOST, port, kgc_config(fsync, cleaner=cleaner, tls=tls), process.pid, advertised,
+                     client_tls)
     finally:
         if profiler is not None:
             await profiler.stop()

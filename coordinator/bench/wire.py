@@ -61,10 +61,10 @@ class BenchConnection(asyncio.Protocol):
         self._repeating: _Repeat | None = None
 
     @classmethod
-    async def open(cls, host: str, port: int, timeout_s: float = 10.0) -> BenchConnection:
+    async def open(cls, host: str, port: int, timeout_s: float = 10.0, tls=None) -> BenchConnection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
-            _transport, conn = await loop.create_connection(cls, host, port)
+            _transport, conn = await loop.create_connection(cls, host, port, ssl=tls)
         return conn
 
     def connection_made(self, transport) -> None:

@@ -11,6 +11,11 @@
 Lag comes from the log ends the app keeps fresh (`kgc.log_ends`, None without an
 upstream); /v1/groups/{group} fetches its own partitions' ends first, within a bound.
 
+With `http_auth_token_file`, every path but /healthz and /readyz (what orchestrators probe)
+needs `Authorization: Bearer <token>`, else 401; with `http_tls_cert_file` it is served
+over TLS. /v1/groups discloses member and client ids and hosts: protect it when kgc's
+HTTP port is reachable by others.
+
 The server starts before the log is opened, so liveness holds through a long load while
 readiness says why it is not ready yet; it stops last on shutdown.
 """
@@ -18,7 +23,9 @@ readiness says why it is not ready yet; it stops last on shutdown.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import ssl
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,13 +73,19 @@ def readiness(kgc: Any) -> Readiness:
     return Readiness(not reasons, tuple(reasons), partitions, upstream)
 
 
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
 class HttpServer:
-    def __init__(self, kgc: Any, host: str, port: int):
+    def __init__(self, kgc: Any, host: str, port: int, *, tls: ssl.SSLContext | None = None,
+                 token: str | None = None):
         self._kgc = kgc
         self._host = host
         self._port = port
+        self._tls = tls
+        self._expected = None if token is None else f"Bearer {token}".encode()
         self._runner: web.AppRunner | None = None
-        app = web.Application()
+        app = web.Application(middlewares=[self._authenticate] if token is not None else [])
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -84,10 +97,11 @@ class HttpServer:
         # No access log: a scrape every few seconds would drown what matters.
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._tls)
         await site.start()
         self._port = self._runner.addresses[0][1]
-        log.info("HTTP (metrics, health, groups) on %s:%d", self._host, self._port)
+        log.info("HTTP%s (metrics, health, groups) on %s:%d%s", "S" if self._tls else "", self._host, self._port,
+                 ", bearer token required" if self._expected else "")
 
     @property
     def port(self) -> int:
@@ -97,6 +111,15 @@ class HttpServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler) -> web.StreamResponse:
+        if request.path not in OPEN_PATHS:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, self._expected):
+                return web.json_response({"error": "a bearer token is required"}, status=401,
+                                         headers={"WWW-Authenticate": "Bearer"})
+        return await handler(request)
 
     # ---- handlers ------------------------------------------------------------------------
 
