@@ -155,6 +155,22 @@ def paths_problem(args) -> str | None:
     return None
 
 
+def findings_by_kind(found: dict[str, int], upstream: bool) -> list[str]:
+    """Integrity findings apart from hygiene ones, and what was not checked without --upstream."""
+    from coordinator.offline.findings import UPSTREAM_TYPES
+    from coordinator.offline.guide import INTEGRITY, UPSTREAM, kind_of
+
+    lines = []
+    integrity = {k: v for k, v in found.items() if kind_of(FindingType(k)) == INTEGRITY}
+    if integrity:
+        lines.append(f"integrity (damaged log files: act on these first): {json.dumps(integrity)}")
+    if not upstream:
+        lines.append("not checked (need --upstream HOST:PORT): " + ", ".join(sorted(t.value for t in UPSTREAM_TYPES)))
+    elif not any(kind_of(FindingType(k)) == UPSTREAM for k in found):
+        lines.append("upstream checks: nothing found")
+    return lines
+
+
 def run_audit(args) -> int:
     from coordinator.offline.runner import audit
 
@@ -182,6 +198,8 @@ def run_audit(args) -> int:
     print(f"audited {summary['records']:,} records in {summary['partitions']} partitions "
           f"({args.engine}: session {engine.session_seconds:.1f} s, job {run.seconds:.1f} s)")
     print(f"findings: {json.dumps(found) if found else 'none'}")
+    for line in findings_by_kind(found, bool(args.upstream)):
+        print(line)
     print(f"report: {Path(args.out) / 'report.html'}")
     failing = sorted(k for k in found if args.fail_on_findings and FindingType(k) in args.fail_on_findings)
     if failing:

@@ -36,6 +36,8 @@ class FindingType(enum.StrEnum):
 
 INTEGRITY_TYPES = frozenset({FindingType.BAD_CRC, FindingType.TORN_BATCH, FindingType.CORRUPT_BATCH,
                              FindingType.NON_INCREASING_OFFSETS, FindingType.UNDECODABLE_RECORD})
+# Findings only an audit given the upstream cluster (--upstream) can make.
+UPSTREAM_TYPES = frozenset({FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END})
 # Findings about an offset's final state: one per (group, topic, partition).
 PER_OFFSET_TYPES = frozenset({FindingType.ORPHANED_OFFSET, FindingType.OFFSET_OF_DELETED_GROUP,
                               FindingType.OFFSET_PAST_RETENTION,

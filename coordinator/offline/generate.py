@@ -57,7 +57,7 @@ from kafka.protocol.old.consumer_protocol import (
 )
 
 from coordinator import records
-from coordinator.offline.findings import Finding, FindingType
+from coordinator.offline.findings import UPSTREAM_TYPES, Finding, FindingType
 from coordinator.offline.scan import TOPIC
 from coordinator.partitioning import partition_for
 from coordinator.records import CoordinatorRecord, GroupMetadataValue, MemberMetadata, OffsetCommitValue
@@ -68,7 +68,6 @@ from storage.segment import TORN_SUFFIX, segment_name
 DAY_MS = 24 * 3600 * 1000
 INTEGRITY_KINDS = (FindingType.BAD_CRC, FindingType.CORRUPT_BATCH, FindingType.NON_INCREASING_OFFSETS,
                    FindingType.UNDECODABLE_RECORD, FindingType.TORN_BATCH)
-UPSTREAM_TYPES = frozenset({FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END})
 # A key of record type 1 whose group string claims 9 bytes and has 5.
 UNDECODABLE_KEY = b"\x00\x01\x00\x09trunc"
 

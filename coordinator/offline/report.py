@@ -4,7 +4,10 @@ The HTML page is self-contained (inline SVG, no script, no fonts or files from
 elsewhere: it is opened on machines without internet) and shows, in charts:
 a timeline per group (commits, rebalances, findings), commits over time for the busiest
 groups, lag per group (with an upstream cluster),
-and findings by type; then tables of findings per group and the findings themselves.
+and findings by type, integrity (damaged files) apart from hygiene (stale or left-behind
+offsets) and from the checks against the upstream; what each type means and what to do
+about it (`guide`); then tables of findings per group and the findings themselves.
+Durations and sizes are shown in human units.
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ import numpy as np
 import pyarrow.compute as pc
 
 from coordinator.offline.findings import Finding, FindingType
+from coordinator.offline.guide import (
+    GUIDES,
+    KIND_TITLES,
+    UPSTREAM,
+    human_bytes,
+    human_detail,
+    human_duration,
+    kind_of,
+)
 from coordinator.offline.job import Options, PartitionResult
 from coordinator.offline.tables import (
     FINAL_OFFSETS,
@@ -101,7 +113,7 @@ def _html(report_dir: Path, summary: dict, findings: list[Finding], final_offset
     commits_chart = _commits_chart(report_dir)
     lag_chart = _lag_chart(final_offsets) if upstream else \
         '<p class="note">No upstream cluster given (<code>--upstream</code>): lag is unknown.</p>'
-    findings_chart = _bar_chart([(t, n) for t, n in summary["findings"].items()], FINDINGS_COLOR, "findings")
+    findings_charts = "".join(_kind_chart(kind, summary["findings"], upstream) for kind in KIND_TITLES)
     per_group = sorted(summary["findings_per_group"].items(), key=lambda kv: -sum(kv[1].values()))
     group_rows = "".join(
         f"<tr><td>{e(g)}</td><td>{sum(c.values())}</td><td>{e(', '.join(f'{k} {v}' for k, v in sorted(c.items())))}"
@@ -110,6 +122,7 @@ def _html(report_dir: Path, summary: dict, findings: list[Finding], final_offset
     stats = "".join(f"<div class='stat'><b>{summary[k]:,}</b><span>{label}</span></div>" for k, label in (
         ("records", "records"), ("commits", "commits"), ("groups", "groups"), ("offsets", "committed offsets"),
         ("findings_total", "findings"), ("partitions", "partitions")))
+    stats += f"<div class='stat'><b>{human_bytes(summary['bytes_read'])}</b><span>read</span></div>"
     now = _utc(summary["now_ms"])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kgc offset audit</title>
@@ -123,24 +136,52 @@ section {{ margin: 28px 0; }} .note {{ color: #666; }}
 table {{ border-collapse: collapse; font-size: 13px; width: 100%; }}
 td, th {{ border-bottom: 1px solid #e3e3e3; padding: 4px 6px; text-align: left; vertical-align: top; }}
 th {{ background: #f4f6f8; }} svg text {{ font-size: 11px; fill: #333; }}
+.wide {{ overflow-x: auto; }} td {{ overflow-wrap: break-word; }} td.nw {{ white-space: nowrap; }} h3 {{ margin-bottom: 4px; }}
 </style></head><body>
 <h1>Offset audit</h1>
-<p class="sub">{e(summary["data_dir"])} at {now}; retention {summary["offsets_retention_ms"] // 3_600_000} h;
+<p class="sub">{e(summary["data_dir"])} at {now}; retention {human_duration(summary["offsets_retention_ms"])};
 upstream {e(upstream or "none")}</p>
 <div class="stats">{stats}</div>
-<section id="findings-by-type"><h2>Findings by type</h2>{findings_chart}</section>
+<section id="findings-by-type"><h2>Findings by type</h2>{findings_charts}</section>
+<section id="what-to-do"><h2>What each finding means and what to do</h2>
+<div class="wide"><table><tr><th>type</th><th>kind</th><th>found</th><th>means</th><th>what to do</th></tr>
+{_guide_rows(summary["findings"], upstream)}</table></div></section>
 <section id="group-timelines"><h2>Group timelines</h2>
 <p class="note">Commits (bars), rebalances (orange: generation and members), deletion (dark line) and
 findings (red; hover for details) per group, each over its own span of time.</p>{group_timelines}</section>
 <section id="commits-over-time"><h2>Commits over time (busiest groups)</h2>{commits_chart}</section>
 <section id="lag-per-group"><h2>Lag per group</h2>{lag_chart}</section>
 <section id="findings-per-group"><h2>Findings per group</h2>
-<table><tr><th>group</th><th>findings</th><th>by type</th></tr>{group_rows}</table></section>
+<div class="wide"><table><tr><th>group</th><th>findings</th><th>by type</th></tr>{group_rows}</table></div></section>
 <section id="findings"><h2>Findings{f" (first {MAX_TABLE_ROWS} of {len(findings)})" if len(findings) > MAX_TABLE_ROWS else ""}</h2>
-<table><tr><th>type</th><th>group</th><th>topic-partition</th><th>offset</th><th>record</th><th>time</th>
-<th>member / generation / client</th><th>detail</th></tr>{finding_rows}</table></section>
+<div class="wide"><table><tr><th>type</th><th>group</th><th>topic-partition</th><th>offset</th><th>record</th>
+<th>time</th><th>member / generation / client</th><th>detail</th></tr>{finding_rows}</table></div></section>
 </body></html>
 """
+
+
+def _kind_chart(kind: str, counts: dict[str, int], upstream: str | None) -> str:
+    title = f"<h3>{html.escape(KIND_TITLES[kind])}</h3>"
+    if kind == UPSTREAM and not upstream:
+        return title + ('<p class="note">Not checked: these need <code>kgc audit --upstream HOST:PORT</code> '
+                        "(offsets below the log start or above the log end).</p>")
+    items = [(t, n) for t, n in counts.items() if kind_of(FindingType(t)) == kind]
+    if not any(n for _, n in items):
+        return title + '<p class="note">None found.</p>'
+    return title + _bar_chart(items, FINDINGS_COLOR, "findings")
+
+
+def _guide_rows(counts: dict[str, int], upstream: str | None) -> str:
+    e = html.escape
+    rows = []
+    for kind in KIND_TITLES:
+        for t, guide in GUIDES.items():
+            if kind_of(t) != kind:
+                continue
+            found = "needs --upstream" if kind == UPSTREAM and not upstream else f"{counts.get(t.value, 0):,}"
+            rows.append(f"<tr><td>{e(t.value)}</td><td>{kind}</td><td>{found}</td><td>{e(guide.meaning)}</td>"
+                        f"<td>{e(guide.action)}</td></tr>")
+    return "".join(rows)
 
 
 def _finding_key(f: Finding) -> tuple:
@@ -149,7 +190,8 @@ def _finding_key(f: Finding) -> tuple:
 
 
 def _finding_order(f: Finding) -> tuple:
-    return (f.type.value, f.group or "", f.topic or "", f.partition or 0, f.record_offset or 0)
+    # Integrity findings first (act on those), then hygiene, then the upstream's.
+    return (list(KIND_TITLES).index(kind_of(f.type)), f.type.value, f.group or "", f.topic or "", f.partition or 0, f.record_offset or 0)
 
 
 def _finding_row(f: Finding) -> str:
@@ -162,7 +204,7 @@ def _finding_row(f: Finding) -> str:
     when = _utc(f.timestamp_ms) if f.timestamp_ms is not None else ""
     offset = "" if f.committed_offset is None else str(f.committed_offset)
     return (f"<tr><td>{e(f.type.value)}</td><td>{e(f.group or '')}</td><td>{e(tp)}</td><td>{offset}</td>"
-            f"<td>{e(record)}</td><td>{when}</td><td>{e(who)}</td><td>{e(f.detail)}</td></tr>")
+            f"<td>{e(record)}</td><td class=\"nw\">{when}</td><td>{e(who)}</td><td>{e(human_detail(f.detail))}</td></tr>")
 
 
 def _utc(ms: int) -> str:

@@ -96,7 +96,9 @@ def test_report_tables_and_summary(dirty_audit):
     per_group = summary["findings_per_group"][regressed.group]
     assert per_group["offset_regression"] >= 1
     page = (report / "report.html").read_text()
-    assert page.count("<svg") - page.count('class="timeline"') == 2   # no upstream: no lag chart
+    # A findings chart per kind found (integrity, hygiene; no upstream: neither its chart nor lag), commits.
+    assert page.count("<svg") - page.count('class="timeline"') == 3
+    assert "Not checked: these need <code>kgc audit --upstream HOST:PORT</code>" in page
     timelines = page.count('class="timeline"')
     assert 0 < timelines <= 12
     regressed_at = page.index(f"aria-label=\"timeline of {regressed.group}\"")
@@ -116,7 +118,8 @@ def test_upstream_bounds_and_lag(dirty, tmp_path):
         assert (row["log_start_offset"], row["log_end_offset"]) == (start, end)
         assert row["lag"] == (end - row["offset"] if row["offset"] <= end else None)
     page = (tmp_path / "report" / "report.html").read_text()
-    assert page.count("<svg") - page.count('class="timeline"') == 3
+    # Integrity, hygiene and upstream findings charts, commits, lag.
+    assert page.count("<svg") - page.count('class="timeline"') == 5
 
 
 def test_reads_on_past_damage_in_the_middle_of_a_segment(tmp_path):

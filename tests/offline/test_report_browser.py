@@ -12,6 +12,7 @@ import pytest
 # saying so, before the imports below that need it.
 pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
 
+from coordinator.offline.guide import KIND_TITLES, kind_of
 from coordinator.offline.job import Options
 from coordinator.offline.report import FINDINGS_COLOR, LAG_COLOR, PALETTE
 from coordinator.offline.runner import audit
@@ -46,14 +47,18 @@ def test_report_renders_with_its_charts(dirty, tmp_path):
 
     dom = headless(profile, "--dump-dom", url).stdout
     assert "<title>kgc offset audit</title>" in dom
-    for section in ("findings-by-type", "group-timelines", "commits-over-time", "lag-per-group",
+    for section in ("findings-by-type", "what-to-do", "group-timelines", "commits-over-time", "lag-per-group",
                     "findings-per-group"):
         assert f'id="{section}"' in dom
+    for title in KIND_TITLES.values():
+        assert f"<h3>{title}</h3>" in dom
     timelines = dom.count('class="timeline"')
-    assert dom.count("<svg") - timelines == 3 and timelines == 12
+    # A findings chart per kind with findings, the commits and the lag charts.
+    kinds = {kind_of(f.type) for f in manifest.expected}
+    assert dom.count("<svg") - timelines == len(kinds) + 2 and timelines == 12
 
     shot = tmp_path / "report.png"
-    headless(profile, f"--screenshot={shot}", "--window-size=1100,3200", url)
+    headless(profile, f"--screenshot={shot}", "--window-size=1100,4400", url)
     image = Image.open(shot).convert("RGB")
     colors = {color for _count, color in image.getcolors(maxcolors=1 << 20)}
     # Each chart's own colour is on screen: the findings bars, the lag bars, and the
