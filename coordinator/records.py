@@ -759,3 +759,11 @@ def adoption_of(headers: tuple[tuple[str, bytes | None], ...]) -> tuple[str, int
         return source.decode("utf-8", "replace"), int(at)
     except ValueError:
         return source.decode("utf-8", "replace"), -1
+
+
+def origin_view(adoption: tuple[str, int] | None) -> dict[str, str | int]:
+    """Where a committed offset came from, for JSON views: committed to kgc, or adopted
+    (from where, when), as `adoption_of` read it from the offset's latest record."""
+    if adoption is None:
+        return {"source": "committed"}
+    return {"source": "adopted", "adopted_from": adoption[0], "adopted_at_ms": adoption[1]}

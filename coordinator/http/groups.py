@@ -11,16 +11,19 @@ no longer lists is shown as the id).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0
 
+from coordinator import records
 from coordinator.consumer_lag import partition_lag
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
 from coordinator.group.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember
 from coordinator.group.topics import TopicImage
+from storage.format import iter_batches
 
 TopicPartition = tuple[str, int]
 # (log end, why it is unknown) of a partition
@@ -80,6 +83,35 @@ def detail(shard: Any, group_id: str) -> dict[str, Any] | None:
         for topic, by_partition in sorted(shard.offsets.committed.get(group_id, {}).items())
     }
     return view
+
+
+async def add_offset_origins(view: dict[str, Any], store: Any, partition: int, chunk_bytes: int = 1 << 20) -> None:
+    """Each committed offset's origin (`records.origin_view`) from the audit headers of its
+    latest record: the group's partition is read as the durable batches it stores, a chunk
+    at a time with the event loop free in between, so it holds across restarts and
+    compaction (the loader keeps no headers)."""
+    group_id = view["group_id"]
+    needle = group_id.encode("utf-8")
+    adopted: dict[tuple[str, int], tuple[str, int] | None] = {}
+    offset = 0
+    while True:
+        chunk = store.read_durable(partition, offset, chunk_bytes)
+        for _, batch in iter_batches(chunk.data):
+            offset = batch.last_offset + 1
+            if batch.is_control:
+                continue
+            for record in batch.records:
+                if record.key is None or needle not in record.key:
+                    continue
+                key = records.deserialize_key(record.key)
+                if isinstance(key, records.OffsetCommitKey) and key.group == group_id:
+                    adopted[(key.topic, key.partition)] = records.adoption_of(record.headers)
+        if not chunk.data or offset >= chunk.durable_end_offset:
+            break
+        await asyncio.sleep(0)
+    for topic, by_partition in view["offsets"].items():
+        for partition_index, entry in by_partition.items():
+            entry["origin"] = records.origin_view(adopted.get((topic, int(partition_index))))
 
 
 def _member(group: ClassicGroup, member: ClassicGroupMember) -> dict[str, Any]:

@@ -6,7 +6,7 @@
 | GET /healthz | 200 while the process serves HTTP at all (liveness) |
 | GET /readyz | 200 when every partition is loaded (ACTIVE) and the upstream, if any, answers; else 503 with the reasons; `warnings` either way (an embedded upstream that keeps topics in memory) |
 | GET /v1/groups | every group of the loaded partitions: state, protocol, generation, member count, lag |
-| GET /v1/groups/{group} | one group: members with their assignments, committed offsets with log end and lag (404 if unknown) |
+| GET /v1/groups/{group} | one group: members with their assignments, committed offsets with log end, lag and origin (committed, or adopted from where and when) (404 if unknown) |
 
 Lag comes from the log ends the app keeps fresh (`kgc.log_ends`, None without an
 upstream); /v1/groups/{group} fetches its own partitions' ends first, within a bound.
@@ -170,6 +170,7 @@ class HttpServer:
             return web.json_response({"error": str(exc), "partition": partition}, status=503)
         if view is None:
             return web.json_response({"error": f"group {group_id} not found", "partition": partition}, status=404)
+        await groups.add_offset_origins(view, self._kgc.store, partition)
         log_ends = getattr(self._kgc, "log_ends", None)
         if log_ends is not None:   # on demand: this group's partitions, fresh
             await log_ends.refresh((topic, int(p)) for topic, by_p in view["offsets"].items() for p in by_p)

@@ -421,7 +421,7 @@ def to_json(inspection: Inspection, *, group: str | None = None, state_only: boo
                                             "scan": f.scan} for f in part.extra_files]})
     groups = {name: {
         "partition": g.partition,
-        "offsets": [{"topic": t, "partition": p, **_offset_json(v), "origin": _origin_json(g.adopted.get((t, p)))}
+        "offsets": [{"topic": t, "partition": p, **_offset_json(v), "origin": records.origin_view(g.adopted.get((t, p)))}
                     for (t, p), v in sorted(g.offsets.items())],
         "group_metadata": None if g.metadata is None else {"offset": g.metadata_offset,
                                                            **_metadata_json(g.metadata)},
@@ -431,13 +431,6 @@ def to_json(inspection: Inspection, *, group: str | None = None, state_only: boo
     } for name, g in inspection.groups.items()}
     return {"data_dir": str(inspection.data_dir), "corrupt": inspection.corrupt,
             "partitions": partitions, "groups": groups}
-
-
-def _origin_json(adoption: tuple[str, int] | None) -> dict[str, Any]:
-    """Where an offset came from: committed to kgc, or adopted (from where, when)."""
-    if adoption is None:
-        return {"source": "committed"}
-    return {"source": "adopted", "adopted_from": adoption[0], "adopted_at_ms": adoption[1]}
 
 
 def _origin_text(adoption: tuple[str, int] | None) -> str:

@@ -1,10 +1,15 @@
 import contextlib
+import pathlib
+import shutil
 import socket
+import subprocess
 import time
 
 import pytest
 
 from tests.support.kgc import free_port, kgc_process
+
+JS_DIR = pathlib.Path(__file__).parent / "js"
 
 # Fast-moving groups: session timeouts down to 0.5 s are accepted, and a short initial
 # rebalance delay lets three members that start together form one generation.
@@ -30,3 +35,18 @@ def kgc(tansu, tmp_path_factory):
         # The broker's listener opens once kgc has learnt the broker from upstream.
         wait_listening(broker_port)
         yield proc
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("kafkajs test needs Node.js and npm on PATH")
+    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
+        try:
+            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, check=True, timeout=180,
+                           capture_output=True)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            output = getattr(exc, "stderr", b"") or b""
+            pytest.skip(f"cannot install kafkajs from npm in {JS_DIR}: {exc} {output.decode()[-500:]}")
+    return node

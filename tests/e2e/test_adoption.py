@@ -8,6 +8,8 @@ none consumed twice, across both coordinators.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
 import signal
@@ -26,18 +28,21 @@ from kafka.protocol.consumer.group import (
 )
 
 from coordinator.probe import request_response
+from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.e2e.admin import (
     committed_offsets,
     create_topic,
     group_at_broker,
+    group_ids,
     new_name,
     produce_sequenced,
     sequences_by_partition,
 )
 from tests.e2e.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
-from tests.e2e.conftest import wait_listening
-from tests.support.kgc import free_port, kgc_process
+from tests.e2e.conftest import JS_DIR, wait_listening
+from tests.ops.support import get_json
+from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process, running_kgc
 from tests.support.tansu import TansuBroker
 
 log = logging.getLogger(__name__)
@@ -231,3 +236,85 @@ def test_upstream_unreachable_at_first_use_gives_retriable_errors_then_adopts(tm
         log_text = (tmp_path / "kgc.log").read_text()
         assert f"[group={group}] cannot adopt from upstream" in log_text
         assert f"[group={group}] adopted from upstream" in log_text
+
+
+@pytest.mark.timeout(60)
+async def test_v1_groups_says_which_offsets_were_adopted_and_which_committed_on_kgc_since(tansu, tmp_path):
+    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    group = new_name("origin")
+    simple_commit(tansu.port, group, topic, {0: 3, 1: 4})
+    config = ServerConfig(host="127.0.0.1", port=0, http_port=0, data_dir=str(tmp_path), upstream=(tansu.address,),
+                          broker_ports=((tansu.node_id, free_port()),), group=TEST_GROUP_CONFIG)
+    views = []
+    for restart in range(2):   # and after a restart, from the log
+        async with running_kgc(config) as app:
+            await asyncio.wait_for(app.cluster.wait_reachable(), 10)
+            if restart == 0:
+                assert await asyncio.to_thread(offset_fetch, app.port, group, topic) == (
+                    0, {0: 3, 1: 4, **{p: -1 for p in range(2, PARTITIONS)}})
+                await asyncio.to_thread(simple_commit, app.port, group, topic, {0: 5})
+            views.append(await get_json(app.http.port, f"/v1/groups/{group}"))
+    for status, view in views:
+        assert status == 200
+        entries = view["offsets"][topic]
+        assert (entries["0"]["offset"], entries["0"]["origin"]) == (5, {"source": "committed"})
+        assert entries["1"]["offset"] == 4
+        assert {k: v for k, v in entries["1"]["origin"].items() if k != "adopted_at_ms"} == {
+            "source": "adopted", "adopted_from": "upstream"}
+
+
+def test_bulk_import_adopts_named_groups_ahead_of_time_and_export_refuses_a_busy_group(tansu, kgc, tmp_path):
+    """Tansu's ListGroups lists nothing, so the groups are named in a file."""
+    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    idle, busy = new_name("import"), new_name("busy")
+    simple_commit(tansu.port, idle, topic, {0: 2, 1: 3})
+    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, 1)
+    upstream = members(tansu.bootstrap, busy, topic, ["kafka-python"])
+    groups_file = tmp_path / "groups.txt"
+    groups_file.write_text(f"{idle}\n{busy}\n")
+    common = ("--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap, "--groups-file", str(groups_file))
+    try:
+        wait_until(lambda: upstream[0].assignment, TIMEOUT_S, lambda: "no assignment at Tansu", upstream)
+        dry = kgc_command("import", *common)
+        assert f"{idle}: would adopt simple group in state Empty, 2 committed offset(s): {topic}-0=2 {topic}-1=3" in dry
+        assert f"{busy}: would adopt 'consumer' group" in dry and "has live members upstream" in dry
+        assert idle not in group_ids(kgc.bootstrap)
+
+        applied = kgc_command("import", *common, "--apply", expect_status=1)
+        assert f"{idle}: adopted; kgc holds simple group in state Empty, 2 committed offset(s)" in applied
+        assert f"{busy}: not adopted: " in applied
+        listed = group_ids(kgc.bootstrap)
+        assert idle in listed and busy not in listed
+    finally:
+        upstream[0].close()
+
+    on_kgc = members(kgc.bootstrap, idle, topic, ["kafka-python"], first=1)
+    try:
+        wait_until(lambda: on_kgc[0].assignment, TIMEOUT_S, lambda: "no assignment at kgc", on_kgc)
+        refused = kgc_command("export", "--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap,
+                              "--group", idle, "--apply", expect_status=1)
+        assert f"{idle}: refused, it has 1 member(s) on kgc (stop them, or --force)" in refused
+    finally:
+        on_kgc[0].close()
+    assert committed_offsets(tansu.bootstrap, idle) == {0: 2, 1: 3}
+
+
+def test_kafkajs_group_resumes_on_kgc_at_upstream_offsets(node, tansu, kgc):
+    """kafkajs (tests/e2e/js/cutover.mjs): three consumers on Tansu's coordinator, then the
+    same group through kgc; each phase produces once its group has formed."""
+    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    group = new_name("adopt-js")
+
+    def phase(bootstrap: str, first: int) -> list[Consumed]:
+        run = subprocess.run([node, "cutover.mjs", bootstrap, topic, group, str(PARTITIONS), str(first), str(AFTER)],
+                             cwd=JS_DIR, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return [Consumed(r["partition"], r["offset"], r["value"].encode())
+                for r in json.loads(run.stdout.strip().splitlines()[-1])["consumed"]]
+
+    upstream = phase(tansu.bootstrap, 0)
+    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), AFTER)
+    forget_closed_members_at_tansu(tansu, group)
+    on_kgc = phase(kgc.bootstrap, AFTER)
+    assert_exactly_once(upstream + on_kgc, 2 * AFTER)
+    assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 2 * AFTER)

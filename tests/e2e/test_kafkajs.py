@@ -1,16 +1,15 @@
 """kafkajs (Node) consumers through kgc: the same story as the Python libraries tell in
 test_consumer_groups.py, driven by tests/e2e/js/group.mjs.
 
-kafkajs comes from the npm registry: the fixture runs `npm ci` in tests/e2e/js when it is
-missing, and the test is skipped, saying why, when Node, npm or the package is unavailable.
+kafkajs comes from the npm registry: the `node` fixture (tests/e2e/conftest.py) runs `npm ci`
+in tests/e2e/js when it is missing, and the test is skipped, saying why, when Node, npm or
+the package is unavailable.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import pathlib
-import shutil
 import subprocess
 
 import pytest
@@ -24,30 +23,15 @@ from tests.e2e.admin import (
     sequences_by_partition,
 )
 from tests.e2e.clients import Consumed
+from tests.e2e.conftest import JS_DIR
 
 log = logging.getLogger(__name__)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-JS_DIR = pathlib.Path(__file__).parent / "js"
 PARTITIONS = 6
 FIRST, SECOND, RESUME = 40, 30, 10
 RECOVERY_BOUND_MS = 5_000
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("kafkajs test needs Node.js and npm on PATH")
-    if not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        try:
-            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, check=True, timeout=180,
-                           capture_output=True)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            output = getattr(exc, "stderr", b"") or b""
-            pytest.skip(f"cannot install kafkajs from npm in {JS_DIR}: {exc} {output.decode()[-500:]}")
-    return node
 
 
 def test_kafkajs_consumers_share_partitions_rebalance_on_leave_and_a_new_member_resumes(node, kgc, tansu):
