@@ -81,7 +81,7 @@ class GroupCoordinatorService:
                                                   _as_task(self._describe_groups)),
             ApiKey.ListGroups: _as_task(self._list_groups),
             ApiKey.DeleteGroups: _as_task(self._delete_groups),
-            ApiKey.ConsumerGroupHeartbeat: partial(self._single_group_write, _consumer_group_heartbeat),
+            ApiKey.ConsumerGroupHeartbeat: partial(self._adopting_write, _consumer_group_heartbeat),
             ApiKey.ConsumerGroupDescribe: _as_task(self._consumer_group_describe),
         }
 

@@ -181,12 +181,12 @@ class GroupShard:
     # ------------------------------------------------------------ adoption
 
     def knows(self, group_id: str) -> bool:
-        return group_id in self.groups
+        return group_id in self.groups or group_id in self.consumer_groups
 
     def adopt(self, group_id: str, protocol_type: str, offsets: tuple[AdoptedOffset, ...], source: str) -> Result:
         """A group's state from another coordinator, as records of kgc's own; `response` says
         whether anything was adopted (not when kgc knows the group by now, or there is nothing)."""
-        if group_id in self.groups or not (protocol_type or offsets):
+        if self.knows(group_id) or not (protocol_type or offsets):
             return Result(response=False)
         return Result(records=adoption_records(group_id, protocol_type, offsets, source=source,
                                                now_ms=self.clock()), response=True)

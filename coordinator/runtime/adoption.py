@@ -1,7 +1,7 @@
 """Cut-over on first use: a group kgc has never seen is adopted from the upstream coordinator.
 
-The service asks `ensure(group)` before the first JoinGroup, OffsetCommit, OffsetFetch,
-OffsetDelete or DescribeGroups of a group not yet `settled`; afterwards a set lookup is all
+The service asks `ensure(group)` before the first JoinGroup, ConsumerGroupHeartbeat,
+OffsetCommit, OffsetFetch, OffsetDelete or DescribeGroups of a group not yet `settled`; afterwards a set lookup is all
 a request pays. `ensure`:
 1. asks the group's partition whether kgc knows the group (its log has it): settled;
 2. else takes a snapshot of it at the upstream coordinator (`GroupSource`): state,

@@ -19,6 +19,7 @@ from coordinator.partitioning import partition_for
 from coordinator.records import adoption_of
 from coordinator.runtime.adoption import Adoption, UpstreamGroup
 from coordinator.service import GroupCoordinatorService
+from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from protocol.errors import ErrorCode
 from storage.memory_store import MemoryLogStore
 from tests.coordinator.test_service import CONFIG, NODE, Coordinator, fetch_v0, fetch_v8
@@ -128,3 +129,18 @@ async def test_a_group_unknown_upstream_starts_empty_and_writes_nothing(adopting
     assert list(kgc.store.read(partition_for("new"))) == []
     await kgc.member("new")
     assert upstream.asked == ["new"]
+
+
+async def test_a_kip848_first_heartbeat_adopts_and_a_known_consumer_group_is_never_asked_about(adopting):
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "consumer", (), ORDERS)
+    joined = await kgc.call(ApiKey.ConsumerGroupHeartbeat, 0, ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id="m-1", member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=30_000,
+        subscribed_topic_names=["orders"], server_assignor=None, topic_partitions=[]))
+    assert joined.error_code == ErrorCode.NONE and joined.member_epoch >= 1
+    assert upstream.asked == ["g"]
+    # The adopted (Empty, classic) group became a consumer group and keeps its offsets.
+    assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: 7}
+    kgc.service._adoption.settled.clear()   # as after a restart: the shard's groups decide
+    await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))
+    assert upstream.asked == ["g"]
