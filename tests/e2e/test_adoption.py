@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
@@ -52,6 +53,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 PARTITIONS = 6
 BEFORE, AFTER = 20, 15
 TIMEOUT_S = 45
+WAITING_S = 3.0    # how long members at kgc are watched waiting (several JoinGroup retries)
 
 LIBRARY_GROUPS = {
     "confluent-kafka": ("confluent-kafka",) * 3,
@@ -318,3 +320,30 @@ def test_kafkajs_group_resumes_on_kgc_at_upstream_offsets(node, tansu, kgc):
     on_kgc = phase(kgc.bootstrap, AFTER)
     assert_exactly_once(upstream + on_kgc, 2 * AFTER)
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 2 * AFTER)
+
+
+def test_members_of_every_library_wait_on_kgc_while_the_group_lives_upstream(tansu, kgc):
+    """COORDINATOR_LOAD_IN_PROGRESS while the group has a member at Tansu: each library
+    retries its JoinGroup, holds nothing, fails nothing, and joins once that member left."""
+    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    group = new_name("waiting")
+    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
+    upstream = members(tansu.bootstrap, group, topic, ["kafka-python"])
+    wait_consumed(upstream, PARTITIONS * BEFORE)
+    upstream[0].commit()
+    waiting = members(kgc.bootstrap, group, topic, LIBRARIES, first=1)
+    try:
+        time.sleep(WAITING_S)
+        for m in waiting:
+            m.check()
+            assert (m.assignment, m.consumed) == (frozenset(), []), m.name
+        upstream[0].close()
+        wait_until(lambda: owns_all_partitions(waiting), TIMEOUT_S, lambda: [m.assignment for m in waiting], waiting)
+        produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
+        wait_consumed(waiting, PARTITIONS * AFTER)
+        commit_and_close(waiting)
+    finally:
+        for m in upstream + waiting:
+            if m.running:
+                m.close()
+    assert_exactly_once(consumed(upstream) + consumed(waiting), BEFORE + AFTER)
