@@ -1,14 +1,18 @@
 """Unmodified clients against `kgc serve` (uvloop) with TLS and SASL, in front of Tansu:
-confluent-kafka, kafka-python and aiokafka each consume and commit over SASL_SSL with
+confluent-kafka, kafka-python, aiokafka and kafkajs each consume and commit over SASL_SSL with
 SCRAM-SHA-512 and with PLAIN (kgc checking the passwords), and over mTLS; a wrong password
 surfaces as the client's authentication error, and a group or topic alice has no ACL
 for as the client's authorization error.
+
+kafkajs runs the same cases (tests/e2e/js/secure.mjs) when Node is on PATH.
 
 Topics are created and records produced on Tansu directly (plaintext): the data is
 upstream's; what is under test is the clients' path through kgc."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 
 import pytest
@@ -17,6 +21,7 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
 from tests.e2e.clients import LIBRARIES, Member, MemberSettings, wait_until
 from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
+from tests.e2e.test_kafkajs import JS_DIR, node  # noqa: F401 (a fixture: Node and kafkajs, or a skip)
 from tests.support.kgc import free_port, kgc_process
 from tests.support.security import ClientSecurity, KafkaSocket, TestPki, credentials_file
 
@@ -167,3 +172,36 @@ def test_an_unauthorized_group_and_topic_are_the_clients_authorization_errors(sa
         assert stored.error is None
     finally:
         member.close()
+
+
+KAFKAJS_CASES = {"SCRAM-SHA-512": "scram-sha-512", "PLAIN": "plain", "mTLS": None}
+
+
+@pytest.mark.parametrize("case", KAFKAJS_CASES)
+def test_kafkajs_consumes_and_commits(node, request, tansu, pki, case):  # noqa: F811
+    kgc = request.getfixturevalue("mtls_kgc" if case == "mTLS" else "sasl_ssl_kgc")
+    topic = create_topic(tansu.bootstrap, 1)
+    produce_sequenced(tansu.bootstrap, topic, 1, RECORDS)
+    group = new_name("secure-kafkajs")
+    security = {"ca": pki.ca_file}
+    login = None
+    if case == "mTLS":
+        security["cert"], security["key"] = cert = pki.issue("client-kafkajs", common_name="kafkajs")
+        context = pki.client_context(cert)
+    else:
+        security.update(mechanism=KAFKAJS_CASES[case], username="alice", password=USERS["alice"])
+        context = pki.client_context()
+        login = lambda s: s.login_scram("alice", USERS["alice"])   # noqa: E731
+    run = subprocess.run([node, "secure.mjs", kgc.bootstrap, topic, group, str(RECORDS), json.dumps(security)],
+                         cwd=JS_DIR, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == {"consumed": RECORDS}
+    assert committed(kgc.port, group, topic, context, login) == RECORDS
+
+
+def test_kafkajs_with_a_wrong_password_gets_an_authentication_error(node, sasl_ssl_kgc, pki):  # noqa: F811
+    security = {"ca": pki.ca_file, "mechanism": "scram-sha-512", "username": "alice", "password": "wrong"}
+    run = subprocess.run([node, "secure.mjs", sasl_ssl_kgc.bootstrap, "any", new_name("secure-kafkajs"), "1",
+                          json.dumps(security)], cwd=JS_DIR, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "KafkaJSSASLAuthenticationError" in run.stderr, run.stderr[-2000:]
