@@ -17,7 +17,7 @@ from kafka.protocol.sasl import (
 
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
+from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.tansu import request_response
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ async def test_sasl_handshake_is_refused_by_kgc_not_forwarded(tansu, upstream):
     config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG)
     if upstream:
         # Tansu itself accepts this handshake (error 0, its mechanisms): kgc must not relay it.
-        config = replace(config, upstream=(tansu.address,), broker_port_base=0)
+        config = replace(config, upstream=(tansu.address,), broker_ports=((tansu.node_id, free_port()),))
     async with running_kgc(config) as app:
         if upstream:
             await asyncio.wait_for(app.cluster.wait_reachable(), 10)

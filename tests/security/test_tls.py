@@ -116,7 +116,8 @@ async def test_kgc_reaches_the_upstream_over_tls_and_checks_its_certificate(pki,
     with tansu_behind(relay.port) as broker:
         await relay.start(broker.address)
         try:
-            config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", relay.port),), broker_port_base=0,
+            config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", relay.port),),
+                                  broker_ports=((broker.node_id, free_port()),),
                                   upstream_security_protocol="ssl", upstream_tls_ca_file=pki.ca_file)
             async with running_kgc(config) as app:
                 await asyncio.wait_for(app.cluster.wait_reachable(), 10)
@@ -125,7 +126,8 @@ async def test_kgc_reaches_the_upstream_over_tls_and_checks_its_certificate(pki,
             (tmp_path / "stranger").mkdir()
             stranger = TestPki(tmp_path / "stranger")
             distrusting = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG,
-                                       upstream=(("127.0.0.1", relay.port),), broker_port_base=0,
+                                       upstream=(("127.0.0.1", relay.port),),
+                                       broker_ports=((broker.node_id, free_port()),),
                                        upstream_security_protocol="ssl", upstream_tls_ca_file=stranger.ca_file)
             async with running_kgc(distrusting) as app:
                 await asyncio.sleep(0.5)
