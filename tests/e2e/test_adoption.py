@@ -144,9 +144,66 @@ def test_group_resumes_on_kgc_at_upstream_offsets(tansu, kgc, libraries):
     kgc_command("export", "--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group,
                 "--apply")
     assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + AFTER)
-    # Consumers pointed back at Tansu are not run here: Tansu's group never completes a
-    # rebalance after a simple (generation -1) commit to it, the commit
-    # kafka-consumer-groups --reset-offsets makes too (seen with one and three members).
+    # Back on Tansu, the library's consumer resumes at the exported offsets. It assigns the
+    # partitions itself (group id kept: its start is the group's committed offset, fetched
+    # from Tansu's coordinator) because Tansu's group never completes a rebalance after a
+    # simple (generation -1) commit to it, the commit kafka-consumer-groups --reset-offsets
+    # makes too.
+    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
+    back = resume_assigned(libraries[0], tansu.bootstrap, group, topic, PARTITIONS * AFTER)
+    assert_exactly_once(consumed(upstream) + consumed(on_kgc) + back, BEFORE + 2 * AFTER)
+
+
+def resume_assigned(library: str, bootstrap: str, group: str, topic: str, expected: int) -> list[Consumed]:
+    """`expected` records read by one consumer of `library` that assigns itself every
+    partition and starts, as each library does, at the group's committed offsets."""
+    deadline = time.monotonic() + TIMEOUT_S
+    out: list[Consumed] = []
+    if library == "confluent-kafka":
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest"})
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        try:
+            while len(out) < expected and time.monotonic() < deadline:
+                out += [Consumed(m.partition(), m.offset(), m.value())
+                        for m in consumer.consume(500, 0.2) if m.error() is None]
+        finally:
+            consumer.close()
+    elif library == "kafka-python":
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                 auto_offset_reset="earliest")
+        consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        try:
+            while len(out) < expected and time.monotonic() < deadline:
+                out += [Consumed(r.partition, r.offset, r.value)
+                        for batch in consumer.poll(200).values() for r in batch]
+        finally:
+            consumer.close(autocommit=False)
+    else:
+        out = asyncio.run(_aiokafka_resume_assigned(bootstrap, group, topic, expected, deadline))
+    return out
+
+
+async def _aiokafka_resume_assigned(bootstrap: str, group: str, topic: str, expected: int,
+                                    deadline: float) -> list[Consumed]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    out: list[Consumed] = []
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            out += [Consumed(r.partition, r.offset, r.value) for batch in batches.values() for r in batch]
+    finally:
+        await consumer.stop()
+    return out
 
 def kgc_command(*args: str, expect_status: int = 0) -> str:
     done = subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=60)
