@@ -34,6 +34,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetFetchResponse
 from kafka.protocol.metadata.find_coordinator import CoordinatorType, FindCoordinatorResponse
 
+from coordinator.group.record_limits import check_group_id
 from coordinator.group.result import RequestContext
 from coordinator.group.views import GroupDescription, OffsetFetchGroup
 from coordinator.node import CoordinatorNode
@@ -125,6 +126,7 @@ class GroupCoordinatorService:
     def _partition(self, group_id: str | None) -> int:
         if group_id is None:
             raise ApiError(ErrorCode.INVALID_GROUP_ID, "null group id")
+        check_group_id(group_id)
         return partition_for(group_id, self._runtime.num_partitions)
 
     def _single_group_write(self, op: Callable[..., Any], ctx: RequestContext, request: Any) -> Any:

@@ -48,6 +48,7 @@ from coordinator.group.config import GroupConfig
 from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_heartbeat import ConsumerGroups
 from coordinator.group.membership import Membership
+from coordinator.group.record_limits import check_commit_topics
 from coordinator.group.result import RequestContext, Result
 from coordinator.group.state import GroupState
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
@@ -117,6 +118,7 @@ class OffsetManager:
     def commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result:
         version = ctx.api_version
         group_id = request.group_id
+        check_commit_topics(_topic_name(version, topic) for topic in request.topics)
         # v0 carries neither: kafka-python reads them as the schema's defaults, -1 and "", so
         # a v0 commit is validated and stored as any commit outside a generation.
         generation = request.generation_id_or_member_epoch

@@ -34,7 +34,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
-from coordinator.group import describe
+from coordinator.group import describe, record_limits
 from coordinator.group.adopt import AdoptedOffset, adoption_records
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
 from coordinator.group.config import GroupConfig
@@ -87,11 +87,14 @@ class GroupShard:
             raise ApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                            f"Group {request.group_id} is a consumer group (KIP-848): join it with "
                            f"group.protocol=consumer.")
+        record_limits.check_join(ctx.client_id, request)
         return join_group(self.membership, ctx, request, handle)
 
     def consumer_group_heartbeat(self, ctx: RequestContext, request) -> Result:
         """ConsumerGroupHeartbeat (KIP-848); an empty classic group becomes a consumer group."""
         self.consumer.validate(ctx.api_version, request)
+        record_limits.check_consumer_heartbeat(
+            ctx.client_id, request, request.subscribed_topic_regex if ctx.api_version >= 1 else None)
         group_id = request.group_id
         records: list[CoordinatorRecord] = []
         group = self.consumer_groups.get(group_id)

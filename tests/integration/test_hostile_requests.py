@@ -16,7 +16,13 @@ from coordinator.group.shard import GroupShard
 from coordinator.net import dispatch
 from coordinator.partitioning import partition_for
 from protocol.errors import ErrorCode
-from tests.support.builders import commit_request, subscription
+from tests.support.builders import (
+    commit_request,
+    consumer_heartbeat_request,
+    delete_groups_request,
+    join_request,
+    subscription,
+)
 from tests.support.kgc import running_kgc
 from tests.support.wire_client import RawMember, WireClient
 
@@ -75,13 +81,60 @@ async def test_repeated_protocol_names_do_not_wedge_the_group():
         attacker.client.close()
 
 
-async def test_an_id_the_record_format_cannot_hold_affects_its_request_only():
-    # finding 2: a 40,000-byte instance id reached record serialization, which failed the
-    # whole partition (every other group on it answered COORDINATOR_LOAD_IN_PROGRESS)
+def log_end(app) -> int:
+    return sum(app.store.end_offset(p) for p in range(50))
+
+
+def join_with(**fields):
+    return lambda group: join_request(9, group, **fields)
+
+
+TOO_LONG_FIELDS = {
+    # finding 2: each of these reached record serialization, which failed the whole
+    # partition (every other group on it answered COORDINATOR_LOAD_IN_PROGRESS)
+    "join: group id": (lambda group: join_request(9, TOO_LONG), ErrorCode.INVALID_GROUP_ID),
+    "join: member id": (join_with(member_id=TOO_LONG), ErrorCode.INVALID_REQUEST),
+    "join: instance id": (join_with(group_instance_id=TOO_LONG), ErrorCode.INVALID_REQUEST),
+    "join: protocol type": (join_with(protocol_type=TOO_LONG), ErrorCode.INVALID_REQUEST),
+    "join: protocol name": (join_with(protocols=((TOO_LONG, b""),)), ErrorCode.INVALID_REQUEST),
+    "commit: topic": (lambda group: commit_request(8, group, ((TOO_LONG, 0, 1, None),)), ErrorCode.INVALID_REQUEST),
+    "consumer heartbeat: rack id": (lambda group: consumer_heartbeat_request(1, None, group, rack_id=TOO_LONG),
+                                    ErrorCode.INVALID_REQUEST),
+    "consumer heartbeat: topic": (lambda group: consumer_heartbeat_request(1, None, group, subscribe=[TOO_LONG]),
+                                  ErrorCode.INVALID_REQUEST),
+    "delete groups: group id": (lambda group: delete_groups_request(2, TOO_LONG), ErrorCode.INVALID_GROUP_ID),
+}
+
+
+def error_of(response) -> int:
+    if hasattr(response, "error_code"):
+        return response.error_code
+    if hasattr(response, "topics"):
+        return response.topics[0].partitions[0].error_code
+    return response.results[0].error_code
+
+
+@pytest.mark.parametrize("case", TOO_LONG_FIELDS)
+async def test_a_field_the_record_format_cannot_hold_is_refused_and_nothing_is_written(case):
+    build, expected = TOO_LONG_FIELDS[case]
     async with kgc_with_healthy_group() as (app, healthy):
+        before = log_end(app)
         client = await WireClient.open(app.port, "attacker")
-        attacker = RawMember(client, same_partition(healthy.group, "victim-"), instance_id=TOO_LONG)
-        assert await attacker.join_and_sync() != ErrorCode.NONE
+        response = await client.call(build(same_partition(healthy.group, "victim-")))
+        assert error_of(response) == expected
+        assert log_end(app) == before
+        await assert_healthy(app, healthy)
+        client.close()
+
+
+async def test_a_client_id_that_leaves_no_room_for_a_member_id_is_refused():
+    # the header's client id fits an int16, but the member id made from it would not
+    async with kgc_with_healthy_group() as (app, healthy):
+        before = log_end(app)
+        client = await WireClient.open(app.port, "c" * (0x7FFF - 10))
+        response = await client.call(join_request(9, same_partition(healthy.group, "victim-")))
+        assert response.error_code == ErrorCode.INVALID_REQUEST
+        assert log_end(app) == before
         await assert_healthy(app, healthy)
         client.close()
 
