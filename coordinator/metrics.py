@@ -9,8 +9,10 @@ The per-request metrics (requests, their latency, response error codes, committe
 offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and read
 by a collector at scrape time: prometheus-client's `inc`/`observe` per request was a
 visible share of a Heartbeat's CPU (BENCHMARKS.md, "Heartbeat request path"). Only the event-loop
-thread counts them. Label values are bounded: an API key kgc has no name for is "unknown", a version outside
-0-99 is "other", so a client sending garbage cannot grow the series without limit.
+thread counts them. Label values come from closed sets: an API key kgc has no schema for
+is api "unknown", a version outside the range the protocol defines for its API
+(`protocol.api_keys.known_versions`) is version "unknown", and such requests share one
+tally per label set, so a client sending garbage grows neither the series nor memory.
 
 | metric | type | labels | what |
 |---|---|---|---|
@@ -77,6 +79,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from coordinator.version import kgc_version
+from protocol.api_keys import known_versions
 from protocol.errors import ErrorCode
 
 REGISTRY = CollectorRegistry()
@@ -162,9 +165,6 @@ ADOPTION_WAITING = Gauge("kgc_adoption_waiting_upstream_members",
 UPSTREAM_SENT = UPSTREAM_BYTES.labels("sent")
 UPSTREAM_RECEIVED = UPSTREAM_BYTES.labels("received")
 
-_MAX_VERSION_LABEL = 99
-
-
 def api_name(api_key: int) -> str:
     try:
         return ApiKey(api_key).name
@@ -198,17 +198,31 @@ class RequestMetrics:
         self.seconds += elapsed
 
 
+# Keyed only by (api key, version) pairs the protocol defines: a bounded set.
 _requests: dict[tuple[int, int], RequestMetrics] = {}
+# Everything else, by API name ("unknown" for an unknown key): bounded too.
+_unknown_versions: dict[str, RequestMetrics] = {}
 _offsets_committed = [0]
 
 
 def request(api_key: int, version: int) -> RequestMetrics:
     metrics = _requests.get((api_key, version))
     if metrics is None:
-        name = api_name(api_key)
-        label = str(version) if name != "unknown" and 0 <= version <= _MAX_VERSION_LABEL else "other"
-        metrics = _requests.setdefault((api_key, version), RequestMetrics(name, label))
+        metrics = _new_request_metrics(api_key, version)
     return metrics
+
+
+def _new_request_metrics(api_key: int, version: int) -> RequestMetrics:
+    name = api_name(api_key)
+    known = known_versions(api_key) if name != "unknown" else None
+    if known is None or not known[0] <= version <= known[1]:
+        # Outside the closed set: counted under the one "unknown" label of its API, and
+        # never a new entry per pair, so a client sending garbage grows nothing.
+        metrics = _unknown_versions.get(name)
+        if metrics is None:
+            metrics = _unknown_versions[name] = RequestMetrics(name, "unknown")
+        return metrics
+    return _requests.setdefault((api_key, version), RequestMetrics(name, str(version)))
 
 
 class _RequestCollector:
@@ -225,7 +239,7 @@ class _RequestCollector:
         # Several versions (and unknown api keys) share a label set: sum them.
         counts: Tally[tuple[str, str]] = Tally()
         histograms: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
-        for m in list(_requests.values()):
+        for m in [*_requests.values(), *_unknown_versions.values()]:
             labels = (m.api, m.version)
             counts[labels] += m.count
             buckets, total = histograms.setdefault(labels, ([0] * len(m.buckets), [0.0]))

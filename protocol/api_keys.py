@@ -117,6 +117,28 @@ _FLEXIBLE_SINCE_NOT_SHIPPED = {
 }
 
 
+# Their request versions in the same schemas: the rest of `known_versions`.
+_VERSIONS_NOT_SHIPPED = {
+    ApiKey.CreateDelegationToken: (1, 3),
+    ApiKey.RenewDelegationToken: (1, 2),
+    ApiKey.ExpireDelegationToken: (1, 2),
+    ApiKey.DescribeDelegationToken: (1, 3),
+    ApiKey.ConsumerGroupHeartbeat: (0, 1),
+    ApiKey.ConsumerGroupDescribe: (0, 1),
+    ApiKey.GetTelemetrySubscriptions: (0, 0),
+    ApiKey.PushTelemetry: (0, 0),
+    ApiKey.ShareGroupHeartbeat: (1, 1),
+    ApiKey.ShareGroupDescribe: (1, 1),
+    ApiKey.ShareFetch: (1, 2),
+    ApiKey.ShareAcknowledge: (1, 2),
+    ApiKey.StreamsGroupHeartbeat: (0, 1),
+    ApiKey.StreamsGroupDescribe: (0, 1),
+    ApiKey.DescribeShareGroupOffsets: (0, 1),
+    ApiKey.AlterShareGroupOffsets: (0, 0),
+    ApiKey.DeleteShareGroupOffsets: (0, 0),
+}
+
+
 def _first_flexible(flexible_versions: str) -> int:
     spec = flexible_versions.strip()
     if spec == "none":
@@ -126,17 +148,33 @@ def _first_flexible(flexible_versions: str) -> int:
     return int(spec[:-1])
 
 
-def _load_flexible_since() -> dict[int, int]:
-    table = {int(key): since for key, since in _FLEXIBLE_SINCE_NOT_SHIPPED.items()}
+def _version_range(valid_versions: str) -> tuple[int, int]:
+    low, _, high = valid_versions.partition("-")
+    return int(low), int(high or low)
+
+
+def _load_schemas() -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    flexible = {int(key): since for key, since in _FLEXIBLE_SINCE_NOT_SHIPPED.items()}
+    versions = {int(key): span for key, span in _VERSIONS_NOT_SHIPPED.items()}
     resources = importlib.resources.files("kafka.protocol.schemas.resources")
     for entry in resources.iterdir():
         if entry.name.endswith("Request.json"):
             schema = load_json(entry.name[: -len(".json")])
-            table[schema["apiKey"]] = _first_flexible(schema["flexibleVersions"])
-    return table
+            flexible[schema["apiKey"]] = _first_flexible(schema["flexibleVersions"])
+            versions[schema["apiKey"]] = _version_range(schema["validVersions"])
+    for key, (low, high) in {**LOCAL_VERSIONS, **SASL_VERSIONS}.items():
+        known_low, known_high = versions.get(key, (low, high))
+        versions[key] = (min(low, known_low), max(high, known_high))
+    return flexible, versions
 
 
-_FLEXIBLE_SINCE = _load_flexible_since()
+_FLEXIBLE_SINCE, _KNOWN_VERSIONS = _load_schemas()
+
+
+def known_versions(api_key: int) -> tuple[int, int] | None:
+    """The request versions the protocol defines for an API, as far as kgc's schemas
+    know (what kgc serves included); None for an API key kgc has no schema for."""
+    return _KNOWN_VERSIONS.get(api_key)
 
 
 def is_flexible(api_key: int, api_version: int) -> bool | None:
