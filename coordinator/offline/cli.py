@@ -17,6 +17,7 @@ import json
 import logging
 import sys
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 from coordinator.group.config import GroupConfig
@@ -118,11 +119,8 @@ class _Engine:
         self.session_seconds = 0.0
         self.task_map: TaskMap = local_map
         if args.engine == "spark":
-            try:
-                from coordinator.offline import spark_engine
-            except ImportError as e:
-                raise SystemExit(f"pyspark is not installed ({e}): pip install 'kgc[spark]', "
-                                 "or use --engine python") from None
+            from coordinator.offline import spark_engine
+
             started = time.perf_counter()
             # A session someone else started (a notebook, the tests) is theirs to stop.
             self.owned = spark_engine.active_session() is None
@@ -145,8 +143,13 @@ def _options(args) -> Options:
         segment_bytes=getattr(args, "segment_bytes", ServerConfig().segment_bytes))
 
 
-def paths_problem(args) -> str | None:
-    """Why the data dir cannot be read or --out not written, as the one line to print."""
+def setup_problem(args, needs: tuple[str, ...] = ()) -> str | None:
+    """Why the command cannot run (a module of an extra missing, the data dir missing,
+    --out not empty), as the one line to print; checked before any work."""
+    missing = [m for m in (*needs, *(("pyspark",) if args.engine == "spark" else ())) if find_spec(m) is None]
+    if missing:
+        return (f"needs {', '.join(missing)} (the 'spark' extra): pip install 'kgc[spark]'"
+                + (", or use --engine python" if missing == ["pyspark"] else ""))
     if not Path(args.data_dir).is_dir():
         return f"no data dir at {args.data_dir}: give the directory kgc serve --data-dir wrote"
     out = Path(args.out)
@@ -174,7 +177,7 @@ def findings_by_kind(found: dict[str, int], upstream: bool) -> list[str]:
 def run_audit(args) -> int:
     from coordinator.offline.runner import audit
 
-    if problem := paths_problem(args):
+    if problem := setup_problem(args, needs=("pyarrow", "numpy")):   # the report's tables and charts
         print(f"kgc audit: {problem}", file=sys.stderr)
         return 2
     log_offsets = None
@@ -212,7 +215,7 @@ def run_compact(args) -> int:
     from coordinator.offline.compact import CompactionRefused
     from coordinator.offline.runner import compact
 
-    if problem := paths_problem(args):
+    if problem := setup_problem(args):
         print(f"kgc compact: {problem}", file=sys.stderr)
         return 2
     engine = _Engine(args)

@@ -99,3 +99,20 @@ def test_inspect_json_into_a_pipe_closed_early(data_dir):
     _, err = proc.communicate(timeout=TIMEOUT_S)
     assert err.decode() == ""
     assert proc.returncode == 141
+
+
+@pytest.mark.parametrize(("engine", "missing", "says"), [
+    ("spark", {"pyspark"}, "kgc audit: needs pyspark (the 'spark' extra): pip install 'kgc[spark]', or use "
+                           "--engine python"),
+    ("python", {"numpy"}, "kgc audit: needs numpy (the 'spark' extra): pip install 'kgc[spark]'"),
+])
+def test_audit_without_its_extra(engine, missing, says, data_dir, tmp_path, monkeypatch, capsys):
+    # The lightest install ('.[embedded]') has neither: what its user sees.
+    from coordinator import cli
+    from coordinator.offline import cli as offline_cli
+
+    real = offline_cli.find_spec
+    monkeypatch.setattr(offline_cli, "find_spec", lambda name: None if name in missing else real(name))
+    status = cli.main(["audit", data_dir, "--out", str(tmp_path / "report"), "--engine", engine])
+    assert (status, capsys.readouterr().err.strip()) == (2, says)
+    assert not (tmp_path / "report").exists()
