@@ -2,6 +2,7 @@
 
     kgc bench run --target kgc|kgc-tls|tansu|HOST:PORT [--pid PID] [--workloads join,commit] [sizes]
     kgc bench compare [--kgc kgc|kgc-tls|HOST:PORT] [--other tansu|kgc|HOST:PORT] [--repeats 3] [sizes]
+    kgc bench protocols [--members 50] ...   (KIP-848 vs classic on kgc, `bench.protocols`)
 
 `kgc-tls` is kgc with TLS on its listener (a throwaway self-signed ECDSA certificate): with
 `--kgc kgc-tls --other kgc` the report is the cost of TLS.
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 
 from coordinator.bench import compare as driver
-from coordinator.bench import profile, report
+from coordinator.bench import profile, protocols, report
 from coordinator.bench.context import Sizes
 
 
@@ -75,6 +76,7 @@ def add_bench_parser(subparsers) -> None:
     cmp.add_argument("--other-pid", type=int, default=None,
                      help="pid of a HOST:PORT other target, for the memory workload")
     _add_common(cmp)
+    protocols.add_protocols_parser(sub)
     bench.set_defaults(handler=run_bench, prog_name="kgc bench")
 
 
@@ -87,6 +89,8 @@ def sizes_from(args) -> Sizes:
 
 def run_bench(args) -> int:
     """The `kgc bench` handler; returns the exit status."""
+    if args.bench_command == "protocols":
+        return protocols.run_protocols(args)
     profile_dir = Path(args.profile_dir) if args.profile_dir else None
     if profile_dir is not None:
         profile_dir.mkdir(parents=True, exist_ok=True)

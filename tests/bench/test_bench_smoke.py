@@ -97,3 +97,19 @@ def test_compare_cli_reports_kgc_beside_tansu_with_ratios(tmp_path):
     assert "cores (nproc)" in text and "kgc commit" in text
     samples = json.loads(raw.read_text())["samples"]
     assert {(s["target"], s["repeat"]) for s in samples} == {("kgc", 1), ("kgc", 2), ("tansu", 1), ("tansu", 2)}
+
+
+def test_the_protocols_bench_measures_every_figure_through_the_cli():
+    """`kgc bench protocols` at tiny size: KIP-848 and classic groups on one kgc in front of
+    Tansu each absorb and lose a member, and both heartbeat flat out."""
+    out = subprocess.run([sys.executable, "-m", "coordinator", "bench", "protocols", "--members", "3",
+                          "--partitions", "6", "--duration-s", "0.3", "--repeats", "1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1] for line in out.stdout.splitlines()
+            if line.startswith("| ") and not line.startswith("| figure")}
+    for protocol in ("KIP-848", "classic eager"):
+        for change in ("absorbs", "loses"):
+            assert float(rows[f"3-member group {change} one member, {protocol} (ms)"].replace(",", "")) > 0
+    for protocol in ("KIP-848", "classic"):
+        assert float(rows[f"heartbeats/s, 3 members flat out, {protocol}"].replace(",", "")) > 0
