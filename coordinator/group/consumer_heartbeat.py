@@ -287,17 +287,10 @@ class ConsumerGroups:
                                        f"in the consumer group.")
                     return group.members.get(member_id), holder
                 return group.members.get(member_id), None
-            if holder_id is None:
-                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if holder_id != member_id:
-                raise ApiError(ErrorCode.FENCED_INSTANCE_ID,
-                               f"Static member {member_id} with instance id {instance_id} was fenced by "
-                               f"member {holder_id}.")
-        member = group.members.get(member_id)
+            _check_static_holder(group, instance_id, member_id)
         if epoch == 0:
-            return member, None
-        if member is None:
-            raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+            return group.members.get(member_id), None
+        member = _known_member(group, member_id)
         if epoch > member.member_epoch:
             raise ApiError(ErrorCode.FENCED_MEMBER_EPOCH,
                            f"The consumer group member has a greater member epoch ({epoch}) than the one known "
@@ -329,16 +322,8 @@ class ConsumerGroups:
     def _leave(self, ctx: RequestContext, request, group: ConsumerGroup) -> Result:
         member_id = request.member_id
         if request.instance_id is not None:
-            holder_id = group.static_members.get(request.instance_id)
-            if holder_id is None:
-                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
-            if holder_id != member_id:
-                raise ApiError(ErrorCode.FENCED_INSTANCE_ID,
-                               f"Static member {member_id} with instance id {request.instance_id} was fenced "
-                               f"by member {holder_id}.")
-        member = group.members.get(member_id)
-        if member is None:
-            raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+            _check_static_holder(group, request.instance_id, member_id)
+        member = _known_member(group, member_id)
         epoch = request.member_epoch
         if epoch == STATIC_LEAVE_EPOCH:
             # A static member leaving for a while keeps its partitions until its session ends.
@@ -466,6 +451,23 @@ class ConsumerGroups:
         if epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
+
+
+def _check_static_holder(group: ConsumerGroup, instance_id: str, member_id: str) -> None:
+    """A static member's heartbeat (not a join) must come from the member holding its instance id."""
+    holder_id = group.static_members.get(instance_id)
+    if holder_id is None:
+        raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if holder_id != member_id:
+        raise ApiError(ErrorCode.FENCED_INSTANCE_ID,
+                       f"Static member {member_id} with instance id {instance_id} was fenced by member {holder_id}.")
+
+
+def _known_member(group: ConsumerGroup, member_id: str) -> ConsumerGroupMember:
+    member = group.members.get(member_id)
+    if member is None:
+        raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+    return member
 
 
 def _apply_request(member: ConsumerGroupMember, request, regex: str | None,

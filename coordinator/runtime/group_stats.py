@@ -146,14 +146,9 @@ class GroupStatsSampler:
             states = [runtime.partition_state(p) for p in range(runtime.num_partitions)]
             metrics.partition_states((s.value for s in PartitionState), Counter(s.value for s in states))
             active = [p for p, state in enumerate(states) if state is PartitionState.ACTIVE]
-            outcomes = await asyncio.gather(*(runtime.read(p, sample_shard) for p in active),
-                                            return_exceptions=True)
             by_state: Counter[GroupState] = Counter()
             members = 0
-            for partition, outcome in zip(active, outcomes, strict=True):
-                if isinstance(outcome, BaseException):
-                    log.debug("partition %d not sampled: %r", partition, outcome)
-                    continue
+            for partition, outcome in await self._read_active(active, sample_shard):
                 rebalances, durations = self._tracker.observe(partition, outcome)
                 metrics.REBALANCES.inc(rebalances)
                 for seconds in durations:
@@ -167,15 +162,21 @@ class GroupStatsSampler:
             if self._cluster is not None:
                 metrics.upstream_state(self._cluster.reachable, len(self._cluster.brokers))
 
-    async def _sample_consumer_groups(self, active: list[int]) -> None:
-        runtime = self._runtime
-        outcomes = await asyncio.gather(*(runtime.read(p, sample_consumer_groups) for p in active),
-                                        return_exceptions=True)
-        by_state: Counter[str] = Counter()
-        members = 0
+    async def _read_active(self, active: list[int], op) -> list[tuple[int, Any]]:
+        """`op` on each active partition's shard; a partition that fails the read is skipped."""
+        outcomes = await asyncio.gather(*(self._runtime.read(p, op) for p in active), return_exceptions=True)
+        read = []
         for partition, outcome in zip(active, outcomes, strict=True):
             if isinstance(outcome, BaseException):
-                continue
+                log.debug("partition %d not sampled: %r", partition, outcome)
+            else:
+                read.append((partition, outcome))
+        return read
+
+    async def _sample_consumer_groups(self, active: list[int]) -> None:
+        by_state: Counter[str] = Counter()
+        members = 0
+        for partition, outcome in await self._read_active(active, sample_consumer_groups):
             metrics.CONSUMER_GROUP_EPOCHS.inc(self._epochs.observe(partition, outcome))
             by_state.update(s.state for s in outcome)
             members += sum(s.members for s in outcome)

@@ -240,7 +240,9 @@ def test_a_crashed_member_loses_its_partitions_after_its_session(kgc848, tmp_pat
             survivor.close()
 
 
-def test_members_continue_with_their_epochs_after_kgc_is_killed_mid_reconciliation(kgc848):
+@pytest.mark.parametrize("stop", ["kill", "stop"])
+def test_members_continue_with_their_epochs_after_kgc_restarts_mid_reconciliation(kgc848, stop):
+    """kill -9, or a graceful stop (SIGTERM), while a fourth member is being absorbed."""
     bootstrap = kgc848.bootstrap
     topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-restart")
     produce_sequenced(bootstrap, topic, PARTITIONS, 10)
@@ -252,7 +254,7 @@ def test_members_continue_with_their_epochs_after_kgc_is_killed_mid_reconciliati
         wait_until(lambda: len(describe(bootstrap, group_id).members) == 4, TIMEOUT_S, lambda: "no fourth member",
                    members)
         before = {m.member_id: m.member_epoch for m in describe(bootstrap, group_id).members}
-        kgc848.kill()
+        getattr(kgc848, stop)()
         kgc848.start()
         after = describe(bootstrap, group_id)
         # Loaded from the log: the same members at the same epochs (nobody was fenced).
