@@ -319,11 +319,14 @@ async def run(members: int, partitions: int, interval_ms: int, duration_s: float
 
 def add_protocols_parser(subparsers) -> None:
     p = subparsers.add_parser("protocols", help="KIP-848 vs classic group protocol on kgc, in one run")
-    p.add_argument("--members", type=int, default=50)
-    p.add_argument("--partitions", type=int, default=200)
-    p.add_argument("--heartbeat-interval-ms", type=int, default=100)
-    p.add_argument("--duration-s", type=float, default=5.0)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--members", type=int, default=50, help="members of each group (default %(default)s)")
+    p.add_argument("--partitions", type=int, default=200,
+                   help="partitions of the topic the KIP-848 group consumes (default %(default)s)")
+    p.add_argument("--heartbeat-interval-ms", type=int, default=100,
+                   help="every member's heartbeat interval, both protocols (default %(default)s)")
+    p.add_argument("--duration-s", type=float, default=5.0,
+                   help="measured window of the flat-out heartbeats (default %(default)s)")
+    p.add_argument("--repeats", type=int, default=3, help="runs of every figure (default %(default)s)")
 
 
 def run_protocols(args: argparse.Namespace) -> int:
