@@ -4,8 +4,8 @@ Both speak the Kafka protocol to both sides with the same client kgc adopts with
 (`coordinator.gateway.upstream_groups`), and are dry runs unless `--apply`:
 
 - `kgc import --upstream HOST:PORT --bootstrap-server KGC [--group G ...] [--groups-file F]`
-  lists the groups (ListGroups on every upstream broker, or the groups named; a cluster
-  whose ListGroups lists nothing, like Tansu, needs them named), takes a snapshot of each
+  lists the groups (ListGroups on every upstream broker, or the groups named, for a
+  cluster whose ListGroups leaves some out), takes a snapshot of each
   at the upstream coordinator and prints what would be adopted. `--apply` asks kgc about
   each group (DescribeGroups), which adopts it as a first use would, and reads back kgc's
   offsets: a group with live members upstream is reported "waiting", not adopted.
@@ -139,8 +139,7 @@ async def _import_from_upstream(args: argparse.Namespace, upstream: UpstreamGrou
     if not groups:
         groups = await upstream.list_groups()
         if not groups:
-            print("the upstream lists no groups (some clusters, Tansu among them, list none): "
-                  "name them with --group or --groups-file")
+            print("the upstream lists no groups: name them with --group or --groups-file")
             return 1
     failed = 0
     for group_id in groups:
