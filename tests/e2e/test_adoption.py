@@ -362,25 +362,50 @@ def test_bulk_import_adopts_named_groups_ahead_of_time_and_export_refuses_a_busy
     assert committed_offsets(tansu.bootstrap, idle) == {0: 2, 1: 3}
 
 
+def kafkajs_phase(node: str, bootstrap: str, topic: str, group: str, first: int) -> subprocess.Popen:
+    """tests/e2e/js/cutover.mjs: three kafkajs consumers form `group`, then AFTER records per
+    partition from sequence `first` are produced and consumed; `kafkajs_report` reads it."""
+    return subprocess.Popen([node, "cutover.mjs", bootstrap, topic, group, str(PARTITIONS), str(first), str(AFTER)],
+                            cwd=JS_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def kafkajs_report(run: subprocess.Popen) -> tuple[float, list[Consumed]]:
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err[-3000:]
+    report = json.loads(out.strip().splitlines()[-1])
+    return report["formedAtMs"], [Consumed(r["partition"], r["offset"], r["value"].encode())
+                                  for r in report["consumed"]]
+
+
 def test_kafkajs_group_resumes_on_kgc_at_upstream_offsets(node, tansu, kgc):
-    """kafkajs (tests/e2e/js/cutover.mjs): three consumers on Tansu's coordinator, then the
-    same group through kgc; each phase produces once its group has formed."""
+    """Three kafkajs consumers on Tansu's coordinator, then the same group through kgc."""
     topic = create_topic(tansu.bootstrap, PARTITIONS)
     group = new_name("adopt-js")
-
-    def phase(bootstrap: str, first: int) -> list[Consumed]:
-        run = subprocess.run([node, "cutover.mjs", bootstrap, topic, group, str(PARTITIONS), str(first), str(AFTER)],
-                             cwd=JS_DIR, capture_output=True, text=True, timeout=120)
-        assert run.returncode == 0, run.stderr[-3000:]
-        return [Consumed(r["partition"], r["offset"], r["value"].encode())
-                for r in json.loads(run.stdout.strip().splitlines()[-1])["consumed"]]
-
-    upstream = phase(tansu.bootstrap, 0)
+    _, upstream = kafkajs_report(kafkajs_phase(node, tansu.bootstrap, topic, group, 0))
     assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), AFTER)
     forget_closed_members_at_tansu(tansu, group)
-    on_kgc = phase(kgc.bootstrap, AFTER)
+    _, on_kgc = kafkajs_report(kafkajs_phase(node, kgc.bootstrap, topic, group, AFTER))
     assert_exactly_once(upstream + on_kgc, 2 * AFTER)
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 2 * AFTER)
+
+
+def test_kafkajs_members_wait_on_kgc_while_the_group_lives_upstream(node, tansu, kgc):
+    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    group = new_name("waiting-js")
+    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
+    upstream = members(tansu.bootstrap, group, topic, ["kafka-python"])
+    try:
+        wait_consumed(upstream, PARTITIONS * BEFORE)
+        upstream[0].commit()
+        waiting = kafkajs_phase(node, kgc.bootstrap, topic, group, BEFORE)
+        time.sleep(WAITING_S)
+        assert waiting.poll() is None, waiting.communicate()[1][-3000:]   # still retrying, not failed
+        upstream_left_ms = time.time() * 1000
+    finally:
+        upstream[0].close()
+    formed_ms, on_kgc = kafkajs_report(waiting)
+    assert formed_ms >= upstream_left_ms
+    assert_exactly_once(consumed(upstream) + on_kgc, BEFORE + AFTER)
 
 
 def test_members_of_every_library_wait_on_kgc_while_the_group_lives_upstream(tansu, kgc):

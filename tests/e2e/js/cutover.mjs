@@ -4,7 +4,8 @@
 // the next; then all of them leave.
 //
 // Usage: node cutover.mjs BOOTSTRAP TOPIC GROUP PARTITIONS FROM COUNT
-// Prints one JSON line: what each consumer received. Every wait is bounded.
+// Prints one JSON line: when the group formed (ms since the epoch) and what each consumer
+// received. Every wait is bounded.
 import { Kafka, logLevel } from "kafkajs";
 
 const [bootstrap, topic, groupId, partitionsArg, fromArg, countArg] = process.argv.slice(2);
@@ -57,6 +58,7 @@ await waitUntil(() => {
   return members.every((m) => m.assignment.length > 0) && owned.length === partitions
     && owned.every((p, i) => p === i);
 }, () => JSON.stringify(members.map((m) => m.assignment)));
+const formedAtMs = Date.now();
 
 const producer = kafka.producer({ maxInFlightRequests: 1 });
 await producer.connect();
@@ -69,4 +71,4 @@ await producer.disconnect();
 
 await waitUntil(() => consumed.length >= partitions * count, () => `${consumed.length} consumed`);
 for (const m of members) await m.consumer.disconnect();
-console.log(JSON.stringify({ consumed }));
+console.log(JSON.stringify({ formedAtMs, consumed }));
