@@ -20,8 +20,12 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
 from tests.e2e.clients import LIBRARIES, Member, MemberSettings, wait_until
-from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
-from tests.e2e.test_kafkajs import JS_DIR, node  # noqa: F401 (a fixture: Node and kafkajs, or a skip)
+from tests.e2e.conftest import (  # noqa: F401 (node: a fixture, Node and kafkajs or a skip)
+    JS_DIR,
+    KGC_GROUP_FLAGS,
+    node,
+    wait_listening,
+)
 from tests.support.kgc import free_port, kgc_process
 from tests.support.security import ClientSecurity, KafkaSocket, TestPki, credentials_file
 
