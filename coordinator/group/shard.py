@@ -14,7 +14,8 @@ Hard and soft state:
 - KIP-848 consumer groups (`consumer_heartbeat.ConsumerGroups`) are hard state
   throughout: every change is a replayed record. A group id is either a classic or a
   consumer group: an empty classic group (or one that only has offsets) becomes a
-  consumer group when a ConsumerGroupHeartbeat joins it.
+  consumer group when a ConsumerGroupHeartbeat joins it, and an empty consumer group a
+  classic one when a JoinGroup does.
 
 The service checks a null group id before routing; every other request rule, including
 "" group ids, session-timeout bounds and where each version puts its errors, is here.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -82,13 +84,25 @@ class GroupShard:
 
     def join_group(self, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle) -> Result:
         """JoinGroup; `response` is None when parked (answered later by a `Reply` to `handle`)."""
-        if request.group_id in self.consumer_groups:
+        consumer_group = self.consumer_groups.get(request.group_id)
+        if consumer_group is None:
+            return join_group(self.membership, ctx, request, handle)
+        if not consumer_group.is_empty():
             # Classic members inside a consumer group (Kafka's online migration) are not served.
             raise ApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                            f"Group {request.group_id} is a consumer group (KIP-848): join it with "
                            f"group.protocol=consumer.")
-        record_limits.check_join(ctx.client_id, request)
-        return join_group(self.membership, ctx, request, handle)
+        # An empty consumer group becomes a classic group, as in Kafka: its records are
+        # deleted (offsets stay), and once that is durable the JoinGroup runs as usual.
+        log.info("[group=%s] empty consumer group becomes a classic group", request.group_id)
+
+        def join_once_converted() -> Result:
+            joined = join_group(self.membership, ctx, request, handle)
+            if joined.response is None:
+                return joined
+            return replace(joined, response=None, replies=(*joined.replies, Reply(handle, joined.response)))
+
+        return Result(records=tuple(self.consumer.group_tombstones(consumer_group)), after_commit=join_once_converted)
 
     def consumer_group_heartbeat(self, ctx: RequestContext, request) -> Result:
         """ConsumerGroupHeartbeat (KIP-848); an empty classic group becomes a consumer group."""

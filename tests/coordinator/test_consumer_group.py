@@ -11,7 +11,7 @@ import pytest
 
 from coordinator.group.consumer_group import MemberState
 from coordinator.records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
-from protocol.errors import ErrorCode
+from protocol.errors import ApiError, ErrorCode
 from tests.support.group_context import GroupTestContext
 
 E = ErrorCode
@@ -325,11 +325,29 @@ def test_consumer_groups_are_listed_by_type_and_unknown_to_describe_groups(ctx):
     assert ctx.shard.describe_consumer_group(ctx.rctx(1), "g").members[0].member_type == 1
 
 
-def test_a_classic_member_cannot_join_a_consumer_group(ctx):
+def test_a_classic_member_cannot_join_a_consumer_group_with_members(ctx):
     ctx.consumer_heartbeat(member_id="a")
-    with pytest.raises(Exception) as err:
+    with pytest.raises(ApiError) as err:
         ctx.join(group_id="g")
     assert err.value.code == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_empty_groups_convert_both_ways_and_keep_their_offsets(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.commit(version=9, member_id="a", generation_id=1)
+    ctx.consumer_heartbeat(member_id="a", member_epoch=-1)
+    # A classic JoinGroup turns the empty consumer group into a classic one.
+    member_id, _ = ctx.join_dynamic(group_id="g")
+    assert "g" not in ctx.shard.consumer_groups and ctx.state("g") == "PreparingRebalance"
+    ctx.finish_join_phase()
+    assert ctx.fetch("g").topics[0].partitions[0].offset == 10
+    ctx.leave(members=[(member_id, None)])
+    assert ctx.state("g") == "Empty"
+    # And a ConsumerGroupHeartbeat turns the empty classic group back.
+    assert ctx.consumer_heartbeat(member_id="b").error == 0
+    assert "g" not in ctx.shard.groups and ctx.fetch("g").topics[0].partitions[0].offset == 10
+    fresh = ctx.reload()
+    assert set(fresh.shard.consumer_groups) == {"g"} and "g" not in fresh.shard.groups
 
 
 def test_deleting_an_empty_consumer_group(ctx):

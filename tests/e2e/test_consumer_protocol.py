@@ -90,7 +90,7 @@ def all_consumed(members: list[Member], extra: list[Consumed] = ()) -> list[Cons
     return [r for m in members for r in m.consumed] + list(extra)
 
 
-def test_one_member_consumes_commits_and_a_new_member_resumes(kgc848):
+def test_one_member_consumes_commits_and_new_members_resume_with_either_protocol(kgc848):
     bootstrap = kgc848.bootstrap
     topic, group = create_topic(bootstrap, PARTITIONS), new_name("kip848-one")
     produce_sequenced(bootstrap, topic, PARTITIONS, 5)
@@ -109,8 +109,21 @@ def test_one_member_consumes_commits_and_a_new_member_resumes(kgc848):
                    lambda: f"{len(second.consumed)} consumed", [second])
         time.sleep(1)   # anything more would be a replay of committed records
         assert sequences_by_partition(second.consumed) == {p: [5, 6, 7] for p in range(PARTITIONS)}
+        second.commit()
     finally:
         second.close()
+
+    # The group is empty again: a classic member turns it into a classic group and
+    # resumes at the offsets the KIP-848 members committed.
+    produce_sequenced(bootstrap, topic, PARTITIONS, 2, first_sequence=8)
+    classic = Member("confluent-kafka", MemberSettings(bootstrap, group, topic, "classic")).start()
+    try:
+        wait_until(lambda: len(classic.consumed) >= PARTITIONS * 2, TIMEOUT_S,
+                   lambda: f"{len(classic.consumed)} consumed", [classic])
+        time.sleep(1)
+        assert sequences_by_partition(classic.consumed) == {p: [8, 9] for p in range(PARTITIONS)}
+    finally:
+        classic.close()
 
 
 def test_http_and_metrics_show_consumer_groups(kgc848):
