@@ -29,6 +29,8 @@ coordinator's, or the one OffsetCommit v1 names for the partition):
 - a simple group (no protocol type): the commit time;
 - any other group (rebalancing, or non-"consumer" with members): nothing expires.
 A group whose offsets are all gone and that is Empty is deleted with a tombstone.
+KIP-848 consumer groups: the commit time, for topics no member subscribes to; an empty
+one whose offsets are all gone is deleted with its records' tombstones.
 """
 
 from __future__ import annotations
@@ -282,8 +284,9 @@ class OffsetManager:
         by_topic = self.committed.get(group_id)
         if by_topic is None:
             return True
-        group = self.groups[group_id]
-        base = _expiration_base(group)
+        group = self.groups.get(group_id) or self.consumer_groups[group_id]
+        # KIP-848 groups count from the commit (Kafka's ConsumerGroup.offsetExpirationCondition).
+        base = _commit_time if isinstance(group, ConsumerGroup) else _expiration_base(group)
         if base is None:
             return False
         now = self.clock()

@@ -330,5 +330,9 @@ class GroupShard:
             if self.offsets.expire(group_id, records) and group.is_empty():
                 log.info("[group=%s] every offset expired; deleting the empty group", group_id)
                 records.append(new_group_metadata_tombstone(group_id, generation=group.generation))
+        for group_id, consumer_group in list(self.consumer_groups.items()):
+            if self.offsets.expire(group_id, records) and consumer_group.is_empty():
+                log.info("[group=%s] every offset expired; deleting the empty consumer group", group_id)
+                records += self.consumer.group_tombstones(consumer_group)
         self._schedule_offsets_expiry()
         return Result(records=tuple(records))

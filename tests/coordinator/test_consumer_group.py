@@ -359,6 +359,21 @@ def test_deleting_an_empty_consumer_group(ctx):
     assert ctx.reload().shard.consumer_groups == {}
 
 
+def test_an_empty_consumer_group_is_deleted_once_its_offsets_expire():
+    ctx = GroupTestContext(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000,
+                           consumer_session_timeout_ms=120_000)
+    ctx.set_topics(t=1)
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.commit(version=9, member_id="a", generation_id=1, offsets=(("t", 0, 5, None), ("gone", 0, 7, None)))
+    ctx.sleep(60_000)
+    # A member subscribes to t: only the offset of the topic nobody reads expires.
+    assert [t.name for t in ctx.fetch("g").topics] == ["t"]
+    ctx.consumer_heartbeat(member_id="a", member_epoch=-1)
+    ctx.sleep(10_000)
+    assert ctx.shard.consumer_groups == {} and ctx.fetch("g").topics == ()
+    assert ctx.reload().shard.consumer_groups == {}
+
+
 def test_a_reload_from_the_log_continues_mid_reconciliation(ctx):
     ctx.consumer_heartbeat(member_id="a")
     ctx.consumer_heartbeat(member_id="b")
