@@ -1,7 +1,8 @@
 """`kgc groups`: consumer groups as `kafka-consumer-groups` shows and changes them.
 
 It talks to a running kgc (or any Kafka cluster) over the Kafka protocol with
-kafka-python's `KafkaAdminClient`, so it works wherever a client does:
+kafka-python's `KafkaAdminClient`, so it works wherever a client does, through TLS and
+SASL too (`--security-protocol`, the password from the environment):
 
 | subcommand | does |
 |---|---|
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from datetime import datetime
 from typing import Any
@@ -27,6 +29,8 @@ from typing import Any
 from coordinator.consumer_lag import partition_lag
 
 REQUEST_TIMEOUT_MS = 10_000
+# Not a flag: a password on the command line ends up in shell history and `ps`.
+PASSWORD_ENV = "KGC_SASL_PASSWORD"
 BOOTSTRAP_TIMEOUT_MS = 5_000
 _EMPTY_STATES = {"Empty", "Dead"}
 
@@ -41,6 +45,15 @@ def add_groups_parser(subparsers) -> None:
                               description="Consumer groups through a running kgc, over the Kafka protocol.")
     p.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
                    help="kgc's listener (default %(default)s)")
+    p.add_argument("--security-protocol", default="PLAINTEXT", type=str.upper,
+                   choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+                   help="of kgc's listener (default %(default)s)")
+    p.add_argument("--sasl-mechanism", type=str.upper, choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                   help=f"with SASL_*; the password comes from the environment variable {PASSWORD_ENV}")
+    p.add_argument("--sasl-username", metavar="USER", help="with SASL_*")
+    p.add_argument("--ssl-cafile", metavar="FILE", help="CA bundle that signed kgc's certificate (SSL, SASL_SSL)")
+    p.add_argument("--ssl-certfile", metavar="FILE", help="client certificate, when kgc asks for one")
+    p.add_argument("--ssl-keyfile", metavar="FILE", help="the client certificate's key")
     sub = p.add_subparsers(dest="groups_command", required=True)
     sub.add_parser("list", help="every group and its state").set_defaults(groups_handler=run_list)
     describe = sub.add_parser("describe", help="offsets, log end and lag per partition")
@@ -73,6 +86,17 @@ def add_groups_parser(subparsers) -> None:
     p.set_defaults(handler=run_groups)
 
 
+def security_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """kafka-python's settings for the listener's security protocol."""
+    settings: dict[str, Any] = {"security_protocol": args.security_protocol}
+    if args.security_protocol.startswith("SASL_"):
+        settings.update(sasl_mechanism=args.sasl_mechanism or "PLAIN", sasl_plain_username=args.sasl_username,
+                        sasl_plain_password=os.environ.get(PASSWORD_ENV))
+    if args.security_protocol.endswith("SSL"):
+        settings.update(ssl_cafile=args.ssl_cafile, ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)
+    return settings
+
+
 def run_groups(args: argparse.Namespace, out=None) -> int:
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
@@ -82,7 +106,8 @@ def run_groups(args: argparse.Namespace, out=None) -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     try:
         admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="kgc-groups",
-                                 request_timeout_ms=REQUEST_TIMEOUT_MS, bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
+                                 request_timeout_ms=REQUEST_TIMEOUT_MS, bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS,
+                                 **security_settings(args))
     except KafkaError as exc:
         print(f"kgc groups: cannot reach {args.bootstrap_server} ({type(exc).__name__}: {exc}); "
               "check --bootstrap-server", file=sys.stderr)

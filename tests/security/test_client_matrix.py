@@ -209,3 +209,33 @@ def test_kafkajs_with_a_wrong_password_gets_an_authentication_error(node, sasl_s
                           json.dumps(security)], cwd=JS_DIR, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert "KafkaJSSASLAuthenticationError" in run.stderr, run.stderr[-2000:]
+
+
+def test_kgc_groups_works_over_sasl_ssl_and_a_wrong_password_is_one_line(sasl_ssl_kgc, tansu, pki):
+    import os
+    import sys
+
+    security = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", "alice", USERS["alice"], ca_file=pki.ca_file)
+    group, topic = consume_and_commit("kafka-python", sasl_ssl_kgc.bootstrap, tansu, security)
+
+    def groups(password: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "coordinator", "groups", "--bootstrap-server", sasl_ssl_kgc.bootstrap,
+             "--security-protocol", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", "alice",
+             "--ssl-cafile", pki.ca_file, *args],
+            capture_output=True, text=True, timeout=60, env=dict(os.environ, KGC_SASL_PASSWORD=password))
+
+    described = groups(USERS["alice"], "describe", group)
+    assert described.returncode == 0, described.stderr
+    [row] = [line.split() for line in described.stdout.splitlines() if line.startswith(group)]
+    assert row[1:4] == [topic, "0", str(RECORDS)]   # partition, committed offset
+    # The records went in one batch, whose end Tansu reports as a batch count: lag unknown, not negative.
+    assert row[5] == "-*" and f"lag unknown: committed offset {RECORDS} is past" in described.stdout
+    reset = groups(USERS["alice"], "reset-offsets", group, "--all-topics", "--to-earliest", "--execute")
+    assert reset.returncode == 0, reset.stderr
+    assert committed(sasl_ssl_kgc.port, group, topic, pki.client_context(),
+                     lambda s: s.login_scram("alice", USERS["alice"])) == 0
+
+    refused = groups("wrong", "list")
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "Traceback" not in refused.stderr and refused.stderr.startswith("kgc groups:")
