@@ -30,6 +30,7 @@ from coordinator.consumer_lag import partition_lag
 from coordinator.gateway.cluster import BrokerChange, UpstreamCluster
 from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.log_ends import LogEnds, keep_fresh
+from coordinator.gateway.login import UpstreamLogin
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.gateway.upstream_groups import UpstreamGroups
@@ -39,6 +40,7 @@ from coordinator.http.server import HttpServer
 from coordinator.net.authentication import SaslSettings
 from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import LocalAnswers
+from coordinator.net.passthrough import PassthroughSettings
 from coordinator.net.server import Listener
 from coordinator.node import CoordinatorNode
 from coordinator.periodic import run_every
@@ -175,6 +177,14 @@ class KgcApp:
             self._tls_reloader = asyncio.get_running_loop().create_task(
                 run_every(cfg.tls_reload_interval_ms, self._tls_stop, reload, "TLS certificate reload"))
 
+    def _upstream_login(self) -> UpstreamLogin | None:
+        cfg = self.config
+        if cfg.upstream_sasl_mechanism is None:
+            return None
+        with open(cfg.upstream_sasl_password_file) as f:
+            password = f.read().rstrip("\n")
+        return UpstreamLogin(cfg.upstream_sasl_mechanism, cfg.upstream_sasl_username, password)
+
     def _upstream_tls(self):
         cfg = self.config
         if cfg.upstream_security_protocol != "ssl":
@@ -192,10 +202,12 @@ class KgcApp:
             return None
         return FileAuthorizer(cfg.acl_file, frozenset(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
 
-    def _sasl_settings(self) -> SaslSettings | None:
+    def _sasl_settings(self) -> SaslSettings | PassthroughSettings | None:
         cfg = self.config
         if not cfg.sasl:
             return None
+        if cfg.sasl_mode == "passthrough":
+            return PassthroughSettings(cfg.sasl_mechanisms)
         if cfg.security_protocol == "sasl_plaintext" and "PLAIN" in cfg.sasl_mechanisms:
             log.warning("PLAIN over sasl_plaintext: passwords cross the network in clear text")
         return SaslSettings(mechanisms=cfg.sasl_mechanisms, credentials=CredentialStore(cfg.sasl_credentials_file),
@@ -240,7 +252,8 @@ class KgcApp:
         self._plan = ListenerPlan(coordinator_node_id=cfg.node_id, advertised_host=cfg.advertised,
                                   bootstrap_port=bootstrap_port, broker_port_base=cfg.broker_port_base,
                                   port_map=dict(cfg.broker_ports))
-        self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan, tls=self._upstream_tls())
+        self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan, tls=self._upstream_tls(),
+                                       login=self._upstream_login())
         self.cluster.subscribe(self._on_brokers_changed)
         return Gateway(self.cluster, self._plan, OffsetsTopic(self.store, cfg.group.num_partitions))
 

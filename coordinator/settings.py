@@ -62,6 +62,10 @@ class ServerConfig:
     sasl_mode: str = "terminate"
     sasl_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
     sasl_credentials_file: str | None = None
+    sasl_passthrough_insecure_upstream: bool = False
+    upstream_sasl_mechanism: str | None = None
+    upstream_sasl_username: str | None = None
+    upstream_sasl_password_file: str | None = None
     sasl_max_reauth_ms: int = 0              # Kafka's connections.max.reauth.ms (0: sessions never expire)
     sasl_failure_delay_ms: int = 100         # Kafka's connection.failed.authentication.delay.ms
     min_group_api_versions: str = "kafka3"   # a key of protocol.api_keys.GROUP_API_FLOORS
@@ -280,8 +284,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("metrics_sample_interval_ms", _POSITIVE_MS, "how often group states are sampled for metrics"),
     Setting("security_protocol", text(choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), fold=str.lower),
             "plaintext | ssl | sasl_plaintext | sasl_ssl: of every client listener"),
-    Setting("sasl_mode", text(choices=("terminate",), fold=str.lower),
-            "terminate: kgc checks SASL credentials itself (sasl_credentials_file)"),
+    Setting("sasl_mode", text(choices=("terminate", "passthrough"), fold=str.lower),
+            "terminate: kgc checks SASL credentials itself (sasl_credentials_file) | passthrough: the "
+            "upstream checks them, on the client's own upstream connection"),
+    Setting("sasl_passthrough_insecure_upstream", boolean,
+            "allow passthrough over a plaintext upstream connection (tests only: passwords in clear)"),
+    Setting("upstream_sasl_mechanism", text(choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), nullable=True,
+                                            fold=str.upper),
+            "kgc's own SASL login on its control connection upstream (unset: none)"),
+    Setting("upstream_sasl_username", text(nullable=True), "kgc's upstream SASL user"),
+    Setting("upstream_sasl_password_file", text(nullable=True), "file holding kgc's upstream SASL password"),
     Setting("sasl_mechanisms", names(choices=("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")),
             "SASL mechanisms offered, in order", metavar="MECHANISM[,MECHANISM...]"),
     Setting("sasl_credentials_file", text(nullable=True), "SCRAM credential file (kgc scram-credential writes it)"),
@@ -432,7 +444,17 @@ def check(config: ServerConfig) -> None:
 def _check_security(config: ServerConfig) -> None:
     _check_tls(config)
     _check_authorizer(config)
-    if config.sasl:
+    _check_upstream_login(config)
+    if config.sasl and config.sasl_mode == "passthrough":
+        if not config.upstream:
+            raise ConfigError("sasl_mode passthrough needs an upstream cluster with SASL (set upstream)")
+        if config.upstream_security_protocol != "ssl" and not config.sasl_passthrough_insecure_upstream:
+            raise ConfigError("sasl_mode passthrough relays passwords upstream: it needs upstream_security_protocol "
+                              "= ssl (sasl_passthrough_insecure_upstream = true allows plaintext, for tests)")
+        if config.sasl_credentials_file is not None:
+            raise ConfigError("sasl_credentials_file is for sasl_mode terminate; passthrough leaves passwords "
+                              "to the upstream")
+    elif config.sasl:
         if config.sasl_credentials_file is None:
             raise ConfigError(f"security_protocol {config.security_protocol} with sasl_mode terminate needs "
                               "sasl_credentials_file: kgc checks the passwords")
@@ -441,6 +463,15 @@ def _check_security(config: ServerConfig) -> None:
     elif config.sasl_credentials_file is not None:
         raise ConfigError(f"sasl_credentials_file is set but security_protocol is {config.security_protocol}: "
                           "no listener uses SASL (set security_protocol = sasl_plaintext)")
+
+
+def _check_upstream_login(config: ServerConfig) -> None:
+    given = [config.upstream_sasl_mechanism, config.upstream_sasl_username, config.upstream_sasl_password_file]
+    if any(v is not None for v in given) and not all(v is not None for v in given):
+        raise ConfigError("upstream_sasl_mechanism, upstream_sasl_username and upstream_sasl_password_file "
+                          "go together")
+    if config.upstream_sasl_password_file is not None and not Path(config.upstream_sasl_password_file).is_file():
+        raise ConfigError(f"upstream_sasl_password_file {config.upstream_sasl_password_file} is not a file")
 
 
 def _check_authorizer(config: ServerConfig) -> None:

@@ -23,6 +23,7 @@ import logging
 import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 
 from kafka.protocol.api_key import ApiKey
@@ -33,6 +34,7 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 
+from coordinator.gateway.login import UpstreamLogin, login
 from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
 from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
@@ -57,9 +59,11 @@ class UpstreamCluster:
     def __init__(self, bootstrap: Iterable[tuple[str, int]], *, plan: ListenerPlan | None = None,
                  refresh_interval_ms: int = 5_000, connect_timeout_ms: int = 5_000,
                  request_timeout_ms: int = 10_000, backoff_initial_ms: int = 100,
-                 backoff_max_ms: int = 10_000, tls: ssl.SSLContext | None = None):
+                 backoff_max_ms: int = 10_000, tls: ssl.SSLContext | None = None,
+                 login: UpstreamLogin | None = None):
         self._bootstrap = list(bootstrap)
         self.tls = tls                    # kgc's TLS client context for every upstream connection
+        self._login = login               # kgc's own SASL identity for its control connection
         if not self._bootstrap:
             raise ValueError("an upstream cluster needs at least one bootstrap address")
         self._plan = plan
@@ -196,6 +200,8 @@ class UpstreamCluster:
                 raise UpstreamUnavailable(f"{host}:{port} refused ApiVersions v0 (error {versions.error_code})")
             self._api_versions = MappingProxyType(
                 {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys})
+            if self._login is not None:
+                await login(self._request, self._login, f"{host}:{port}")
         low, high = self._api_versions.get(ApiKey.Metadata, (0, -1))
         version = min(high, _NEWEST_METADATA)
         if version < max(low, 1):
@@ -217,11 +223,28 @@ class UpstreamCluster:
             self._topics = image
 
     async def _request(self, request, response_class):
+        return await self._request_on(self._control, request, response_class)
+
+    async def _request_on(self, connection: UpstreamConnection, request, response_class):
         correlation_id = next(self._correlation_ids)
         request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
-        fut = self._control.send(correlation_id, request.encode(header=True), True)
+        fut = connection.send(correlation_id, request.encode(header=True), True)
         payload = await asyncio.wait_for(fut, self._request_timeout_ms / 1000)
         return response_class.decode(payload, version=request.API_VERSION, header=True)
+
+    async def own_connection(self, host: str, port: int, *, connect_timeout_ms: int | None = None
+                             ) -> UpstreamConnection:
+        """A connection upstream for kgc's own requests (not a client's): with kgc's TLS
+        and, when configured, kgc's SASL login done, like the control connection."""
+        connection = UpstreamConnection(host, port, connect_timeout_ms=connect_timeout_ms or self.connect_timeout_ms,
+                                        tls=self.tls)
+        if self._login is not None:
+            try:
+                await login(partial(self._request_on, connection), self._login, f"{host}:{port}")
+            except BaseException:
+                await connection.close()
+                raise
+        return connection
 
     def _next_address(self) -> tuple[str, int]:
         """Known brokers first (bootstrap addresses may be a load balancer), then bootstrap."""

@@ -153,7 +153,8 @@ class LogEnds:
         if conn is None or conn.failure is not None or (conn.host, conn.port) != address:
             if conn is not None:
                 await conn.close()
-            conn = self._leaders[node] = UpstreamConnection(*address, connect_timeout_ms=int(self._timeout_s * 1000))
+            conn = self._leaders[node] = await self._cluster.own_connection(
+                *address, connect_timeout_ms=int(self._timeout_s * 1000))
         correlation_id = next(self._correlation_ids)
         request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
         payload = await conn.send(correlation_id, request.encode(header=True), True)

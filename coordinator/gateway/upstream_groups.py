@@ -194,8 +194,7 @@ class UpstreamGroups:
     async def _call(self, address: tuple[str, int], request, response_class):
         connection = self._connections.get(address)
         if connection is None or connection.failure is not None:
-            connection = self._connections[address] = UpstreamConnection(
-                *address, connect_timeout_ms=self._cluster.connect_timeout_ms)
+            connection = self._connections[address] = await self._cluster.own_connection(*address)
         correlation_id = next(self._correlation_ids)
         request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
         sent = connection.send(correlation_id, request.encode(header=True), True)

@@ -60,6 +60,9 @@ class SaslSettings:
     max_reauth_ms: int = 0            # 0: sessions never expire
     failure_delay_ms: int = 100
 
+    def session(self, clock: Callable[[], float], peer: str, upstream) -> SaslSession:
+        return SaslSession(self, clock, peer)
+
 
 class AuthState(enum.Enum):
     START = "start"
@@ -98,7 +101,7 @@ class SaslSession:
 
     # ---- SaslHandshake ----------------------------------------------------------------
 
-    def handshake(self, request) -> Answer:
+    def handshake(self, header, payload: bytes, request) -> Answer:
         version, wanted = request.version, request.mechanism
         enabled = list(self._settings.mechanisms)
         if self.state is AuthState.AUTHENTICATED:
@@ -120,7 +123,7 @@ class SaslSession:
 
     # ---- SaslAuthenticate -------------------------------------------------------------
 
-    def authenticate(self, request) -> Answer | asyncio.Future:
+    def authenticate(self, header, payload: bytes, request) -> Answer | asyncio.Future:
         version = request.version
         if self.state is not AuthState.HANDSHAKEN:
             message = "SaslAuthenticate before SaslHandshake" if self.principal is None else None

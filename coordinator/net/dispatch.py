@@ -73,7 +73,7 @@ class Dispatcher:
         upstream = None
         if self._gateway is not None:
             upstream = self._gateway.session(conn.listener_node_id)
-        auth = None if self._sasl is None else SaslSession(self._sasl, self._clock, conn.peer_host)
+        auth = None if self._sasl is None else self._sasl.session(self._clock, conn.peer_host, upstream)
         session = Session(conn, "/" + conn.peer_host, upstream, auth)
         if conn.peer_certificate:
             try:
@@ -135,7 +135,10 @@ class Dispatcher:
         auth = session.auth
         if auth is None:
             return encode_response(header, sasl.illegal_state(header.api_key, header.api_version), header.api_version)
-        answer = auth.handshake(request) if header.api_key == ApiKey.SaslHandshake else auth.authenticate(request)
+        if header.api_key == ApiKey.SaslHandshake:
+            answer = auth.handshake(header, payload, request)
+        else:
+            answer = auth.authenticate(header, payload, request)
         if not isinstance(answer, asyncio.Future):
             return _sasl_frame(header, answer)
         frame = self._loop.create_future()
@@ -274,13 +277,17 @@ class _Pending:
 
 def _sasl_frame(header, answer: Answer) -> bytes:
     response, last = answer
-    data = encode_response(header, response, header.api_version)
+    # bytes: upstream's answer, relayed as it came (passthrough)
+    data = response if isinstance(response, bytes) else encode_response(header, response, header.api_version)
     return LastFrame(data) if last else data
 
 
 def _sasl_answered(header, frame: asyncio.Future, answer: asyncio.Future) -> None:
     if frame.done():
         return      # the client went away
+    if answer.exception() is not None:      # upstream gone mid-exchange: close the client
+        frame.set_exception(answer.exception())
+        return
     frame.set_result(_sasl_frame(header, answer.result()))
 
 

@@ -1,0 +1,192 @@
+"""SASL passthrough: kgc relays each client's SASL exchange on the client's own upstream
+connection to a secured broker (tests/support/secure_front.py: TLS + SASL in front of
+Tansu), reads the principal, and authorizes the group APIs it answers as that principal;
+kgc logs in to the broker itself (SCRAM) for its control connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+
+import pytest
+from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin.groups import ListGroupsRequest
+from kafka.protocol.producer import ProduceResponse
+
+from coordinator.net.passthrough import plain_user, scram_user
+from coordinator.settings import ConfigError, ServerConfig, load_config
+from protocol.errors import ErrorCode
+from tests.e2e.admin import new_name
+from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.gateway.kafka_client import create_topic, produce
+from tests.security.test_authorization import commit, fetch, join, partition_errors
+from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
+from tests.support.secure_front import SecureFront
+from tests.support.security import ClientSecurity, KafkaSocket, TestPki
+from tests.support.tansu import TansuBroker, request_response
+
+pytestmark = pytest.mark.integration
+
+USERS = {"alice": "alice-secret", "kgc": "kgc-secret"}
+ACLS = """
+[[acl]]
+principal = "User:alice"
+operation = "all"
+permission = "allow"
+resource_type = "group"
+resource_name = "secure-"
+pattern_type = "prefixed"
+
+[[acl]]
+principal = "User:alice"
+operation = "read"
+permission = "allow"
+resource_type = "topic"
+resource_name = "*"
+"""
+
+
+@pytest.fixture(scope="module")
+def front_port():
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def secured_tansu(front_port):
+    """A Tansu of its own, advertising the front's port: every path to it goes through the front."""
+    with TansuBroker(advertised_port=front_port) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return TestPki(tmp_path_factory.mktemp("pki"))
+
+
+def topic_with_records(broker, count: int) -> str:
+    """Straight to Tansu's own port: its Metadata names the front, which wants a login."""
+    name = new_name("e2e")
+    created = request_response(broker.address, create_topic(name), CreateTopicsResponse)
+    assert created.topics[0].error_code == 0, created
+    produced = request_response(broker.address, produce(name, *(b"%d" % i for i in range(count))), ProduceResponse)
+    assert produced.responses[0].partition_responses[0].error_code == 0, produced
+    return name
+
+
+@contextlib.asynccontextmanager
+async def passthrough(pki, broker, port, tmp_path, **front_options):
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    front = await SecureFront(context, port, USERS, **front_options).start(broker.address)
+    (tmp_path / "acls.toml").write_text(ACLS)
+    (tmp_path / "kgc-password").write_text(USERS["kgc"])
+    config = ServerConfig(
+        host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", port),),
+        broker_ports=((broker.node_id, free_port()),), security_protocol="sasl_ssl",
+        tls_cert_file=pki.server_cert, tls_key_file=pki.server_key, sasl_mode="passthrough",
+        upstream_security_protocol="ssl", upstream_tls_ca_file=pki.ca_file, upstream_sasl_mechanism="SCRAM-SHA-512",
+        upstream_sasl_username="kgc", upstream_sasl_password_file=str(tmp_path / "kgc-password"),
+        authorizer="file", acl_file=str(tmp_path / "acls.toml"))
+    try:
+        async with running_kgc(config) as app:
+            await asyncio.wait_for(app.cluster.wait_reachable(), 10)    # kgc's own login worked
+            yield app, front
+    finally:
+        await front.close()
+
+
+@pytest.mark.parametrize("library, mechanism", [("confluent-kafka", "SCRAM-SHA-512"), ("confluent-kafka", "PLAIN"),
+                                                ("kafka-python", "SCRAM-SHA-512"), ("aiokafka", "SCRAM-SHA-256")])
+async def test_clients_consume_and_commit_as_themselves(secured_tansu, front_port, pki, tmp_path, library,
+                                                        mechanism):
+    async with passthrough(pki, secured_tansu, front_port, tmp_path) as (app, front):
+        topic = await asyncio.to_thread(topic_with_records, secured_tansu, 5)
+        group = new_name("secure-pass")
+        security = ClientSecurity("SASL_SSL", mechanism, "alice", USERS["alice"], ca_file=pki.ca_file)
+        member = Member(library, MemberSettings(f"127.0.0.1:{app.port}", group, topic, client_id=group,
+                                                security=security)).start()
+        try:
+            await asyncio.to_thread(wait_until, lambda: len(member.consumed) >= 5, 30,
+                                    lambda: f"consumed {len(member.consumed)}", [member])
+            await asyncio.to_thread(member.commit)
+        finally:
+            await asyncio.to_thread(member.close)
+        assert "User:alice" in front.logins           # the broker saw alice, not kgc
+
+        def committed():
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                assert s.login_scram("alice", USERS["alice"]).error_code == ErrorCode.NONE
+                return s.call(fetch(group, [topic])).topics[0].partitions[0].committed_offset
+        assert await asyncio.to_thread(committed) == 5
+
+
+async def test_the_broker_refuses_a_wrong_password_and_kgc_closes(secured_tansu, front_port, pki, tmp_path):
+    async with passthrough(pki, secured_tansu, front_port, tmp_path) as (app, front):
+        def scenario():
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                refused = s.login_scram("alice", "wrong")
+                assert refused.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+                assert s.closed_by_peer()
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                s.send(join("secure-victim", "v-1"))           # no SASL at all
+                assert s.closed_by_peer()
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                assert s.login_plain("alice", USERS["alice"]).error_code == ErrorCode.NONE
+                return s.call(ListGroupsRequest[4](states_filter=[])).groups
+
+        assert await asyncio.to_thread(scenario) == []
+        assert front.logins.count("User:alice") == 1
+
+
+async def test_success_without_a_server_proof_is_refused(secured_tansu, front_port, pki, tmp_path):
+    async with passthrough(pki, secured_tansu, front_port, tmp_path, scram_failure_as_success=True) as (app, front):
+        def scenario():
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                answer = s.login_scram("alice", "wrong")       # the broker says 0 with e=
+                assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+                assert s.closed_by_peer()
+
+        await asyncio.to_thread(scenario)
+        assert front.logins == ["User:kgc"]
+
+
+async def test_the_brokers_session_lifetime_binds_requests_kgc_answers(secured_tansu, front_port, pki, tmp_path):
+    async with passthrough(pki, secured_tansu, front_port, tmp_path, session_lifetime_ms=600) as (app, front):
+        def scenario():
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                ok = s.login_scram("alice", USERS["alice"])
+                assert (ok.error_code, ok.session_lifetime_ms) == (ErrorCode.NONE, 600)
+                assert partition_errors(s.call(commit("secure-g", {"t": 1}))) == {"t": ErrorCode.NONE}
+                again = s.login_scram("alice", USERS["alice"])   # KIP-368, relayed
+                assert again.error_code == ErrorCode.NONE
+                time.sleep(0.7)
+                s.send(commit("secure-g", {"t": 2}))               # kgc's own API, after expiry
+                assert s.closed_by_peer()
+
+        await asyncio.to_thread(scenario)
+
+
+@pytest.mark.parametrize("token, user", [
+    (b"n,,n=alice,r=abc", "alice"), (b"n,a=alice,n=alice,r=abc", "alice"), (b"n,,n=a=2Cb=3Dc,r=x", "a,b=c"),
+    (b"n,a=bob,n=alice,r=abc", None),          # authzid other than the user: Kafka refuses
+    (b"y,,n=alice,r=abc", None), (b"p=tls-unique,,n=alice,r=abc", None),   # channel binding
+    (b"n,,n=alice,r=abc,tokenauth=true", None),   # delegation token: the principal is not the name
+    (b"n,,r=abc", None), (b"\xff", None),
+])
+def test_the_scram_user_is_read_as_kafka_reads_it(token, user):
+    assert scram_user(token) == user
+
+
+def test_plain_users_and_the_settings_passthrough_needs():
+    assert plain_user(b"\0alice\0pw") == "alice" and plain_user(b"alice\0alice\0pw") == "alice"
+    assert plain_user(b"bob\0alice\0pw") is None and plain_user(b"\0alice\0") is None
+    base = {"security_protocol": "sasl_plaintext", "sasl_mode": "passthrough"}
+    with pytest.raises(ConfigError, match="needs an upstream"):
+        load_config(base, {})
+    with pytest.raises(ConfigError, match="upstream_security_protocol"):
+        load_config({**base, "upstream": "k:9093"}, {})
+    assert load_config({**base, "upstream": "k:9093", "sasl_passthrough_insecure_upstream": "true"}, {}).config.sasl
+    with pytest.raises(ConfigError, match="go together"):
+        load_config({"upstream": "k:9093", "upstream_sasl_mechanism": "PLAIN"}, {})

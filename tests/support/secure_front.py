@@ -1,0 +1,172 @@
+"""A secured Kafka broker for passthrough tests, made of Tansu and this front.
+
+The bundled Tansu has no TLS, no PLAIN and no stored SCRAM users, so kgc's passthrough
+tests put this loopback server between kgc and Tansu. It behaves as a Kafka broker with a
+SASL_SSL listener does: TLS; before authentication only ApiVersions (forwarded),
+SaslHandshake and SaslAuthenticate, anything else closes; PLAIN checked against a dict,
+SCRAM by `scramp`'s server (an implementation independent of kgc's); a failure answers
+SASL_AUTHENTICATION_FAILED and closes; an optional session lifetime, after which the
+next request other than a SaslHandshake closes (KIP-368 re-authentication accepted).
+Everything else after login is piped to Tansu, which is started advertising the front's
+port. `scram_failure_as_success` imitates brokers that answer a failed SCRAM exchange with
+error 0 and `e=...` (Tansu 0.6 does), which kgc must not take for a login.
+
+`logins` lists the principal of every successful exchange, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import struct
+import time
+
+from kafka.protocol.api_key import ApiKey
+from scramp import ScramException, ScramMechanism
+
+from protocol.errors import ErrorCode
+from protocol.headers import parse_request_header
+from protocol.messages import decode_request, encode_response, response_class
+
+_SIZE = struct.Struct(">i")
+MECHANISMS = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
+
+
+class SecureFront:
+    def __init__(self, context: ssl.SSLContext, port: int, users: dict[str, str], *,
+                 session_lifetime_ms: int = 0, scram_failure_as_success: bool = False):
+        self._context = context
+        self.port = port
+        self._users = users
+        self._scram = {(user, m): ScramMechanism(m).make_auth_info(password, iteration_count=4096)
+                       for user, password in users.items() for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+        self.session_lifetime_ms = session_lifetime_ms
+        self.scram_failure_as_success = scram_failure_as_success
+        self.logins: list[str] = []
+        self._target: tuple[str, int] | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self, target: tuple[str, int]) -> SecureFront:
+        self._target = target
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=self._context)
+        return self
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        try:
+            await _Connection(self, reader, writer).run()
+        except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            self._tasks.discard(task)
+            writer.close()
+
+
+class _Connection:
+    def __init__(self, front: SecureFront, reader, writer):
+        self.front, self.reader, self.writer = front, reader, writer
+        self.principal: str | None = None
+        self.mechanism: str | None = None
+        self.scram = None
+        self.scram_user: str | None = None
+        self.expires: float | None = None
+        self.outstanding = 0
+        self.drained = asyncio.Event()
+        self.drained.set()
+
+    async def run(self) -> None:
+        up_reader, self.up_writer = await asyncio.open_connection(*self.front._target)
+        pump = asyncio.ensure_future(self._pump(up_reader))
+        try:
+            while True:
+                size = _SIZE.unpack(await self.reader.readexactly(4))[0]
+                payload = await self.reader.readexactly(size)
+                header = parse_request_header(payload)
+                if header.api_key == ApiKey.ApiVersions:
+                    self._forward(payload)
+                elif header.api_key in (ApiKey.SaslHandshake, ApiKey.SaslAuthenticate):
+                    request = decode_request(header.api_key, header.api_version, payload[header.header_len:])
+                    response, close = self._sasl(header.api_key, request)
+                    await self.drained.wait()       # answers stay in request order
+                    self.writer.write(encode_response(header, response, header.api_version))
+                    await self.writer.drain()
+                    if close:
+                        return
+                elif self.principal is None or (self.expires is not None and time.monotonic() > self.expires):
+                    return                           # Kafka: close, no answer
+                else:
+                    self._forward(payload)
+        finally:
+            pump.cancel()
+            self.up_writer.close()
+
+    def _forward(self, payload: bytes) -> None:
+        self.outstanding += 1
+        self.drained.clear()
+        self.up_writer.write(_SIZE.pack(len(payload)) + payload)
+
+    async def _pump(self, up_reader) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError, ssl.SSLError):
+            while True:
+                head = await up_reader.readexactly(4)
+                body = await up_reader.readexactly(_SIZE.unpack(head)[0])
+                self.writer.write(head + body)
+                self.outstanding = max(0, self.outstanding - 1)
+                if not self.outstanding:
+                    self.drained.set()
+
+    def _sasl(self, api_key: int, request):
+        version = request.version
+        if api_key == ApiKey.SaslHandshake:
+            ok = request.mechanism in MECHANISMS and (self.principal is None or self.expires is not None)
+            self.mechanism, self.scram = request.mechanism, None
+            return response_class(api_key)(version=version, error_code=0 if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                           mechanisms=MECHANISMS), not ok
+        token = bytes(request.auth_bytes)
+        if self.mechanism == "PLAIN":
+            _, user, password = (token.split(b"\0") + [b"", b""])[:3]
+            if self.front._users.get(user.decode()) == password.decode():
+                return self._success(version, user.decode(), b"")
+            return self._failure(version)
+        try:
+            if self.scram is None:
+                self.scram = ScramMechanism(self.mechanism).make_server(self._auth_info)
+                self.scram.set_client_first(token.decode())
+                return self._answer(version, 0, self.scram.get_server_first().encode()), False
+            self.scram.set_client_final(token.decode())
+            return self._success(version, self.scram_user, self.scram.get_server_final().encode())
+        except (ScramException, KeyError):        # KeyError: an unknown user
+            if self.front.scram_failure_as_success:
+                return self._answer(version, 0, b"e=invalid-proof", 60_000), False
+            return self._failure(version)
+
+    def _auth_info(self, user: str):
+        self.scram_user = user
+        return self.front._scram[(user, self.mechanism)]
+
+    def _success(self, version: int, user: str, server_bytes: bytes):
+        self.principal = f"User:{user}"
+        self.front.logins.append(self.principal)
+        lifetime = self.front.session_lifetime_ms
+        self.expires = time.monotonic() + lifetime / 1000 if lifetime else None
+        return self._answer(version, 0, server_bytes, lifetime), False
+
+    def _failure(self, version: int):
+        return self._answer(version, ErrorCode.SASL_AUTHENTICATION_FAILED, b""), True
+
+    @staticmethod
+    def _answer(version: int, code: int, auth_bytes: bytes, lifetime: int = 0):
+        return response_class(ApiKey.SaslAuthenticate)(
+            version=version, error_code=code, error_message="Authentication failed" if code else None,
+            auth_bytes=auth_bytes, session_lifetime_ms=lifetime)
