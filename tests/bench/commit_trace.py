@@ -88,7 +88,9 @@ def _instrument(timelines: list[dict[str, int]]) -> None:
         current.setdefault(name, now())
 
     def around(owner, name: str, before: str | None, after: str | None) -> None:
-        original = getattr(owner, name)
+        original = getattr(owner, name, None)
+        if original is None:
+            return      # a tree without this step (an older writer): its stage is not shown
         static = isinstance(inspect.getattr_static(owner, name), staticmethod)
 
         def wrapped(*args, **kw):

@@ -36,6 +36,8 @@ class Transfer:
     payload_bytes: int
     produce_s: float
     fetch_s: float
+    produce_cpu_s: float | None = None    # CPU the kgc process spent in each phase
+    fetch_cpu_s: float | None = None
 
     @property
     def produce_mb_s(self) -> float:
@@ -112,12 +114,29 @@ def consume_verified(bootstrap: str, topic: str, records: int, *, record_bytes: 
         consumer.close()
 
 
-def transfer(bootstrap: str, megabytes: float, *, record_bytes: int = RECORD_BYTES) -> Transfer:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def transfer(bootstrap: str, megabytes: float, *, record_bytes: int = RECORD_BYTES,
+             proxy_pid: int | None = None) -> Transfer:
+    """Produce then fetch `megabytes`; with `proxy_pid`, also the CPU that process spent."""
+    def cpu() -> float:
+        return cpu_seconds(proxy_pid) if proxy_pid is not None else 0.0
+
     records = records_for(megabytes, record_bytes)
     topic = create_topic(bootstrap, PARTITIONS)
+    started = cpu()
     produce_s = produce(bootstrap, topic, records, record_bytes=record_bytes)
+    produced = cpu()
     fetch_s = consume_verified(bootstrap, topic, records, record_bytes=record_bytes)
-    return Transfer(records, records * record_bytes, produce_s, fetch_s)
+    fetched = cpu()
+    if proxy_pid is None:
+        return Transfer(records, records * record_bytes, produce_s, fetch_s)
+    return Transfer(records, records * record_bytes, produce_s, fetch_s, produced - started, fetched - produced)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -137,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
             wait_listening(broker_port)
             for _ in range(args.rounds):
                 results["direct to Tansu"].append(transfer(tansu.bootstrap, args.mb))
-                results["through kgc"].append(transfer(kgc.bootstrap, args.mb))
+                results["through kgc"].append(transfer(kgc.bootstrap, args.mb, proxy_pid=kgc.proc.pid))
 
     print(f"{args.mb:g} MB per run ({records_for(args.mb)} x {RECORD_BYTES} B, {PARTITIONS} partitions), "
           f"{args.rounds} round(s) alternating the paths; {platform.python_implementation()} "
@@ -152,6 +171,10 @@ def main(argv: list[str] | None = None) -> None:
               f"| {medians[path][1]:.1f} / {max(fetch_rates):.1f} |")
     direct, via = medians["direct to Tansu"], medians["through kgc"]
     print(f"| kgc / direct (medians) | {via[0] / direct[0]:.2f} | {via[1] / direct[1]:.2f} |")
+    runs = results["through kgc"]
+    print(f"\nkgc's own CPU per MB moved (median): produce "
+          f"{statistics.median(t.produce_cpu_s / args.mb for t in runs) * 1000:.1f} ms, fetch "
+          f"{statistics.median(t.fetch_cpu_s / args.mb for t in runs) * 1000:.1f} ms")
 
 if __name__ == "__main__":
     main()
