@@ -69,8 +69,9 @@ def new_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
-class CannotListen(Exception):
-    """A listener could not bind: the message is the one line `kgc serve` prints."""
+class CannotStart(Exception):
+    """A listener could not bind or the data dir could not be opened: the message is the
+    one line `kgc serve` prints."""
 
 
 def _reason(exc: OSError) -> str:
@@ -119,18 +120,22 @@ class KgcApp:
             try:
                 await self.http.start()
             except OSError as exc:
-                raise CannotListen(f"cannot serve HTTP on {cfg.http_host}:{cfg.http_port}: {_reason(exc)}; set "
+                raise CannotStart(f"cannot serve HTTP on {cfg.http_host}:{cfg.http_port}: {_reason(exc)}; set "
                                    "http_port (--http-port, KGC_HTTP_PORT; 0: any free port) or http_host") from None
         self._start_tls()
         self.store = self._make_store()
-        await self.store.open()
+        try:
+            await self.store.open()
+        except OSError as exc:
+            raise CannotStart(f"cannot open the data dir {cfg.data_dir}: {_reason(exc)}; set data_dir (--data-dir, "
+                              "KGC_DATA_DIR) to a directory kgc may write") from None
         self.runtime = CoordinatorRuntime(self.store, cfg.group, clock=self._clock,
                                           new_member_id=new_member_id, topics=self._topics)
         await self.runtime.start()
         try:
             bootstrap = self._listener(cfg.port, None)
         except OSError as exc:
-            raise CannotListen(f"cannot listen for Kafka clients on {cfg.host}:{cfg.port}: {_reason(exc)}; set port "
+            raise CannotStart(f"cannot listen for Kafka clients on {cfg.host}:{cfg.port}: {_reason(exc)}; set port "
                                "(--port, KGC_PORT; 0: any free port) or host") from None
         node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None

@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from coordinator.app import CannotListen, KgcApp
+from coordinator.app import CannotStart, KgcApp
 from coordinator.embedded import MEMORY_STORAGE_WARNING, EmbeddedBroker, choose_upstream
 from coordinator.runtime.partition import PartitionState
 from coordinator.runtime.runtime import CoordinatorRuntime
@@ -139,7 +139,7 @@ def serve(config: ServerConfig) -> int:
 
     try:
         _run(run_until_signalled(config, exit_now, broker))
-    except CannotListen as exc:
+    except CannotStart as exc:
         print(f"kgc serve: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -116,3 +116,11 @@ def test_audit_without_its_extra(engine, missing, says, data_dir, tmp_path, monk
     status = cli.main(["audit", data_dir, "--out", str(tmp_path / "report"), "--engine", engine])
     assert (status, capsys.readouterr().err.strip()) == (2, says)
     assert not (tmp_path / "report").exists()
+
+
+def test_a_data_dir_kgc_cannot_create(tmp_path):
+    (tmp_path / "a-file").write_text("")
+    done = kgc("serve", "--standalone", "--port", "0", "--http-port", "0", "--data-dir",
+               str(tmp_path / "a-file" / "data"))
+    one_line_error(done, 2, f"kgc serve: cannot open the data dir {tmp_path / 'a-file' / 'data'}: not a directory",
+                   "--data-dir")
