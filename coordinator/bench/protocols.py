@@ -17,7 +17,9 @@ protocols, since either learns of a change only at its next heartbeat):
   The classic cooperative protocol (two rebalances in a row) is not simulated.
 
 Figures: time for a group of `--members` to absorb one more member, and to lose one
-(a leave), and heartbeat round trips per second with every member sending flat out.
+(a leave), and heartbeat round trips per second with every member sending flat out. Then,
+in this process, the server-side assignors' run time for a large group
+(`--assignor-members` × `--assignor-partitions`, over 20 topics).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from coordinator.bench.member import Member, Phase, Swarm
 from coordinator.bench.targets import HOST, Target, probe_api_versions, stop_process, wait_ready
 from coordinator.bench.wire import BenchConnection, Template
 from coordinator.embedded import EmbeddedBroker, free_port
+from coordinator.group.assignors import AssignmentMember, range_, uniform
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from protocol.errors import ErrorCode
 
@@ -257,6 +260,29 @@ async def heartbeat_rates(target: Target, members: int, partitions: int, duratio
     return new_count[0] / duration_s, classic_count[0] / duration_s
 
 
+def assignor_times(members: int, partitions: int, topics: int = 20) -> list[tuple[str, float]]:
+    """Milliseconds per assignor run: a fresh group, the same group absorbing one member
+    (sticky: from the previous target), and a heterogeneous group (member i subscribes to
+    the first 1 + i % topics topics), for uniform; a fresh group for range."""
+    ids = [uuid.UUID(int=i + 1) for i in range(topics)]
+    counts = {t: partitions // topics for t in ids}
+    same = [AssignmentMember(f"member-{i:05d}", None, frozenset(ids)) for i in range(members)]
+    mixed = [AssignmentMember(f"member-{i:05d}", None, frozenset(ids[:1 + i % topics])) for i in range(members)]
+
+    def timed(run) -> tuple[float, object]:
+        started = time.perf_counter()
+        out = run()
+        return (time.perf_counter() - started) * 1000, out
+
+    label = f"{members} members x {partitions} partitions"
+    fresh_ms, previous = timed(lambda: uniform(same, counts, {}))
+    grown = [*same, AssignmentMember("member-new", None, frozenset(ids))]
+    return [(f"uniform assignor, {label}, fresh (ms)", fresh_ms),
+            (f"uniform assignor, {label}, one member more (ms)", timed(lambda: uniform(grown, counts, previous))[0]),
+            (f"uniform assignor, {label}, heterogeneous (ms)", timed(lambda: uniform(mixed, counts, {}))[0]),
+            (f"range assignor, {label}, fresh (ms)", timed(lambda: range_(same, counts, {}))[0])]
+
+
 @contextlib.asynccontextmanager
 async def kgc_in_front_of_tansu(work_dir: Path, interval_ms: int, partitions: int):
     """Tansu with the topic, and kgc in front of it."""
@@ -280,7 +306,8 @@ async def kgc_in_front_of_tansu(work_dir: Path, interval_ms: int, partitions: in
                 await stop_process(process)
 
 
-async def run(members: int, partitions: int, interval_ms: int, duration_s: float, repeats: int) -> str:
+async def run(members: int, partitions: int, interval_ms: int, duration_s: float, repeats: int,
+              assignor_members: int, assignor_partitions: int) -> str:
     work_dir = Path(tempfile.mkdtemp(prefix="kgc-bench-protocols-"))
     rows: dict[str, list[float]] = {}
     try:
@@ -301,12 +328,14 @@ async def run(members: int, partitions: int, interval_ms: int, duration_s: float
                                     (f"heartbeats/s, {members} members flat out, KIP-848", rates[0]),
                                     (f"heartbeats/s, {members} members flat out, classic", rates[1])):
                     rows.setdefault(name, []).append(value)
+                for name, value in assignor_times(assignor_members, assignor_partitions):
+                    rows.setdefault(name, []).append(value)
                 print(f"run {r + 1}/{repeats} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     lines = [f"| figure ({members} members, {partitions} partitions, heartbeat every {interval_ms} ms) "
              f"| median | runs |", "|---|---:|---|"]
-    for name, values in rows.items():
+    for name, values in list(rows.items())[:6]:
         lines.append(f"| {name} | {statistics.median(values):,.0f} | {', '.join(f'{v:,.0f}' for v in values)} |")
     names = list(rows)
     for i in range(0, 4, 2):
@@ -314,6 +343,8 @@ async def run(members: int, partitions: int, interval_ms: int, duration_s: float
         lines.append(f"| classic / KIP-848, {names[i].split(',')[0]} | {ratio:.2f}× | |")
     ratio = statistics.median(rows[names[4]]) / statistics.median(rows[names[5]])
     lines.append(f"| KIP-848 / classic, heartbeats/s | {ratio:.2f}× | |")
+    lines += [f"| {name} | {statistics.median(rows[name]):,.1f} | {', '.join(f'{v:,.1f}' for v in rows[name])} |"
+              for name in names[6:]]
     return "\n".join(lines)
 
 
@@ -327,9 +358,13 @@ def add_protocols_parser(subparsers) -> None:
     p.add_argument("--duration-s", type=float, default=5.0,
                    help="measured window of the flat-out heartbeats (default %(default)s)")
     p.add_argument("--repeats", type=int, default=3, help="runs of every figure (default %(default)s)")
+    p.add_argument("--assignor-members", type=int, default=1000,
+                   help="members of the group the assignors are timed on (default %(default)s)")
+    p.add_argument("--assignor-partitions", type=int, default=2000,
+                   help="partitions (over 20 topics) the assignors are timed on (default %(default)s)")
 
 
 def run_protocols(args: argparse.Namespace) -> int:
     print(asyncio.run(run(args.members, args.partitions, args.heartbeat_interval_ms, args.duration_s,
-                          args.repeats)))
+                          args.repeats, args.assignor_members, args.assignor_partitions)))
     return 0

@@ -14,6 +14,8 @@ changes no state and never learns whether a group exists. The checks, per API:
 | ListGroups | DESCRIBE CLUSTER, else DESCRIBE GROUP each | groups not described are left out (no error) |
 | DeleteGroups | DELETE GROUP each | that group 30 |
 | OffsetDelete | DELETE GROUP, then READ TOPIC | top-level 30; partitions of a denied topic 29 |
+| ConsumerGroupHeartbeat | READ GROUP, then DESCRIBE each subscribed topic name | top-level 30, then 29 |
+| ConsumerGroupDescribe | DESCRIBE GROUP each | that group 30 |
 
 A request denied in part is submitted without the denied part; `finish` adds the denied
 entries (or removes what may not be seen) in the answer.
@@ -228,6 +230,25 @@ def _delete_groups(version: int, request: Any, caller: Caller) -> Guarded:
     return Guarded(request, _append("results", refused.results), denied=True)
 
 
+def _consumer_group_heartbeat(version: int, request: Any, caller: Caller) -> Guarded:
+    if not caller.group(Operation.READ, request.group_id):
+        return _refuse(ApiKey.ConsumerGroupHeartbeat, version, request)
+    if any(not caller.topic(Operation.DESCRIBE, name) for name in request.subscribed_topic_names or ()):
+        return _refuse(ApiKey.ConsumerGroupHeartbeat, version, request, TOPIC_DENIED)
+    return Guarded(request)
+
+
+def _consumer_group_describe(version: int, request: Any, caller: Caller) -> Guarded:
+    denied = [g for g in request.group_ids if not caller.group(Operation.DESCRIBE, g)]
+    if not denied:
+        return Guarded(request)
+    if len(denied) == len(request.group_ids):
+        return _refuse(ApiKey.ConsumerGroupDescribe, version, request)
+    request.group_ids = [g for g in request.group_ids if g not in denied]
+    refused = error_response(ApiKey.ConsumerGroupDescribe, version, SimpleNamespace(group_ids=denied), GROUP_DENIED)
+    return Guarded(request, _append("groups", refused.groups), denied=True)
+
+
 _GUARDS = {
     ApiKey.FindCoordinator: _find_coordinator,
     ApiKey.JoinGroup: _single_group(ApiKey.JoinGroup),
@@ -240,4 +261,6 @@ _GUARDS = {
     ApiKey.DescribeGroups: _describe_groups,
     ApiKey.ListGroups: _list_groups,
     ApiKey.DeleteGroups: _delete_groups,
+    ApiKey.ConsumerGroupHeartbeat: _consumer_group_heartbeat,
+    ApiKey.ConsumerGroupDescribe: _consumer_group_describe,
 }

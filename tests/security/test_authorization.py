@@ -233,3 +233,35 @@ async def test_join_is_allowed_to_the_owner_only(tmp_path, user, expected):
                 return s.call(join("alice-solo", "solo-1")).error_code
 
         assert await asyncio.to_thread(scenario) == expected
+
+
+async def test_kip848_groups_are_guarded_like_classic_ones(tmp_path):
+    from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+
+    def heartbeat(group: str, member: str, epoch: int = 0, topics=("alice-topic",)):
+        return ConsumerGroupHeartbeatRequest[1](
+            group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=30_000 if epoch == 0 else -1, subscribed_topic_names=list(topics) if epoch == 0 else None,
+            subscribed_topic_regex=None, server_assignor=None, topic_partitions=[] if epoch == 0 else None)
+
+    async with guarded_kgc(tmp_path) as app:
+        def scenario():
+            with login(app.port, "bob") as bob, login(app.port, "alice") as alice:
+                assert bob.call(heartbeat("bob-cg", "bob-1", topics=("bob-topic",))).error_code == ErrorCode.NONE
+                # alice can neither join bob's group, nor make bob's member leave, nor read it.
+                assert alice.call(heartbeat("bob-cg", "alice-1")).error_code == DENIED
+                assert alice.call(heartbeat("bob-cg", "bob-1", epoch=-1)).error_code == DENIED
+                described = alice.call(ConsumerGroupDescribeRequest[1](group_ids=["bob-cg", "alice-cg"],
+                                                                       include_authorized_operations=False))
+                assert {g.group_id: (g.error_code, len(g.members)) for g in described.groups} == {
+                    "bob-cg": (DENIED, 0), "alice-cg": (ErrorCode.GROUP_ID_NOT_FOUND, 0)}
+                # Her own group, but subscribed to a topic she may not describe.
+                assert alice.call(heartbeat("alice-cg", "alice-1", topics=("bob-topic",))).error_code == \
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                assert alice.call(heartbeat("alice-cg", "alice-1")).error_code == ErrorCode.NONE
+                # bob's member is still there.
+                [mine] = bob.call(ConsumerGroupDescribeRequest[1](group_ids=["bob-cg"],
+                                                                  include_authorized_operations=False)).groups
+                assert [m.member_id for m in mine.members] == ["bob-1"]
+
+        await asyncio.to_thread(scenario)
