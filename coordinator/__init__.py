@@ -4,13 +4,13 @@ Layers, top to bottom; each imports only from those below it (`lint-imports` che
 contracts in pyproject.toml; docs/ARCHITECTURE.md traces a request through them):
 
     cli                                   `kgc` and its subcommands
-    serve | demo | bench                  the processes: `kgc serve`, `kgc demo`, `kgc bench`
+    serve | demo | bench | groups_command the processes: `kgc serve`, `kgc demo`, `kgc bench`, `kgc groups`
     app | offline | embedded              wiring of the concrete classes; audit/compact/inspect
     settings                              ServerConfig and the settings schema
     service | net | gateway | http | probe   routing, sockets, forwarding, HTTP
     runtime                               one serial executor per partition: decide, replay, append
     group | metrics | periodic            the group state machines (pure)
-    records | partitioning | node         __consumer_offsets keys and values; placement
+    records | partitioning | node | consumer_lag | version   __consumer_offsets keys and values; placement; lag
     storage (package)                     the log on disk
     protocol (package)                    the Kafka wire
 """
