@@ -70,6 +70,8 @@ class LogEnds:
         return self._ends.get(tp)
 
     def end_and_error(self, tp: TopicPartition) -> tuple[int | None, str | None]:
+        if tp[0] == INTERNAL_TOPIC:
+            return None, "kgc serves __consumer_offsets itself: no lag is kept for readers of it"
         end = self._ends.get(tp)
         return (None, NOT_FETCHED) if end is None else (end.offset, end.error)
 
