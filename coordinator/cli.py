@@ -25,7 +25,7 @@ log = logging.getLogger("kgc")
 
 # The offline tools' parsers are added only when one of them (or help) is asked for, so
 # `kgc serve` does not import the offline package (nor, through it, pyarrow's users).
-OFFLINE_COMMANDS = frozenset({"inspect", "audit", "compact", "generate"})
+OFFLINE_COMMANDS = frozenset({"inspect", "audit", "compact", "generate", "repair"})
 
 OTHER_COMMANDS_LOG_LEVEL = "WARNING"
 BROKEN_PIPE_EXIT = 128 + 13   # 128 + SIGPIPE, as a shell reports a command a closed pipe killed
@@ -85,8 +85,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command is None or command in OFFLINE_COMMANDS:
         from coordinator.offline.cli import add_subcommands as add_offline_parsers
         from coordinator.offline.inspect import add_inspect_parser
+        from coordinator.offline.repair import add_repair_parser
 
         add_inspect_parser(sub)
+        add_repair_parser(sub)
         add_offline_parsers(sub)
     add_bench_parser(sub)
     _describe_from_help(parser)

@@ -8,8 +8,10 @@ One pass over a partition (`SegmentCleaner.clean`, run in a worker thread):
 3. Rewrite them oldest first, so a tombstone never goes before the older records it
    deletes. A batch that keeps every record is copied byte for byte; one that loses
    some is re-encoded with its offsets kept; one that loses all is dropped.
-4. Swap each changed segment: write `<segment>.cleaned`, fsync it, rename it over the
-   segment, fsync the directory. A segment left with no batches is unlinked instead.
+4. Swap each changed segment: write `<segment>.cleaned`, fsync it, record both the old
+   and the new state in the manifest, rename it over the segment, fsync the directory,
+   record only the new state. A segment left with no batches is unlinked instead (the
+   manifest accepts it absent first, then forgets it).
 
 Crash safety: before the rename the original is intact and open removes the stray
 `.cleaned`; after it the new file is complete and fsynced. Either way the log loads
@@ -25,6 +27,7 @@ from dataclasses import astuple, dataclass
 from storage.api import CorruptLogError, StoredBatch
 from storage.compaction import compact_batch, latest_offsets
 from storage.format import BatchReader, decode_batch, encode_stored_batch
+from storage.manifest import SegmentState, checksum
 from storage.partition_log import PartitionLog
 from storage.segment import CLEANED_SUFFIX, Segment
 
@@ -105,16 +108,26 @@ class SegmentCleaner:
         if cleaned.exists():
             io.unlink(cleaned)
         io.write_file(cleaned, output)
+        manifest = self._log.manifest
+        old = manifest.state(segment.base_offset)
+        new = SegmentState(len(output), BatchReader(output).scan().next_offset - 1, checksum(output))
         with self._log.lock:
+            manifest.record(segment.base_offset, old, new)
             io.replace(cleaned, segment.path)
             segment.size = len(output)
         io.fsync_dir(self._log.directory)
+        with self._log.lock:
+            manifest.record(segment.base_offset, new)
 
     def _remove(self, segment: Segment) -> None:
+        manifest = self._log.manifest
         with self._log.lock:
+            manifest.record(segment.base_offset, manifest.state(segment.base_offset), None)
             self._log.segments.remove(segment)
             self._log.io.unlink(segment.path)
         self._log.io.fsync_dir(self._log.directory)
+        with self._log.lock:
+            manifest.forget(segment.base_offset)
 
 
 def _add(a: CleanReport, b: CleanReport) -> CleanReport:

@@ -139,6 +139,19 @@ class FileLogStore:
             log.info("partition %d recovered at offset %d", partition, self._logs[partition].next_offset)
             return self._logs[partition].next_offset
 
+    async def verify(self, partition: int) -> StorageError | None:
+        """Check the partition's closed segments against its manifest (damage while
+        running: a segment unlinked, truncated or changed). Damage refuses the partition
+        from now on, as if open had found it; returns it (or the refusal it already had)."""
+        async with self._exclusive[partition]:
+            if self.partition_error(partition) is not None:
+                return self.partition_error(partition)
+            damage = await asyncio.to_thread(self._logs[partition].verify)
+            if damage is not None:
+                self._open_errors[partition] = damage
+                log.error("partition %d refused: %s", partition, damage)
+            return damage
+
     async def clean(self, partition: int) -> CleanReport:
         """Compact the closed segments of a partition once (the caller schedules it)."""
         async with self._exclusive[partition]:

@@ -15,6 +15,13 @@ Recovery (`open`), after ZODB's `read_index`/`_truncate`:
   else refuses the partition with a `CorruptLogError` naming the file and byte
   position: never guess.
 
+Closed segments are also checked against `segments.manifest` (`storage.manifest`):
+what each must be (length, last offset, CRC-32) was recorded when it closed, so a closed
+segment truncated at a batch boundary, emptied, deleted, or changed refuses the
+partition with a `CorruptLogError` naming the file, the byte position and the offsets
+lost; `verify` repeats the check on a running log. `accept_loss` (kgc repair) is the
+explicit way back: it keeps what is on disk and records it as the new truth.
+
 Durability marks. `durable_segment`/`durable_size`/`durable_next_offset` say how far
 the log is known good: what the last completed group commit covered. Reads stop there,
 the cleaner stays behind it, and `truncate_to_durable` (after a failed write) cuts the
@@ -43,6 +50,14 @@ from storage.format import (
     decode_batch,
     find_sound_batch,
     record_fields,
+)
+from storage.manifest import (
+    MANIFEST_NAME,
+    MANIFEST_NEW_SUFFIX,
+    Manifest,
+    SegmentState,
+    checksum,
+    file_checksum,
 )
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -78,30 +93,46 @@ class PartitionLog:
         self.durable_size = 0
         self.durable_next_offset = 0
         self._fd: int | None = None          # the active segment, opened for append
+        self.manifest = Manifest(directory, io)
 
     # -- open and recover ---------------------------------------------------------------
 
     def open(self) -> None:
         self.close()
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._remove_leftovers()
+        swapped = self._remove_leftovers()
         bases = sorted(b for b in map(parse_segment_name, os.listdir(self.directory)) if b is not None)
         if not bases:
             self._create_segment(0)
             bases = [0]
         segments = [Segment(self.directory / segment_name(b), b, 0) for b in bases]
+        # A finished Kafka swap rewrote segments the manifest knew: record them anew.
+        manifest = Manifest(self.directory, self.io) if swapped else Manifest(self.directory, self.io).load()
+        _check_present(manifest, self.directory, bases)
         next_offset = 0
+        states: dict[int, SegmentState] = {}
         for segment in segments[:-1]:
-            next_offset = self._scan_closed(segment, next_offset)
+            first_offset = next_offset
+            next_offset, states[segment.base_offset] = self._scan_closed(segment, next_offset)
+            _check_closed(manifest, segment, states[segment.base_offset], first_offset)
         active = segments[-1]
+        if active.base_offset in manifest.closed:
+            # Recorded closed, but no later segment exists: a failed roll, cut back. It is
+            # checked like a closed one before it takes appends again.
+            first_offset = next_offset
+            next_offset, state = self._scan_closed(active, next_offset)
+            _check_closed(manifest, active, state, first_offset)
         next_offset = max(self._scan_active(active, next_offset), active.base_offset)
+        self._record_manifest(manifest, states, active.base_offset)
         with self.lock:
             self.segments = segments
         self._fd = self.io.open_append(active.path)
         self.next_offset = next_offset
         self.mark_durable(active, active.size, next_offset)
 
-    def _remove_leftovers(self) -> None:
+    def _remove_leftovers(self) -> bool:
+        """Whether a `.swap` was finished."""
+        swapped = False
         for name in sorted(os.listdir(self.directory)):
             path = self.directory / name
             if name.endswith(LOG_SUFFIX + CLEANED_SUFFIX):
@@ -110,7 +141,12 @@ class PartitionLog:
                 self.io.unlink(path)
             elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 self._finish_swap(path)
+                swapped = True
+            elif name == MANIFEST_NAME + MANIFEST_NEW_SUFFIX:
+                # A manifest save that did not reach its rename: the old one is whole.
+                self.io.unlink(path)
         self.io.fsync_dir(self.directory)
+        return swapped
 
     def _finish_swap(self, swap: Path) -> None:
         """A `.swap` is a complete, fsynced replacement for the segments its offsets
@@ -132,7 +168,7 @@ class PartitionLog:
                 self.io.unlink(self.directory / name)
         self.io.replace(swap, target)
 
-    def _scan_closed(self, segment: Segment, min_offset: int) -> int:
+    def _scan_closed(self, segment: Segment, min_offset: int) -> tuple[int, SegmentState]:
         with _mapped(segment.path) as buf:
             reader = BatchReader(buf, 0, max(min_offset, segment.base_offset)).scan()
             if reader.stop is not None:
@@ -140,7 +176,83 @@ class PartitionLog:
                 raise CorruptLogError(str(segment.path), stop.position,
                                       f"closed segment: {stop.reason.value} ({stop.detail})")
             segment.size = reader.end
-            return reader.next_offset
+            return reader.next_offset, SegmentState(reader.end, reader.next_offset - 1, checksum(buf[:reader.end]))
+
+    def _record_manifest(self, manifest: Manifest, states: dict[int, SegmentState], active_base: int) -> None:
+        """What open found is now what the manifest says (each state it accepted)."""
+        closed = {base: (state,) for base, state in states.items()}
+        if not manifest.exists:
+            log.info("%s: recording %d closed segments in a new manifest", self.directory.name, len(closed))
+        if not manifest.exists or closed != manifest.closed or manifest.active_base != active_base:
+            manifest.closed, manifest.active_base = closed, active_base
+            manifest.save()
+        self.manifest = manifest
+
+    def check(self) -> CorruptLogError | None:
+        """Open's checks of the closed segments against the manifest, read-only (kgc
+        inspect runs this on a live or copied data dir): the damage, or None."""
+        bases = sorted(b for b in map(parse_segment_name, os.listdir(self.directory)) if b is not None)
+        manifest = Manifest(self.directory, self.io).load()
+        try:
+            _check_present(manifest, self.directory, bases)
+            next_offset = 0
+            for base in bases[:-1]:
+                segment = Segment(self.directory / segment_name(base), base, 0)
+                first_offset = next_offset
+                next_offset, state = self._scan_closed(segment, next_offset)
+                _check_closed(manifest, segment, state, first_offset)
+        except CorruptLogError as e:
+            return e
+        return None
+
+    def accept_loss(self) -> list[str]:
+        """Make what is on disk the partition's truth again (kgc repair --accept-loss),
+        with kgc stopped: a closed segment that does not scan whole is cut at its first
+        bad batch (the cut bytes saved as `.torn-N` evidence), and the manifest is
+        recorded anew. Returns what was accepted, for the operator."""
+        accepted = []
+        damage = self.check()
+        if damage is not None:
+            accepted.append(f"accepted: {damage}")
+        bases = sorted(b for b in map(parse_segment_name, os.listdir(self.directory)) if b is not None)
+        next_offset = 0
+        for base in bases[:-1]:
+            segment = Segment(self.directory / segment_name(base), base, 0)
+            with _mapped(segment.path) as buf:
+                reader = BatchReader(buf, 0, max(next_offset, base)).scan()
+                stop, tail = reader.stop, bytes(buf[reader.end:])
+            if stop is not None:
+                segment.size = reader.end
+                self._save_torn_tail(segment, tail, stop)
+                accepted.append(f"cut {segment.path} at byte {reader.end} ({len(tail)} bytes saved): {stop}")
+            next_offset = max(reader.next_offset, next_offset)
+        manifest = Manifest(self.directory, self.io)
+        manifest.save()     # empty: the next open records what is on disk
+        self.manifest = manifest
+        return accepted
+
+    def verify(self) -> CorruptLogError | None:
+        """Check every closed segment of a running log against the manifest (the cleaner
+        schedule calls this between passes): the damage found, or None."""
+        with self.lock:
+            closed = list(self.segments[:-1])
+            expected = {s.base_offset: self.manifest.state(s.base_offset) for s in closed}
+        try:
+            _check_present(self.manifest, self.directory,
+                           sorted(b for b in map(parse_segment_name, os.listdir(self.directory)) if b is not None))
+            for segment in closed:
+                state = expected[segment.base_offset]
+                if state is None:
+                    continue    # being swapped by the cleaner this very moment
+                size = os.stat(segment.path).st_size
+                if size != state.size or file_checksum(segment.path, size) != state.crc32:
+                    first_offset, found = self._scan_closed(Segment(segment.path, segment.base_offset, 0), 0)
+                    _check_closed(self.manifest, segment, found, segment.base_offset)
+        except CorruptLogError as e:
+            return e
+        except FileNotFoundError as e:
+            return CorruptLogError(str(e.filename), 0, "closed segment missing while running")
+        return None
 
     def _scan_active(self, segment: Segment, min_offset: int) -> int:
         with _mapped(segment.path) as buf:
@@ -214,7 +326,10 @@ class PartitionLog:
         self.io.fsync(self._fd)
         os.close(self._fd)
         self._fd = None
+        closed = self.segments[-1]
+        state = SegmentState(closed.size, base_offset - 1, file_checksum(closed.path, closed.size))
         segment = self._create_segment(base_offset)
+        self.manifest.rolled(closed.base_offset, state, base_offset)
         self._fd = self.io.open_append(segment.path)
         with self.lock:
             self.segments.append(segment)
@@ -262,6 +377,7 @@ class PartitionLog:
         finally:
             os.close(fd)
         self.io.fsync_dir(self.directory)
+        self.manifest.reopened(durable.base_offset)
         durable.size = self.durable_size
         self._fd = self.io.open_append(durable.path)
         self.next_offset = self.durable_next_offset
@@ -385,3 +501,42 @@ class _mapped:
     def __exit__(self, *exc) -> None:
         if self._map is not None:
             self._map.close()
+
+
+def _check_present(manifest: Manifest, directory: Path, bases: list[int]) -> None:
+    """Every closed segment the manifest records, and the active one, is on disk."""
+    present = set(bases)
+    for base, states in sorted(manifest.closed.items()):
+        if base not in present and None not in states:
+            last = max(s.last_offset for s in states if s is not None)
+            raise CorruptLogError(str(directory / segment_name(base)), 0,
+                                  f"closed segment missing: offsets {base}-{last} lost")
+    active = manifest.active_base
+    if manifest.exists and active is not None and (not bases or max(bases) < active):
+        raise CorruptLogError(str(directory / segment_name(active)), 0,
+                              f"active segment missing: offsets from {active} lost")
+
+
+def _check_closed(manifest: Manifest, segment: Segment, found: SegmentState, first_offset: int) -> None:
+    """A scanned closed segment is in a state its manifest entry accepts."""
+    if not manifest.exists:
+        return
+    states = manifest.closed.get(segment.base_offset)
+    if states is None:
+        if segment.base_offset == manifest.active_base:
+            return      # a roll stopped before recording it; it was fsynced before the roll
+        raise CorruptLogError(str(segment.path), 0, "closed segment not in the manifest")
+    if found in states:
+        return
+    recorded = next((s for s in states if s is not None), None)
+    if recorded is None:
+        return
+    lost_from = max(found.last_offset + 1, first_offset, segment.base_offset)
+    if found.size < recorded.size:
+        what = "emptied" if found.size == 0 else f"truncated from {recorded.size} to {found.size} bytes"
+        raise CorruptLogError(str(segment.path), found.size,
+                              f"closed segment {what}: offsets {lost_from}-{recorded.last_offset} lost")
+    raise CorruptLogError(str(segment.path), 0,
+                          f"closed segment changed since it closed ({found.size} bytes, CRC-32 {found.crc32:08x}; "
+                          f"recorded {recorded.size} bytes, CRC-32 {recorded.crc32:08x}): offsets "
+                          f"{segment.base_offset}-{recorded.last_offset} in doubt")

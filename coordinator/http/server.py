@@ -65,6 +65,13 @@ def readiness(kgc: Any) -> Readiness:
         if not runtime.all_loaded:
             waiting = {state: n for state, n in partitions.items() if state != PartitionState.ACTIVE.value}
             reasons.append("partitions not active: " + ", ".join(f"{n} {state}" for state, n in waiting.items()))
+            # A partition the store refuses (damage at open or found while running) is
+            # named with the file, byte and offsets its error names.
+            errors = getattr(kgc.store, "partition_error", None)
+            for p in range(runtime.num_partitions):
+                error = errors(p) if errors is not None else None
+                if error is not None and runtime.partition_state(p) is PartitionState.FAILED:
+                    reasons.append(f"partition {p}: {error}")
     upstream = None
     if kgc.cluster is not None:
         upstream = kgc.cluster.status

@@ -44,8 +44,8 @@ from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord
 from storage.file_store import TOPIC
 from storage.format import BatchDecodeError, BatchReader, ScanStop, decode_batch, find_sound_batch
-from storage.partition_log import TORN_WRITE_REASONS
-from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, TORN_SUFFIX, parse_segment_name
+from storage.partition_log import TORN_WRITE_REASONS, PartitionLog
+from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, TORN_SUFFIX, SegmentIO, parse_segment_name
 
 DEFAULT_NUM_PARTITIONS = 50
 
@@ -110,6 +110,8 @@ class InspectedPartition:
     partition: int
     segments: list[InspectedSegment] = field(default_factory=list)
     extra_files: list[ExtraFile] = field(default_factory=list)
+    # Closed segments against what their manifest recorded when they closed (None: sound).
+    integrity: str | None = None
 
     @property
     def end_offset(self) -> int:
@@ -138,7 +140,8 @@ class Inspection:
 
     @property
     def corrupt(self) -> bool:
-        return any((s.damage is not None and not s.damage.torn_tail)
+        return any(p.integrity is not None for p in self.partitions) or any(
+                   (s.damage is not None and not s.damage.torn_tail)
                    or any(r.error is not None for b in s.batches for r in b.records)
                    for p in self.partitions for s in p.segments)
 
@@ -219,6 +222,8 @@ def inspect_partition(directory: Path, partition: int) -> InspectedPartition:
     names = sorted(os.listdir(directory))
     bases = sorted(b for b in map(parse_segment_name, names) if b is not None)
     result = InspectedPartition(partition)
+    damage = PartitionLog(directory, 1, SegmentIO()).check()
+    result.integrity = None if damage is None else str(damage)
     next_offset = 0
     for i, base in enumerate(bases):
         path = directory / f"{base:020d}.log"
@@ -417,6 +422,7 @@ def to_json(inspection: Inspection, *, group: str | None = None, state_only: boo
                 "tail_bytes": s.damage.tail_bytes}
             segments.append(seg)
         partitions.append({"partition": part.partition, "end_offset": part.end_offset, "segments": segments,
+                           "integrity": part.integrity,
                            "extra_files": [{"name": f.name, "size_bytes": f.size_bytes, "kind": f.kind,
                                             "scan": f.scan} for f in part.extra_files]})
     groups = {name: {
@@ -474,9 +480,13 @@ def render_text(inspection: Inspection, *, group: str | None = None, state_only:
     out = [f"data dir {inspection.data_dir}: {len(inspection.partitions)} partition directories"]
     for part in inspection.partitions:
         count = sum(len(s.batches) for s in part.segments)
-        if not count and not part.extra_files and all(s.damage is None for s in part.segments):
+        if (not count and not part.extra_files and part.integrity is None
+                and all(s.damage is None for s in part.segments)):
             continue
         out.append(f"{TOPIC}-{part.partition}: end offset {part.end_offset}")
+        if part.integrity is not None:
+            out.append(f"  DAMAGED: kgc refuses this partition until `kgc repair --accept-loss "
+                       f"{part.partition}`: {part.integrity}")
         for s in part.segments:
             records_ = sum(len(b.records) for b in s.batches)
             role = "active" if s.active else "closed"

@@ -1,5 +1,9 @@
 """Runs the online cleaner: every `interval_ms`, one pass over the partitions.
 
+Before cleaning a partition the pass checks its closed segments against their manifest
+(`store.verify`); damage fails the partition in the runtime (`fail_partition`), which
+then stays FAILED, naming the damage, until `kgc repair` accepts the loss.
+
 A pass calls `store.clean(p)` for each partition, one at a time (Kafka runs one cleaner
 thread too), skipping every partition the runtime does not report ACTIVE: a partition
 that is loading may be in the middle of recovery, whose truncation must not race a
@@ -39,9 +43,14 @@ class CleanableStore(Protocol):
         """Compact the partition's closed segments once; returns a report (FileLogStore's
         `CleanReport`), which the schedule passes on after counting its bytes removed."""
 
+    async def verify(self, partition: int) -> StorageError | None:
+        """Check the closed segments against the manifest; the damage found, or None."""
+
 
 class PartitionStates(Protocol):
     def partition_state(self, partition: int) -> PartitionState: ...
+
+    def fail_partition(self, partition: int, exc: BaseException) -> None: ...
 
 
 class CleanerSchedule:
@@ -74,6 +83,12 @@ class CleanerSchedule:
             state = self._runtime.partition_state(partition)
             if state is not PartitionState.ACTIVE:
                 log.debug("partition %d not cleaned: it is %s", partition, state.value)
+                continue
+            damage = await self._store.verify(partition)
+            if damage is not None:
+                # Closed segments changed under a running log: the partition stops serving
+                # now, and its reload refuses it with the same damage until it is repaired.
+                self._runtime.fail_partition(partition, damage)
                 continue
             try:
                 reports[partition] = await self._store.clean(partition)

@@ -514,6 +514,10 @@ class PartitionRuntime:
         log.debug("partition %d loaded %d records (%d skipped) in %.1f ms, end offset %d",
                   self.partition, summary.records, summary.skipped, elapsed_ms, summary.end_offset)
 
+    def fail(self, exc: BaseException) -> None:
+        """From outside the write path (the store found damage): as a failed append."""
+        self._fail(exc)
+
     def _fail(self, exc: BaseException) -> None:
         if self.state is not PartitionState.ACTIVE:
             return

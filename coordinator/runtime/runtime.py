@@ -86,6 +86,10 @@ class CoordinatorRuntime:
     def partition_state(self, partition: int) -> PartitionState:
         return self._partitions[partition].state
 
+    def fail_partition(self, partition: int, exc: BaseException) -> None:
+        """Stop serving a partition whose store found damage; it reloads (and is refused)."""
+        self._partitions[partition].fail(exc)
+
     @property
     def all_loaded(self) -> bool:
         return all(p.state is PartitionState.ACTIVE for p in self._partitions)

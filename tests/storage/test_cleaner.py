@@ -11,6 +11,7 @@ import pytest
 from storage.api import LogRecord
 from storage.file_store import FileLogStore, partition_dir
 from storage.format import encode_batch
+from storage.manifest import MANIFEST_NAME
 from storage.segment import segment_name
 from tests.storage.seams import FailingIO
 
@@ -152,7 +153,7 @@ async def test_a_crash_at_any_step_of_a_swap_loads_the_same_state(tmp_path, op):
     try:
         assert reopened.partition_error(0) is None
         assert replay(reopened) == before
-        assert not [n for n in os.listdir(partition_dir(tmp_path, 0)) if not n.endswith(".log")]
+        assert not [n for n in os.listdir(partition_dir(tmp_path, 0)) if not n.endswith(".log") and n != MANIFEST_NAME]
         await reopened.clean(0)
         assert replay(reopened) == before
     finally:

@@ -14,6 +14,7 @@ import pytest
 from storage.api import LogRecord, StorageError
 from storage.file_store import FileLogStore, partition_dir
 from storage.format import encode_batch
+from storage.manifest import MANIFEST_NAME
 from storage.segment import segment_name
 from tests.storage.seams import FailingIO
 
@@ -64,7 +65,7 @@ async def test_a_failed_roll_drops_the_segment_it_created(tmp_path):
             await store.append(0, one(2), 2).durable
         assert (partition_dir(tmp_path, 0) / segment_name(2)).exists()
         assert await store.recover(0) == 2
-        assert sorted(os.listdir(partition_dir(tmp_path, 0))) == [segment_name(0)]
+        assert sorted(os.listdir(partition_dir(tmp_path, 0))) == [segment_name(0), MANIFEST_NAME]
         assert await keys(store) == [b"k0", b"k1"]
         assert await store.append(0, one(2), 2).durable == 2
     finally:
