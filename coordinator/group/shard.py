@@ -84,6 +84,7 @@ class GroupShard:
 
     def join_group(self, ctx: RequestContext, request: JoinGroupRequest, handle: ReplyHandle) -> Result:
         """JoinGroup; `response` is None when parked (answered later by a `Reply` to `handle`)."""
+        record_limits.check_join(ctx.client_id, request)
         consumer_group = self.consumer_groups.get(request.group_id)
         if consumer_group is None:
             return join_group(self.membership, ctx, request, handle)
