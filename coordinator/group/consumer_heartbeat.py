@@ -427,9 +427,15 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------ offsets
 
-    @staticmethod
-    def validate_offset_commit(group: ConsumerGroup, member_id: str, epoch: int, version: int) -> ErrorCode:
-        """Kafka's `ConsumerGroup.validateOffsetCommit` (member epochs instead of generations)."""
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int, version: int,
+                               committed: Iterable[tuple[str, Iterable[int]]]) -> ErrorCode:
+        """Kafka's `ConsumerGroup.validateOffsetCommit` (member epochs instead of generations),
+        with a part of KIP-1251 (Kafka 4.3): a commit at the member's previous epoch is
+        accepted when the member still holds every partition it commits. A commit sent just
+        before the answer that moved the member on is then not refused with
+        STALE_MEMBER_EPOCH; it cannot overwrite another member's commit, since nobody else
+        has held those partitions since that epoch (a partition changes owner only after
+        its owner let it go)."""
         if epoch < 0 and group.is_empty():
             return ErrorCode.NONE   # admin tools and assign() consumers
         member = group.members.get(member_id)
@@ -437,9 +443,23 @@ class ConsumerGroups:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return ErrorCode.NONE
+        if epoch == member.member_epoch:
+            return ErrorCode.NONE
+        if epoch == member.previous_member_epoch > 0 and self._holds(member, committed):
+            return ErrorCode.NONE
+        return ErrorCode.STALE_MEMBER_EPOCH
+
+    def _holds(self, member: ConsumerGroupMember, committed: Iterable[tuple[str, Iterable[int]]]) -> bool:
+        image = self.topics()
+        for name, partitions in committed:
+            topic = image.by_name.get(name)
+            if topic is None:
+                return False
+            held = member.assigned.get(topic.topic_id, frozenset()) | member.pending_revocation.get(
+                topic.topic_id, frozenset())
+            if not set(partitions) <= held:
+                return False
+        return True
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, epoch: int) -> ErrorCode:

@@ -15,7 +15,8 @@ Commit validation (Kafka's `ClassicGroup.validateOffsetCommit`):
 - CompletingRebalance → REBALANCE_IN_PROGRESS;
 - absent group with generation ≥ 0 → ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND from v9;
 - a KIP-848 consumer group checks member epochs instead (`ConsumerGroups.validate_offset_commit`:
-  STALE_MEMBER_EPOCH, and UNSUPPORTED_VERSION for a commit below v9 from one of its members).
+  STALE_MEMBER_EPOCH, the previous epoch accepted for partitions the member still holds,
+  and UNSUPPORTED_VERSION for a commit below v9 from one of its members).
 OffsetCommit v0 carries neither generation nor member id: it is checked as generation -1
 with no member (Kafka kept v0 commits apart, in ZooKeeper; kgc has one store).
 
@@ -81,10 +82,11 @@ def utf16_length(s: str) -> int:
 class OffsetManager:
     """Committed offsets of one partition's groups (Kafka's OffsetMetadataManager)."""
 
-    def __init__(self, groups: dict[str, ClassicGroup], consumer_groups: dict[str, ConsumerGroup],
+    def __init__(self, groups: dict[str, ClassicGroup], consumer: ConsumerGroups,
                  membership: Membership, config: GroupConfig, clock: Callable[[], int]):
         self.groups = groups
-        self.consumer_groups = consumer_groups
+        self.consumer = consumer
+        self.consumer_groups = consumer.groups
         self.membership = membership
         self.config = config
         self.clock = clock
@@ -129,7 +131,9 @@ class OffsetManager:
         group = self.groups.get(group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
-            error = ConsumerGroups.validate_offset_commit(consumer_group, member_id, generation, version)
+            error = self.consumer.validate_offset_commit(
+                consumer_group, member_id, generation, version,
+                ((_topic_name(version, t), (p.partition_index for p in t.partitions)) for t in request.topics))
         elif group is None:
             if generation < 0:
                 error = ErrorCode.NONE

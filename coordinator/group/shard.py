@@ -78,7 +78,7 @@ class GroupShard:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.membership = Membership(self.groups, config, timer, clock, new_member_id)
         self.consumer = ConsumerGroups(self.consumer_groups, config, timer, clock, new_member_id, topics)
-        self.offsets = OffsetManager(self.groups, self.consumer_groups, self.membership, config, clock)
+        self.offsets = OffsetManager(self.groups, self.consumer, self.membership, config, clock)
 
     # ------------------------------------------------------------ single-group APIs
 

@@ -314,6 +314,24 @@ def test_commits_check_member_epochs(ctx):
     assert ctx.shard.fetch_offsets(ctx.rctx(9), "g", None, False, ("a", 1)).error == E.NONE
 
 
+def test_a_commit_at_the_previous_epoch_is_accepted_for_partitions_still_held(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.consumer_heartbeat(member_id="b")
+    kept = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}}).assignment["t"]
+    assert ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": kept}).epoch == 2
+    given_up = ({0, 1, 2, 3} - kept).pop()
+
+    def commit(epoch: int, partition: int) -> int:
+        response = ctx.commit(version=9, member_id="a", generation_id=epoch, offsets=(("t", partition, 10, None),))
+        return response.response.topics[0].partitions[0].error_code
+
+    # Sent at epoch 1 before a heard of epoch 2: a still holds the partition, nobody else had it.
+    assert commit(1, min(kept)) == E.NONE
+    # A partition a gave up, or an epoch older than the previous one, stays refused.
+    assert commit(1, given_up) == E.STALE_MEMBER_EPOCH
+    assert commit(0, min(kept)) == E.STALE_MEMBER_EPOCH
+
+
 def test_consumer_groups_are_listed_by_type_and_unknown_to_describe_groups(ctx):
     ctx.consumer_heartbeat(member_id="a")
     listed = ctx.shard.list_groups(set(), {"consumer"})
