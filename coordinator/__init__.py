@@ -8,6 +8,7 @@ contracts in pyproject.toml; docs/ARCHITECTURE.md traces a request through them)
     app | offline | embedded              wiring of the concrete classes; audit/compact/inspect
     settings                              ServerConfig and the settings schema
     service | net | gateway | http | probe   routing, sockets, forwarding, HTTP
+    security                              credentials, TLS contexts, principals, ACLs
     runtime                               one serial executor per partition: decide, replay, append
     group | metrics | periodic            the group state machines (pure)
     records | partitioning | node | consumer_lag | version   __consumer_offsets keys and values; placement; lag

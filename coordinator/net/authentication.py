@@ -102,6 +102,17 @@ class SaslSession:
     # ---- SaslHandshake ----------------------------------------------------------------
 
     def handshake(self, header, payload: bytes, request) -> Answer:
+        refused = self._refuse_handshake(request)
+        if refused is not None:
+            return refused
+        self.state = AuthState.HANDSHAKEN
+        self.mechanism = request.mechanism
+        self._scram = None
+        return handshake_response(request.version, ErrorCode.NONE, list(self._settings.mechanisms)), False
+
+    def _refuse_handshake(self, request) -> Answer | None:
+        """The answer to a SaslHandshake that may not start an exchange, else None (and a
+        handshake on an authenticated connection starts a re-authentication)."""
         version, wanted = request.version, request.mechanism
         enabled = list(self._settings.mechanisms)
         if self.state is AuthState.AUTHENTICATED:
@@ -109,17 +120,14 @@ class SaslSession:
                 return illegal_state(ApiKey.SaslHandshake, version), False
             if wanted != self.mechanism:
                 log.info("closing connection from %s: re-authentication changed mechanism", self._peer)
-                return _handshake(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
+                return handshake_response(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
             self._reauthenticating = True
         elif self.state is not AuthState.START:
             return illegal_state(ApiKey.SaslHandshake, version), True
         elif wanted not in enabled:
             metrics.sasl_attempt(wanted, "unsupported_mechanism")
-            return _handshake(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
-        self.state = AuthState.HANDSHAKEN
-        self.mechanism = wanted
-        self._scram = None
-        return _handshake(version, ErrorCode.NONE, enabled), False
+            return handshake_response(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
+        return None
 
     # ---- SaslAuthenticate -------------------------------------------------------------
 
@@ -164,7 +172,7 @@ class SaslSession:
                 mechanism = self.mechanism
                 self._scram = ScramMechanism(mechanism).make_server(self._scram_credentials)
                 self._scram.set_client_first(message)
-                return _authenticate(version, ErrorCode.NONE, None, self._scram.get_server_first().encode()), False
+                return authenticate_response(version, ErrorCode.NONE, None, self._scram.get_server_first().encode()), False
             self._scram.set_client_final(message)
             server_final = self._scram.get_server_final().encode()
         except (ScramException, UnicodeDecodeError, ValueError, KeyError) as exc:
@@ -188,7 +196,7 @@ class SaslSession:
             metrics.sasl_attempt(self.mechanism, "failure")
             log.info("closing connection from %s: re-authentication as %s, was %s", self._peer,
                      principal, self.principal)
-            return _authenticate(version, ErrorCode.SASL_AUTHENTICATION_FAILED,
+            return authenticate_response(version, ErrorCode.SASL_AUTHENTICATION_FAILED,
                                  "Cannot change principals during re-authentication", b""), True
         lifetime = self._settings.max_reauth_ms
         self.state = AuthState.AUTHENTICATED
@@ -198,7 +206,7 @@ class SaslSession:
         metrics.sasl_attempt(self.mechanism, "reauthenticated" if self._reauthenticating else "success")
         log.debug("%s authenticated as %s with %s", self._peer, principal, self.mechanism)
         self._reauthenticating = False
-        return _authenticate(version, ErrorCode.NONE, None, server_bytes, lifetime), False
+        return authenticate_response(version, ErrorCode.NONE, None, server_bytes, lifetime), False
 
     def _fail(self, version: int, answer: asyncio.Future, why: str) -> None:
         mechanism = self.mechanism
@@ -207,10 +215,7 @@ class SaslSession:
         self._scram = None
         metrics.sasl_attempt(mechanism, "failure")
         log.info("authentication failed from %s with %s: %s", self._peer, mechanism, why)
-        response = _authenticate(
-            version, ErrorCode.SASL_AUTHENTICATION_FAILED,
-            f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}",
-            b"")
+        response = failed_response(version, mechanism)
         loop = asyncio.get_running_loop()
         loop.call_later(self._settings.failure_delay_ms / 1000, _settle, answer, (response, True))
 
@@ -220,11 +225,18 @@ def _settle(answer: asyncio.Future, result: Answer) -> None:
         answer.set_result(result)
 
 
-def _handshake(version: int, code: int, mechanisms: list[str]) -> ApiMessage:
+def failed_response(version: int, mechanism: str | None) -> ApiMessage:
+    """Kafka's answer to failed credentials: one message whether or not the user exists."""
+    return authenticate_response(version, ErrorCode.SASL_AUTHENTICATION_FAILED,
+                         "Authentication failed during authentication due to invalid credentials with SASL "
+                         f"mechanism {mechanism}", b"")
+
+
+def handshake_response(version: int, code: int, mechanisms: list[str]) -> ApiMessage:
     return response_class(ApiKey.SaslHandshake)(version=version, error_code=code, mechanisms=mechanisms)
 
 
-def _authenticate(version: int, code: int, message: str | None, auth_bytes: bytes, lifetime_ms: int = 0) -> ApiMessage:
+def authenticate_response(version: int, code: int, message: str | None, auth_bytes: bytes, lifetime_ms: int = 0) -> ApiMessage:
     return response_class(ApiKey.SaslAuthenticate)(version=version, error_code=code, error_message=message,
                                                    auth_bytes=auth_bytes, session_lifetime_ms=lifetime_ms)
 

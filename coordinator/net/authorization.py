@@ -96,14 +96,23 @@ def _find_coordinator(version: int, request: Any, caller: Caller) -> Guarded:
         if caller.group(Operation.DESCRIBE, request.key):
             return Guarded(request)
         return _refuse(ApiKey.FindCoordinator, version, request)
-    denied = [key for key in request.coordinator_keys if not caller.group(Operation.DESCRIBE, key)]
+    return _per_group(ApiKey.FindCoordinator, version, request, caller, Operation.DESCRIBE,
+                      "coordinator_keys", "coordinators")
+
+
+def _per_group(api_key: int, version: int, request: Any, caller: Caller, op: Operation, asked: str,
+               answered: str) -> Guarded:
+    """A batch of group names (`request.<asked>`): the denied ones are taken out of the
+    request and answered GROUP_AUTHORIZATION_FAILED in `response.<answered>`."""
+    names = getattr(request, asked)
+    denied = [name for name in names if not caller.group(op, name)]
     if not denied:
         return Guarded(request)
-    if len(denied) == len(request.coordinator_keys):
-        return _refuse(ApiKey.FindCoordinator, version, request)
-    request.coordinator_keys = [key for key in request.coordinator_keys if key not in denied]
-    refused = error_response(ApiKey.FindCoordinator, version, SimpleNamespace(coordinator_keys=denied), GROUP_DENIED)
-    return Guarded(request, _append("coordinators", refused.coordinators), denied=True)
+    if len(denied) == len(names):
+        return _refuse(api_key, version, request)
+    setattr(request, asked, [name for name in names if name not in denied])
+    refused = error_response(api_key, version, SimpleNamespace(**{asked: denied}), GROUP_DENIED)
+    return Guarded(request, _append(answered, getattr(refused, answered)), denied=True)
 
 
 def _append(attribute: str, entries: list) -> Callable[[Any], Any]:
@@ -191,22 +200,19 @@ def _fetched_denied(version: int, topic_cls: Any, partition_cls: Any, topic: Any
 
 
 def _describe_groups(version: int, request: Any, caller: Caller) -> Guarded:
-    denied = [g for g in request.groups if not caller.group(Operation.DESCRIBE, g)]
-    include_ops = version >= 3 and request.include_authorized_operations
-    if len(denied) == len(request.groups):
-        return _refuse(ApiKey.DescribeGroups, version, request)
-    request.groups = [g for g in request.groups if g not in denied]
-    refused = error_response(ApiKey.DescribeGroups, version, SimpleNamespace(groups=denied), GROUP_DENIED).groups
+    guarded = _per_group(ApiKey.DescribeGroups, version, request, caller, Operation.DESCRIBE, "groups", "groups")
+    if guarded.refusal is not None or not (version >= 3 and request.include_authorized_operations):
+        return guarded
+    merge = guarded.finish
 
     def finish(response: Any) -> Any:
-        if include_ops:
-            for group in response.groups:
-                if group.error_code == ErrorCode.NONE:
-                    group.authorized_operations = caller.acls.authorized_operations(
-                        caller.principal, caller.host, ResourceType.GROUP, group.group_id)
-        response.groups = list(response.groups) + refused
-        return response
-    return Guarded(request, finish if denied or include_ops else None, denied=bool(denied))
+        for group in response.groups:
+            if group.error_code == ErrorCode.NONE:
+                group.authorized_operations = caller.acls.authorized_operations(
+                    caller.principal, caller.host, ResourceType.GROUP, group.group_id)
+        return response if merge is None else merge(response)
+    guarded.finish = finish
+    return guarded
 
 
 def _list_groups(version: int, request: Any, caller: Caller) -> Guarded:
@@ -220,14 +226,7 @@ def _list_groups(version: int, request: Any, caller: Caller) -> Guarded:
 
 
 def _delete_groups(version: int, request: Any, caller: Caller) -> Guarded:
-    denied = [g for g in request.groups_names if not caller.group(Operation.DELETE, g)]
-    if not denied:
-        return Guarded(request)
-    if len(denied) == len(request.groups_names):
-        return _refuse(ApiKey.DeleteGroups, version, request)
-    request.groups_names = [g for g in request.groups_names if g not in denied]
-    refused = error_response(ApiKey.DeleteGroups, version, SimpleNamespace(groups_names=denied), GROUP_DENIED)
-    return Guarded(request, _append("results", refused.results), denied=True)
+    return _per_group(ApiKey.DeleteGroups, version, request, caller, Operation.DELETE, "groups_names", "results")
 
 
 def _consumer_group_heartbeat(version: int, request: Any, caller: Caller) -> Guarded:

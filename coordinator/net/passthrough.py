@@ -38,11 +38,9 @@ from coordinator.net.authentication import (
     Answer,
     AuthState,
     SaslSession,
-    _authenticate,
-    _handshake,
+    failed_response,
 )
 from coordinator.net.sasl import illegal_state
-from protocol.errors import ErrorCode
 from protocol.messages import response_class
 
 log = logging.getLogger(__name__)
@@ -98,20 +96,10 @@ class PassthroughSession(SaslSession):
         self._round = 0
 
     def handshake(self, header, payload: bytes, request) -> Answer | asyncio.Future:
-        version, wanted = request.version, request.mechanism
-        enabled = list(self._settings.mechanisms)
-        if self.state is AuthState.AUTHENTICATED:
-            if self.expires_at is None:
-                return illegal_state(ApiKey.SaslHandshake, version), False
-            if wanted != self.mechanism:
-                return _handshake(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
-            self._reauthenticating = True
-        elif self.state is not AuthState.START:
-            return illegal_state(ApiKey.SaslHandshake, version), True
-        elif wanted not in enabled:
-            metrics.sasl_attempt(wanted, "unsupported_mechanism")
-            return _handshake(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
-        return self._relay(header, payload, partial(self._handshaken, wanted))
+        refused = self._refuse_handshake(request)
+        if refused is not None:
+            return refused
+        return self._relay(header, payload, partial(self._handshaken, request.mechanism))
 
     def _handshaken(self, wanted: str, response, frame: bytes) -> Answer:
         if response.error_code:
@@ -163,9 +151,7 @@ class PassthroughSession(SaslSession):
         self.principal = None
         metrics.sasl_attempt(self.mechanism, "failure")
         log.info("refusing SASL from %s with %s: %s", self._peer, self.mechanism, why)
-        return _authenticate(version, ErrorCode.SASL_AUTHENTICATION_FAILED,
-                             f"Authentication failed during authentication due to invalid credentials with "
-                             f"SASL mechanism {self.mechanism}", b"")
+        return failed_response(version, self.mechanism)
 
     def _relay(self, header, payload: bytes, judge) -> asyncio.Future:
         answer = asyncio.get_running_loop().create_future()

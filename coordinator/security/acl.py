@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import time
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from coordinator.security.files import read_toml, stamp
 
 log = logging.getLogger(__name__)
 
@@ -197,14 +197,7 @@ def parse_bindings(document: dict, where: str) -> tuple[AclBinding, ...]:
 
 
 def load_acl_file(path: str) -> tuple[AclBinding, ...]:
-    try:
-        with open(path, "rb") as f:
-            document = tomllib.load(f)
-    except OSError as exc:
-        raise AclError(f"cannot read ACL file {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise AclError(f"ACL file {path} is not valid TOML: {exc}") from None
-    return parse_bindings(document, f"ACL file {path}")
+    return parse_bindings(read_toml(path, "ACL file", AclError), f"ACL file {path}")
 
 
 class FileAuthorizer:
@@ -218,24 +211,17 @@ class FileAuthorizer:
         self._super_users = super_users
         self._allow_default = allow_everyone_if_no_acl_found
         self._clock = clock
-        self._stamp = self._stat()
+        self._stamp = stamp(path)
         self.snapshot = AclSnapshot(load_acl_file(path), super_users, allow_everyone_if_no_acl_found)
         self._checked = clock()
-
-    def _stat(self):
-        try:
-            st = os.stat(self._path)
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size
 
     def current(self) -> AclSnapshot:
         now = self._clock()
         if now - self._checked >= self.CHECK_INTERVAL_S:
             self._checked = now
-            stamp = self._stat()
-            if stamp is not None and stamp != self._stamp:
-                self._stamp = stamp
+            changed = stamp(self._path)
+            if changed is not None and changed != self._stamp:
+                self._stamp = changed
                 try:
                     self.snapshot = AclSnapshot(load_acl_file(self._path), self._super_users, self._allow_default)
                     log.info("ACL file %s reloaded: %d bindings", self._path, len(self.snapshot.bindings))

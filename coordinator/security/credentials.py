@@ -33,13 +33,13 @@ import base64
 import binascii
 import hmac
 import logging
-import os
 import secrets
-import tomllib
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from scramp import ScramMechanism
+
+from coordinator.security.files import read_toml, stamp
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +92,7 @@ def _toml_escape(text: str) -> str:
 
 
 def load_table(path: str) -> Table:
-    try:
-        with open(path, "rb") as f:
-            document = tomllib.load(f)
-    except OSError as exc:
-        raise CredentialsError(f"cannot read credential file {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CredentialsError(f"credential file {path} is not valid TOML: {exc}") from None
+    document = read_toml(path, "credential file", CredentialsError)
     unknown = set(document) - {"credential"}
     if unknown:
         raise CredentialsError(f"credential file {path}: unknown key(s) {', '.join(sorted(unknown))}")
@@ -136,21 +130,14 @@ class CredentialStore:
 
     def __init__(self, path: str):
         self._path = path
-        self._stamp = self._stat()
+        self._stamp = stamp(path)
         self._table = load_table(path)          # a bad file at start-up is an error
         self._secret = secrets.token_bytes(32)  # phantom salts: stable per process
 
-    def _stat(self) -> tuple[int, int] | None:
-        try:
-            st = os.stat(self._path)
-        except OSError:
-            return None
-        return st.st_mtime_ns, st.st_size
-
     def _current(self) -> Table:
-        stamp = self._stat()
-        if stamp is not None and stamp != self._stamp:
-            self._stamp = stamp
+        now = stamp(self._path)
+        if now is not None and now != self._stamp:
+            self._stamp = now
             try:
                 self._table = load_table(self._path)
                 log.info("credential file %s reloaded: %d credentials", self._path, len(self._table))

@@ -12,9 +12,10 @@ wrong key) keeps the last good context and logs why.
 from __future__ import annotations
 
 import logging
-import os
 import ssl
 from dataclasses import dataclass
+
+from coordinator.security.files import stamp
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +70,7 @@ class ServerTls:
 
     def _stamps(self) -> tuple:
         f = self._files
-        stamps = []
-        for path in (f.cert_file, f.key_file, f.client_ca_file):
-            try:
-                st = os.stat(path) if path else None
-            except OSError:
-                st = None
-            stamps.append(None if st is None else (st.st_mtime_ns, st.st_size))
-        return tuple(stamps)
+        return tuple(stamp(path) for path in (f.cert_file, f.key_file, f.client_ca_file))
 
     def reload_if_changed(self) -> bool:
         stamp = self._stamps()

@@ -26,53 +26,18 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
-from tests.support.security import KafkaSocket, TestPki, credentials_file
+from tests.support.security import KafkaSocket, TestPki, acl_file, allow, credentials_file
 
 PASSWORDS = {"alice": "a-pw", "bob": "b-pw", "ops": "o-pw"}
 DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
-ACLS = """
-[[acl]]
-principal = "User:alice"
-operation = "all"
-permission = "allow"
-resource_type = "group"
-resource_name = "alice-"
-pattern_type = "prefixed"
-
-[[acl]]
-principal = "User:alice"
-operation = "read"
-permission = "allow"
-resource_type = "topic"
-resource_name = "alice-topic"
-
-[[acl]]
-principal = "User:bob"
-operation = "all"
-permission = "allow"
-resource_type = "group"
-resource_name = "bob-"
-pattern_type = "prefixed"
-
-[[acl]]
-principal = "User:bob"
-operation = "read"
-permission = "allow"
-resource_type = "topic"
-resource_name = "*"
-
-[[acl]]
-principal = "User:ops"
-operation = "describe"
-permission = "allow"
-resource_type = "cluster"
-resource_name = "kafka-cluster"
-"""
+ACLS = (allow("User:alice", "all", "group", "alice-", "prefixed"), allow("User:alice", "read", "topic", "alice-topic"),
+        allow("User:bob", "all", "group", "bob-", "prefixed"), allow("User:bob", "read", "topic", "*"),
+        allow("User:ops", "describe", "cluster", "kafka-cluster"))
 
 
 @contextlib.asynccontextmanager
 async def guarded_kgc(tmp_path, **settings):
-    (tmp_path / "acls.toml").write_text(ACLS)
+    acl_file(tmp_path / "acls.toml", *ACLS)
     base = dict(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, authorizer="file",
                 acl_file=str(tmp_path / "acls.toml"))
     if "security_protocol" not in settings:

@@ -27,29 +27,13 @@ from tests.e2e.conftest import (  # noqa: F401 (node: a fixture, Node and kafkaj
     wait_listening,
 )
 from tests.support.kgc import free_port, kgc_process
-from tests.support.security import ClientSecurity, KafkaSocket, TestPki, credentials_file
+from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow, credentials_file
 
 pytestmark = pytest.mark.integration
 
 USERS = {"alice": "alice-secret"}
 # alice may use the groups the matrix makes and read the topics it creates; nothing else.
-ACLS = """
-[[acl]]
-principal = "User:alice"
-operation = "all"
-permission = "allow"
-resource_type = "group"
-resource_name = "secure-"
-pattern_type = "prefixed"
-
-[[acl]]
-principal = "User:alice"
-operation = "read"
-permission = "allow"
-resource_type = "topic"
-resource_name = "e2e-"
-pattern_type = "prefixed"
-"""
+ACLS = (allow("User:alice", "all", "group", "secure-", "prefixed"), allow("User:alice", "read", "topic", "e2e-", "prefixed"))
 RECORDS = 5
 CONSUME_TIMEOUT_S = 30
 
@@ -69,7 +53,7 @@ def _secure_kgc(tansu, directory, *security_flags):
 def sasl_ssl_kgc(tansu, pki, tmp_path_factory):
     directory = tmp_path_factory.mktemp("kgc-sasl-ssl")
     users = credentials_file(directory / "users.toml", USERS)
-    (directory / "acls.toml").write_text(ACLS)
+    acl_file(directory / "acls.toml", *ACLS)
     running, broker_port = _secure_kgc(
         tansu, directory, "--security-protocol", "sasl_ssl", "--tls-cert-file", pki.server_cert,
         "--tls-key-file", pki.server_key, "--sasl-credentials-file", users, "--sasl-failure-delay-ms", "0",

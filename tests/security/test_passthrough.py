@@ -24,28 +24,13 @@ from tests.gateway.kafka_client import create_topic, produce
 from tests.security.test_authorization import commit, fetch, join, partition_errors
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
-from tests.support.security import ClientSecurity, KafkaSocket, TestPki
+from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow
 from tests.support.tansu import TansuBroker, request_response
 
 pytestmark = pytest.mark.integration
 
 USERS = {"alice": "alice-secret", "kgc": "kgc-secret"}
-ACLS = """
-[[acl]]
-principal = "User:alice"
-operation = "all"
-permission = "allow"
-resource_type = "group"
-resource_name = "secure-"
-pattern_type = "prefixed"
-
-[[acl]]
-principal = "User:alice"
-operation = "read"
-permission = "allow"
-resource_type = "topic"
-resource_name = "*"
-"""
+ACLS = (allow("User:alice", "all", "group", "secure-", "prefixed"), allow("User:alice", "read", "topic", "*"))
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +65,7 @@ async def passthrough(pki, broker, port, tmp_path, **front_options):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(pki.server_cert, pki.server_key)
     front = await SecureFront(context, port, USERS, **front_options).start(broker.address)
-    (tmp_path / "acls.toml").write_text(ACLS)
+    acl_file(tmp_path / "acls.toml", *ACLS)
     (tmp_path / "kgc-password").write_text(USERS["kgc"])
     config = ServerConfig(
         host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", port),),

@@ -28,38 +28,22 @@ from scramp import ScramException, ScramMechanism
 from protocol.errors import ErrorCode
 from protocol.headers import parse_request_header
 from protocol.messages import decode_request, encode_response, response_class
+from tests.support.tls_relay import LoopbackTlsServer
 
 _SIZE = struct.Struct(">i")
 MECHANISMS = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
 
 
-class SecureFront:
+class SecureFront(LoopbackTlsServer):
     def __init__(self, context: ssl.SSLContext, port: int, users: dict[str, str], *,
                  session_lifetime_ms: int = 0, scram_failure_as_success: bool = False):
-        self._context = context
-        self.port = port
+        super().__init__(context, port)
         self._users = users
         self._scram = {(user, m): ScramMechanism(m).make_auth_info(password, iteration_count=4096)
                        for user, password in users.items() for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
         self.session_lifetime_ms = session_lifetime_ms
         self.scram_failure_as_success = scram_failure_as_success
         self.logins: list[str] = []
-        self._target: tuple[str, int] | None = None
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
-
-    async def start(self, target: tuple[str, int]) -> SecureFront:
-        self._target = target
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=self._context)
-        return self
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._server is not None:
-            await self._server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -86,7 +70,7 @@ class _Connection:
         self.drained.set()
 
     async def run(self) -> None:
-        up_reader, self.up_writer = await asyncio.open_connection(*self.front._target)
+        up_reader, self.up_writer = await asyncio.open_connection(*self.front.target)
         pump = asyncio.ensure_future(self._pump(up_reader))
         try:
             while True:

@@ -26,6 +26,19 @@ from protocol.messages import response_class
 _SIZE = struct.Struct(">i")
 
 
+def acl_file(path: Path, *bindings: dict) -> str:
+    """A kgc ACL file: one [[acl]] table per dict (keys as the file spells them)."""
+    tables = ["[[acl]]\n" + "".join(f'{key} = "{value}"\n' for key, value in binding.items())
+              for binding in bindings]
+    path.write_text("\n".join(tables))
+    return str(path)
+
+
+def allow(principal: str, operation: str, resource_type: str, name: str, pattern: str = "literal") -> dict:
+    return {"principal": principal, "operation": operation, "permission": "allow", "resource_type": resource_type,
+            "resource_name": name, "pattern_type": pattern}
+
+
 def credentials_file(path: Path, users: dict[str, str], iterations: int = 4096) -> str:
     """Both SCRAM mechanisms for each user -> password (4096: the fastest Kafka accepts)."""
     path.write_text("\n".join(credential_toml(user, mechanism, make_credential(mechanism, password, iterations))

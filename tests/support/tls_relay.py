@@ -11,7 +11,9 @@ import contextlib
 import ssl
 
 
-class TlsRelay:
+class LoopbackTlsServer:
+    """A TLS server on 127.0.0.1:`port` in front of `target`; subclasses serve connections."""
+
     def __init__(self, context: ssl.SSLContext, port: int):
         self._context = context
         self.port = port
@@ -19,11 +21,24 @@ class TlsRelay:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
 
-    async def start(self, target: tuple[str, int]) -> TlsRelay:
+    async def start(self, target: tuple[str, int]):
         self.target = target
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, ssl=self._context)
         return self
 
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+
+class TlsRelay(LoopbackTlsServer):
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError):
             up_reader, up_writer = await asyncio.open_connection(*self.target)
@@ -35,14 +50,6 @@ class TlsRelay:
                 self._tasks.discard(pump)
             up_writer.close()
         writer.close()
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._server is not None:
-            await self._server.wait_closed()
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
