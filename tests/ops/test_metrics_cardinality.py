@@ -12,7 +12,7 @@ import pytest
 from coordinator import metrics
 from coordinator.bench.wire import BenchConnection
 from tests.ops.support import Samples, get
-from tests.support.kgc import free_port, kgc_process
+from tests.support.kgc import free_port, kgc_process, rss_bytes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -24,14 +24,6 @@ def frame(api_key: int, version: int, correlation_id: int) -> bytes:
     if api_key == API_VERSIONS and version >= 3:
         body += b"\x00"     # request header v2: no tagged fields
     return struct.pack(">i", len(body)) + body
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 async def api_versions_at(port: int, versions: range) -> None:

@@ -99,3 +99,12 @@ def kgc_process(*args: str, **kw) -> Iterator[KgcProcess]:
         yield proc
     finally:
         proc.stop()
+
+
+def rss_bytes(pid: int) -> int:
+    """A process's resident set size (Linux)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
