@@ -107,6 +107,10 @@ CONSUMER_GROUPS = Gauge("kgc_consumer_groups", "KIP-848 consumer groups per stat
                         registry=REGISTRY)
 CONSUMER_GROUP_MEMBERS = Gauge("kgc_consumer_group_members", "Members of all KIP-848 consumer groups (sampled)",
                                registry=REGISTRY)
+CONSUMER_GROUP_RECONCILIATION_SECONDS = Histogram(
+    "kgc_consumer_group_reconciliation_duration_seconds",
+    "KIP-848: a new group epoch until every member is Stable at it (sampled)", buckets=SLOW_BUCKETS,
+    registry=REGISTRY)
 CONSUMER_GROUP_EPOCHS = Counter("kgc_consumer_group_epoch_bumps",
                                 "New group epochs of KIP-848 consumer groups (sampled)", registry=REGISTRY)
 

@@ -129,6 +129,11 @@ class ConsumerGroup:
         self.regexes: dict[str, ConsumerGroupRegularExpressionValue] = {}
         # Soft: the topic image version the group last checked its subscriptions against.
         self.checked_image_version = -1
+        # Soft, for metrics: when the group's current epoch began, and when the group was
+        # first Stable at it (None: not yet), on the coordinator's clock.
+        self.epoch_since_ms = -1
+        self.stable_since_ms: int | None = None
+        self._timed_epoch = -1
 
     # ------------------------------------------------------------ reads
 
@@ -189,6 +194,13 @@ class ConsumerGroup:
                     self.replay_current_assignment(key.member_id, value)
             case ConsumerGroupRegularExpressionKey():
                 self.replay_regex(key.regex, value)
+
+    def note_progress(self, now_ms: int) -> None:
+        """After a replayed record: start timing a new epoch, or note that it settled."""
+        if self.group_epoch != self._timed_epoch:
+            self._timed_epoch, self.epoch_since_ms, self.stable_since_ms = self.group_epoch, now_ms, None
+        if self.stable_since_ms is None and self.state == "Stable":
+            self.stable_since_ms = now_ms
 
     def check_deletable(self) -> None:
         if self.members or self.target:

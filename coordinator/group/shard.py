@@ -262,6 +262,7 @@ class GroupShard:
             del self.consumer_groups[key.group]
         else:
             group.replay(key, value)
+            group.note_progress(self.clock())
 
     def _replay_group_metadata(self, offset: int, group_id: str, value: GroupMetadataValue | None) -> None:
         if value is None:

@@ -15,8 +15,10 @@ heartbeat interval at least), so at a one-second interval that is nearly always.
 Groups present at a partition's first sample (loaded from the log) count from their
 loaded generation; a group created later counts from 0.
 
-KIP-848 consumer groups are sampled the same way: their states, their members, and new
-group epochs, counted from the epochs seen (`EpochTracker`).
+KIP-848 consumer groups are sampled the same way: their states, their members, new
+group epochs, counted from the epochs seen, and how long each epoch took to reconcile
+(from its start to the group's first Stable at it, both stamped by the shard on replay,
+so exact); an epoch superseded before it settled is not timed (`EpochTracker`).
 """
 
 from __future__ import annotations
@@ -57,28 +59,43 @@ class ConsumerGroupSample:
     state: str
     epoch: int
     members: int
+    epoch_since_ms: int = -1
+    stable_since_ms: int | None = None
 
 
 def sample_consumer_groups(shard: Any) -> list[ConsumerGroupSample]:
-    return [ConsumerGroupSample(g.group_id, g.state, g.group_epoch, len(g.members))
+    return [ConsumerGroupSample(g.group_id, g.state, g.group_epoch, len(g.members), g.epoch_since_ms,
+                                g.stable_since_ms)
             for g in shard.consumer_groups.values()]
 
 
 class EpochTracker:
-    """New group epochs since a partition's last sample; a partition's first sample is the baseline."""
+    """New group epochs and reconciliation durations (seconds) since a partition's last
+    sample; a partition's first sample is the baseline (its settled epochs are not timed)."""
 
     def __init__(self) -> None:
-        self._partitions: dict[int, dict[str, int]] = {}
+        # group -> (epoch, whether that epoch's reconciliation was timed)
+        self._partitions: dict[int, dict[str, tuple[int, bool]]] = {}
 
-    def observe(self, partition: int, samples: list[ConsumerGroupSample]) -> int:
+    def observe(self, partition: int, samples: list[ConsumerGroupSample]) -> tuple[int, list[float]]:
         previous = self._partitions.get(partition)
-        current = {s.group_id: s.epoch for s in samples}
+        first = previous is None
+        previous = previous or {}
+        current: dict[str, tuple[int, bool]] = {}
+        bumps = 0
+        durations: list[float] = []
+        for s in samples:
+            seen_epoch, timed = previous.get(s.group_id, (s.epoch if first else 0, first))
+            if s.epoch != seen_epoch:
+                # A group deleted and created again between samples counts from 0.
+                bumps += s.epoch - seen_epoch if s.epoch > seen_epoch else s.epoch
+                timed = False
+            if not timed and s.stable_since_ms is not None:
+                durations.append(max(0, s.stable_since_ms - s.epoch_since_ms) / 1000)
+                timed = True
+            current[s.group_id] = (s.epoch, timed)
         self._partitions[partition] = current
-        if previous is None:
-            return 0
-        # A group deleted and created again between samples counts from 0.
-        return sum(s.epoch - previous.get(s.group_id, 0) if s.epoch >= previous.get(s.group_id, 0) else s.epoch
-                   for s in samples)
+        return (0 if first else bumps), durations
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +194,10 @@ class GroupStatsSampler:
         by_state: Counter[str] = Counter()
         members = 0
         for partition, outcome in await self._read_active(active, sample_consumer_groups):
-            metrics.CONSUMER_GROUP_EPOCHS.inc(self._epochs.observe(partition, outcome))
+            bumps, durations = self._epochs.observe(partition, outcome)
+            metrics.CONSUMER_GROUP_EPOCHS.inc(bumps)
+            for seconds in durations:
+                metrics.CONSUMER_GROUP_RECONCILIATION_SECONDS.observe(seconds)
             by_state.update(s.state for s in outcome)
             members += sum(s.members for s in outcome)
         for state in metrics.CONSUMER_GROUP_STATES:

@@ -90,6 +90,21 @@ def test_an_identical_heartbeat_writes_nothing(ctx):
 # ---------------------------------------------------------------- revocation before reassignment
 
 
+def test_each_epoch_is_stamped_from_its_start_to_its_first_stable(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.sleep(1_000)
+    started = ctx.clock.now_ms()
+    ctx.consumer_heartbeat(member_id="b")
+    ctx.sleep(100)
+    kept = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}}).assignment["t"]
+    ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": kept})
+    group = ctx.consumer_group()
+    assert (group.epoch_since_ms, group.stable_since_ms) == (started, None)
+    ctx.sleep(50)
+    ctx.consumer_heartbeat(member_id="b", member_epoch=2, owned={})
+    assert group.state == "Stable" and group.stable_since_ms - group.epoch_since_ms == 150
+
+
 def test_a_partition_moves_only_after_its_owner_revoked_it(ctx):
     ctx.consumer_heartbeat(member_id="a")
     b = ctx.consumer_heartbeat(member_id="b")

@@ -145,6 +145,7 @@ def test_http_and_metrics_show_consumer_groups(kgc848):
         samples = asyncio.run(scrape(kgc848.http_port))
         assert samples.total("kgc_consumer_groups", state="Stable") >= 1
         assert samples.total("kgc_consumer_group_members") >= 1
+        assert samples.total("kgc_consumer_group_reconciliation_duration_seconds_count") >= 1
     finally:
         member.close()
 

@@ -145,3 +145,21 @@ def test_a_group_deleted_and_created_again_counts_from_zero():
     assert tracker.observe(0, []) == (0, [])
     assert tracker.observe(0, [sample("g", GroupState.STABLE, 1, 1_000)]) == (1, [])
     assert tracker.observe(0, [sample("g", GroupState.STABLE, 0, 2_000)]) == (0, [])
+
+
+def test_kip848_epochs_are_counted_and_each_timed_once_it_settles():
+    from coordinator.runtime.group_stats import ConsumerGroupSample, EpochTracker
+
+    def cg(epoch: int, since: int, stable: int | None, group: str = "g") -> ConsumerGroupSample:
+        return ConsumerGroupSample(group, "Stable" if stable is not None else "Reconciling", epoch, 2, since, stable)
+
+    tracker = EpochTracker()
+    # Loaded groups are the baseline: nothing counted, a settled epoch not timed.
+    assert tracker.observe(0, [cg(4, 0, 10)]) == (0, [])
+    assert tracker.observe(0, [cg(5, 1_000, None)]) == (1, [])
+    assert tracker.observe(0, [cg(5, 1_000, 1_300)]) == (0, [0.3])
+    assert tracker.observe(0, [cg(5, 1_000, 1_300)]) == (0, [])        # timed once
+    # Two epochs between samples: both counted; only the one that settled is timed.
+    assert tracker.observe(0, [cg(7, 5_000, 5_200)]) == (2, [0.2])
+    # A group created after the baseline counts from 0.
+    assert tracker.observe(0, [cg(7, 5_000, 5_200), cg(1, 6_000, 6_050, "new")]) == (1, [0.05])
