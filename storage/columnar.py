@@ -165,26 +165,30 @@ def walk_records(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: 
     return spans, headers, ok
 
 
+OWNER_COMPARE_BYTES = 128   # longer header blocks are not compared: each is its own owner
+_COMPARE_CHUNK = 1 << 16
+
+
 def _header_owners(buf: np.ndarray, spans: RecordSpans) -> np.ndarray:
     """Per record, the first record before it in its batch with the same header bytes
-    (compared whole, 8 bytes at a time), through an unbroken run of them; else itself."""
+    (compared whole), through an unbroken run of them; else itself. Only an
+    optimisation: a record that is its own owner is always right."""
     n = len(spans.batch)
     length = spans.record_end - spans.headers_pos
-    same = np.zeros(n, bool)
     candidate = np.flatnonzero((spans.batch[1:] == spans.batch[:-1]) & (length[1:] == length[:-1])
-                               & (length[1:] >= 0)) + 1
-    equal = np.ones(len(candidate), bool)
-    size = length[candidate]
-    this, previous = spans.headers_pos[candidate], spans.headers_pos[candidate - 1]
-    for at in range(0, int(size.max(initial=0)), 8):
-        live = np.flatnonzero(equal & (size > at))
-        if not live.size:
-            break
-        word = _rows(buf, this[live] + at, 8).view("<u8").ravel() ^ _rows(buf, previous[live] + at, 8).view("<u8").ravel()
-        tail = np.minimum(size[live] - at, 8).astype(np.uint64)
-        mask = np.where(tail == 8, np.uint64(2**64 - 1), (np.uint64(1) << (tail * np.uint64(8))) - np.uint64(1))
-        equal[live] = (word & mask) == 0
-    same[candidate[equal]] = True
+                               & (length[1:] >= 0) & (length[1:] <= OWNER_COMPARE_BYTES)) + 1
+    same = np.zeros(n, bool)
+    if candidate.size:
+        width = int(length[candidate].max())
+        if width:
+            columns = np.arange(width)
+            for start in range(0, len(candidate), _COMPARE_CHUNK):
+                chunk = candidate[start:start + _COMPARE_CHUNK]
+                differ = _rows(buf, spans.headers_pos[chunk], width) != _rows(buf, spans.headers_pos[chunk - 1], width)
+                differ &= columns < length[chunk][:, None]
+                same[chunk[~differ.any(axis=1)]] = True
+        else:
+            same[candidate] = True
     owner = np.where(same, 0, np.arange(n))
     np.maximum.accumulate(owner, out=owner)
     return owner

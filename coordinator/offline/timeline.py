@@ -39,23 +39,20 @@ def timelines(history: pa.Table, rebalances: Sequence[dict], findings: Sequence[
     for f in findings:
         if f.group is not None:
             per_group[f.group].append(f)
-    commits = Counter(history["group"].to_pylist()) if history.num_rows else Counter()
+    busiest = sorted(pc.value_counts(history["group"]).to_pylist(), key=lambda c: (-c["counts"], c["values"]))
     chosen = sorted(per_group, key=lambda g: (-len(per_group[g]), g))[:max_groups]
-    chosen += [g for g, _n in commits.most_common() if g not in per_group][:max_groups - len(chosen)]
+    chosen += [c["values"] for c in busiest if c["values"] not in per_group][:max_groups - len(chosen)]
     if not chosen:
         return '<p class="note">No groups.</p>'
     changes: dict[str, list[dict]] = defaultdict(list)
     for r in rebalances:
         if r["group"] in chosen:
             changes[r["group"]].append(r)
-    return "".join(_strip(g, _commit_times(history, g), changes[g], per_group[g]) for g in chosen)
-
-
-def _commit_times(history: pa.Table, group: str) -> np.ndarray:
-    if not history.num_rows:
-        return np.zeros(0, np.int64)
-    mask = pc.equal(history["group"], group)
-    return history["timestamp_ms"].filter(mask).to_numpy()
+    # One pass over the (possibly millions of) commits: the chosen groups' commit times.
+    shown = history.filter(pc.is_in(history["group"], value_set=pa.array(chosen, pa.string())))
+    names = shown["group"].to_numpy(zero_copy_only=False)
+    stamps = shown["timestamp_ms"].to_numpy()
+    return "".join(_strip(g, stamps[names == g], changes[g], per_group[g]) for g in chosen)
 
 
 def _x(ms: int, lo: int, hi: int) -> float:

@@ -2,6 +2,7 @@
 every record of every sound batch, the same damage findings, on generated data dirs and
 on batches built to hit each rule (compressed, control, log-append time, long varints,
 records and headers that do not frame under a good CRC, header names that are not UTF-8)."""
+# ruff: noqa: E402 (the imports after importorskip need the spark extra)
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import os
 import struct
 from dataclasses import replace
 
-import pyarrow.parquet as pq
 import pytest
+
+# The columnar scanner is numpy and pyarrow (the spark extra); without them this module
+# skips, saying so, before the imports below that need them.
+pytest.importorskip("numpy", reason="numpy is not installed (pip install -e '.[spark]')")
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
+
 from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
