@@ -1,8 +1,9 @@
-"""The work of one partition, in plain Python: what a Spark task (or the local runner) runs.
+"""The work of one partition, in this process: what a Spark task (or the local runner) runs.
 
-`run_partition(task)` reads the partition's segments once and, as the task asks, audits
-them (writing the partition's commit-history Parquet part itself) and compacts them
-(writing the partition's new segments itself). It returns a `PartitionResult`: findings,
+`run_partition(task)` reads the partition's segments once (into numpy columns, or batch
+by batch: `Options.scanner`) and, as the task asks, audits them (writing the partition's
+commit-history Parquet part itself) and compacts them (writing the partition's new
+segments itself). It returns a `PartitionResult`: findings,
 final offsets, groups and counts, small next to the data. Nothing is shuffled and no
 record crosses into the JVM.
 
