@@ -33,6 +33,7 @@ from coordinator.gateway.log_ends import LogEnds, keep_fresh
 from coordinator.gateway.login import UpstreamLogin
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
+from coordinator.gateway.upstream_acls import UpstreamAcls
 from coordinator.gateway.upstream_groups import UpstreamGroups
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
 from coordinator.http.groups import committed_offsets
@@ -48,7 +49,7 @@ from coordinator.runtime.adoption import Adoption
 from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime
-from coordinator.security.acl import FileAuthorizer
+from coordinator.security.acl import AclSource, FileAuthorizer
 from coordinator.security.credentials import CredentialStore
 from coordinator.security.principal import PrincipalMapper
 from coordinator.security.tls import ServerTls, ServerTlsFiles, client_context
@@ -100,6 +101,7 @@ class KgcApp:
         self._plan: ListenerPlan | None = None
         self._broker_listeners: dict[int, Listener] = {}
         self.tls: ServerTls | None = None
+        self.upstream_acls: UpstreamAcls | None = None
         self._tls_stop = asyncio.Event()
         self._tls_reloader: asyncio.Task | None = None
 
@@ -151,6 +153,8 @@ class KgcApp:
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
+            if self.upstream_acls is not None:
+                self.upstream_acls.start()
             self.log_ends = LogEnds(self.cluster)
             self._lag_task = asyncio.get_running_loop().create_task(self._keep_log_ends_fresh(), name="log-ends")
         if isinstance(self.store, FileLogStore) and cfg.cleaner_interval_ms > 0:
@@ -199,12 +203,16 @@ class KgcApp:
         return client_context(cfg.upstream_tls_ca_file, cfg.upstream_tls_cert_file, cfg.upstream_tls_key_file,
                               check_hostname=cfg.upstream_tls_check_hostname)
 
-    def _authorizer(self) -> FileAuthorizer | None:
+    def _authorizer(self) -> AclSource | None:
         cfg = self.config
         if cfg.authorizer == "none":
             if cfg.sasl or cfg.tls_client_auth != "none":
                 log.warning("authorizer none: every authenticated client may use every group")
             return None
+        if cfg.authorizer == "upstream":
+            self.upstream_acls = UpstreamAcls(self.cluster, frozenset(cfg.super_users),
+                                              cfg.allow_everyone_if_no_acl_found, cfg.acl_refresh_interval_ms)
+            return self.upstream_acls
         return FileAuthorizer(cfg.acl_file, frozenset(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
 
     def _sasl_settings(self) -> SaslSettings | PassthroughSettings | None:
@@ -322,6 +330,8 @@ class KgcApp:
             listener.close_connections()
         if self.upstream_groups is not None:
             await self.upstream_groups.close()
+        if self.upstream_acls is not None:
+            await self.upstream_acls.close()
         if self.cluster is not None:
             await self.cluster.close()
         if self.store is not None:

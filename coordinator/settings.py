@@ -89,6 +89,7 @@ class ServerConfig:
     acl_file: str | None = None
     super_users: tuple[str, ...] = ()        # Kafka's super.users
     allow_everyone_if_no_acl_found: bool = False
+    acl_refresh_interval_ms: int = 30_000
     group: GroupConfig = GroupConfig()
 
     @property
@@ -322,8 +323,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http_tls_key_file", text(nullable=True), "PEM private key of http_tls_cert_file"),
     Setting("http_auth_token_file", text(nullable=True),
             "file holding a bearer token HTTP clients must send (all paths but /healthz, /readyz)"),
-    Setting("authorizer", text(choices=("none", "file"), fold=str.lower),
-            "none: every group API allowed | file: Kafka ACLs from acl_file"),
+    Setting("authorizer", text(choices=("none", "file", "upstream"), fold=str.lower),
+            "none: every group API allowed | file: Kafka ACLs from acl_file | upstream: the upstream's ACLs "
+            "(DescribeAcls)"),
+    Setting("acl_refresh_interval_ms", _POSITIVE_MS, "authorizer upstream: how often the ACLs are read again"),
     Setting("acl_file", text(nullable=True), "TOML file of ACL bindings (authorizer = file)"),
     Setting("super_users", principals, "principals allowed everything (Kafka's super.users)",
             metavar="User:NAME[,User:NAME...]"),
@@ -483,7 +486,9 @@ def _check_authorizer(config: ServerConfig) -> None:
         except AclError as exc:
             raise ConfigError(str(exc)) from None
     elif config.acl_file is not None:
-        raise ConfigError("acl_file is set but authorizer is none: set authorizer = file to use it")
+        raise ConfigError(f"acl_file is set but authorizer is {config.authorizer}: set authorizer = file to use it")
+    if config.authorizer == "upstream" and not config.upstream:
+        raise ConfigError("authorizer upstream reads the upstream cluster's ACLs: set upstream")
 
 
 def _check_tls(config: ServerConfig) -> None:

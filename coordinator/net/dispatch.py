@@ -24,7 +24,7 @@ from coordinator.net.authentication import Answer, SaslSession, SaslSettings
 from coordinator.net.authorization import Caller
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
-from coordinator.security.acl import FileAuthorizer
+from coordinator.security.acl import AclSource
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
@@ -58,7 +58,7 @@ class Session:
 class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
                  sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None,
-                 authorizer: FileAuthorizer | None = None, clock=None):
+                 authorizer: AclSource | None = None, clock=None):
         self._service = service
         self._answers = answers
         self._versions = answers.versions

@@ -35,6 +35,7 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from coordinator.security.files import read_toml, stamp
 
@@ -198,6 +199,12 @@ def parse_bindings(document: dict, where: str) -> tuple[AclBinding, ...]:
 
 def load_acl_file(path: str) -> tuple[AclBinding, ...]:
     return parse_bindings(read_toml(path, "ACL file", AclError), f"ACL file {path}")
+
+
+class AclSource(Protocol):
+    """Where the authorizer's snapshot comes from: a file, or the upstream's DescribeAcls."""
+
+    def current(self) -> AclSnapshot: ...
 
 
 class FileAuthorizer:

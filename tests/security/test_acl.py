@@ -124,3 +124,11 @@ def test_a_changed_file_is_a_new_snapshot(tmp_path):
     path.write_text("garbage =")
     now[0] = 4.0
     assert authorizer.current() is second                                      # a bad file keeps the last good
+
+
+def test_upstream_acls_refuse_everything_until_read():
+    from coordinator.gateway.upstream_acls import UpstreamAcls
+
+    acls = UpstreamAcls(None, frozenset({"User:admin"}), True, 1000)
+    assert not ok(acls.current())                                       # fail closed, even with the default
+    assert ok(acls.current(), principal="User:admin")                   # super users still are

@@ -61,7 +61,7 @@ def topic_with_records(broker, count: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def passthrough(pki, broker, port, tmp_path, **front_options):
+async def passthrough(pki, broker, port, tmp_path, kgc_settings=None, **front_options):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(pki.server_cert, pki.server_key)
     front = await SecureFront(context, port, USERS, **front_options).start(broker.address)
@@ -73,7 +73,7 @@ async def passthrough(pki, broker, port, tmp_path, **front_options):
         tls_cert_file=pki.server_cert, tls_key_file=pki.server_key, sasl_mode="passthrough",
         upstream_security_protocol="ssl", upstream_tls_ca_file=pki.ca_file, upstream_sasl_mechanism="SCRAM-SHA-512",
         upstream_sasl_username="kgc", upstream_sasl_password_file=str(tmp_path / "kgc-password"),
-        authorizer="file", acl_file=str(tmp_path / "acls.toml"))
+        **(kgc_settings or {"authorizer": "file", "acl_file": str(tmp_path / "acls.toml")}))
     try:
         async with running_kgc(config) as app:
             await asyncio.wait_for(app.cluster.wait_reachable(), 10)    # kgc's own login worked
@@ -175,3 +175,30 @@ def test_plain_users_and_the_settings_passthrough_needs():
     assert load_config({**base, "upstream": "k:9093", "sasl_passthrough_insecure_upstream": "true"}, {}).config.sasl
     with pytest.raises(ConfigError, match="go together"):
         load_config({"upstream": "k:9093", "upstream_sasl_mechanism": "PLAIN"}, {})
+
+
+GROUP, TOPIC, LITERAL, PREFIXED, ALL, READ, ALLOW = 3, 2, 3, 4, 2, 3, 3
+
+
+async def test_group_apis_follow_the_upstreams_own_acls(secured_tansu, front_port, pki, tmp_path):
+    settings = {"authorizer": "upstream", "acl_refresh_interval_ms": 100}
+    async with passthrough(pki, secured_tansu, front_port, tmp_path, settings) as (app, front):
+        front.acls[:] = [(GROUP, "secure-", PREFIXED, "User:alice", "*", ALL, ALLOW),
+                         (TOPIC, "*", LITERAL, "User:alice", "*", READ, ALLOW)]
+        await app.upstream_acls.refresh()
+
+        def commit_as_alice(group: str) -> int:
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                assert s.login_scram("alice", USERS["alice"]).error_code == ErrorCode.NONE
+                return partition_errors(s.call(commit(group, {"t": 1})))["t"]
+
+        assert await asyncio.to_thread(commit_as_alice, "secure-g") == ErrorCode.NONE
+        assert await asyncio.to_thread(commit_as_alice, "payroll") == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        front.acls.append((GROUP, "payroll", LITERAL, "User:alice", "*", READ, ALLOW))   # granted upstream
+        await asyncio.sleep(0.5)                                                       # a few refreshes
+        assert await asyncio.to_thread(commit_as_alice, "payroll") == ErrorCode.NONE
+        assert app.upstream_acls.status == "3 upstream ACL bindings"
+
+        front.acls = None                                         # a cluster without an authorizer
+        await app.upstream_acls.refresh()
+        assert await asyncio.to_thread(commit_as_alice, "anything") == ErrorCode.NONE

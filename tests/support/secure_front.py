@@ -11,7 +11,9 @@ Everything else after login is piped to Tansu, which is started advertising the 
 port. `scram_failure_as_success` imitates brokers that answer a failed SCRAM exchange with
 error 0 and `e=...` (Tansu 0.6 does), which kgc must not take for a login.
 
-`logins` lists the principal of every successful exchange, in order.
+`logins` lists the principal of every successful exchange, in order. `acls` are the
+broker's ACL bindings, as DescribeAcls returns them (whatever the filter); None answers
+SECURITY_DISABLED, as a broker without an authorizer does.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ssl
 import struct
 import time
 
+from kafka.protocol.admin import DescribeAclsResponse
 from kafka.protocol.api_key import ApiKey
 from scramp import ScramException, ScramMechanism
 
@@ -44,6 +47,8 @@ class SecureFront(LoopbackTlsServer):
         self.session_lifetime_ms = session_lifetime_ms
         self.scram_failure_as_success = scram_failure_as_success
         self.logins: list[str] = []
+        # (resource type, name, pattern type, principal, host, operation, permission), Kafka's codes
+        self.acls: list[tuple[int, str, int, str, str, int, int]] | None = []
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -89,6 +94,9 @@ class _Connection:
                         return
                 elif self.principal is None or (self.expires is not None and time.monotonic() > self.expires):
                     return                           # Kafka: close, no answer
+                elif header.api_key == ApiKey.DescribeAcls:
+                    await self.drained.wait()
+                    self.writer.write(encode_response(header, self._acls(header.api_version), header.api_version))
                 else:
                     self._forward(payload)
         finally:
@@ -134,6 +142,19 @@ class _Connection:
             if self.front.scram_failure_as_success:
                 return self._answer(version, 0, b"e=invalid-proof", 60_000), False
             return self._failure(version)
+
+    def _acls(self, version: int) -> DescribeAclsResponse:
+        acls = self.front.acls
+        if acls is None:
+            return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
+                                        error_message="No Authorizer is configured", resources=[])
+        resource_cls = DescribeAclsResponse.DescribeAclsResource
+        resources = [resource_cls(version=version, resource_type=rtype, resource_name=name, pattern_type=pattern,
+                                  acls=[resource_cls.AclDescription(version=version, principal=principal, host=host,
+                                                                    operation=op, permission_type=permission)])
+                     for rtype, name, pattern, principal, host, op, permission in acls]
+        return DescribeAclsResponse(version=version, throttle_time_ms=0, error_code=0, error_message=None,
+                                    resources=resources)
 
     def _auth_info(self, user: str):
         self.scram_user = user
