@@ -111,6 +111,9 @@ CONSUMER_GROUP_RECONCILIATION_SECONDS = Histogram(
     "kgc_consumer_group_reconciliation_duration_seconds",
     "KIP-848: a new group epoch until every member is Stable at it (sampled)", buckets=SLOW_BUCKETS,
     registry=REGISTRY)
+CONSUMER_GROUP_ASSIGNOR_SECONDS = Histogram(
+    "kgc_consumer_group_assignor_duration_seconds", "KIP-848: one run of a server-side assignor", ["assignor"],
+    buckets=LATENCY_BUCKETS, registry=REGISTRY)
 CONSUMER_GROUP_EPOCHS = Counter("kgc_consumer_group_epoch_bumps",
                                 "New group epochs of KIP-848 consumer groups (sampled)", registry=REGISTRY)
 

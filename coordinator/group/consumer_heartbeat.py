@@ -27,6 +27,7 @@ member keeps its epoch.
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 from collections.abc import Callable, Iterable
@@ -100,13 +101,16 @@ def _blank(s: str | None) -> bool:
 class ConsumerGroups:
     def __init__(self, groups: dict[str, ConsumerGroup], config: GroupConfig, timer: Timer,
                  clock: Callable[[], int], new_member_id: Callable[[str], str],
-                 topics: Callable[[], TopicImage]):
+                 topics: Callable[[], TopicImage], stopwatch: Callable[[], float] | None = None):
         self.groups = groups
         self.config = config
         self.timer = timer
         self.clock = clock
         self.new_member_id = new_member_id
         self.topics = topics
+        # Assignor runs (name, seconds) for the metrics sampler to take; only with a stopwatch.
+        self.stopwatch = stopwatch
+        self.assignor_runs: collections.deque[tuple[str, float]] = collections.deque(maxlen=1024)
 
     # ------------------------------------------------------------ validation
 
@@ -315,7 +319,12 @@ class ConsumerGroups:
         inputs = [AssignmentMember(m.member_id, m.instance_id,
                                    frozenset(image.by_name[n].topic_id for n in subscribed(m) if n in image.by_name))
                   for m in members.values()]
-        return ASSIGNORS[name](inputs, partitions, previous)
+        if self.stopwatch is None:
+            return ASSIGNORS[name](inputs, partitions, previous)
+        started = self.stopwatch()
+        targets = ASSIGNORS[name](inputs, partitions, previous)
+        self.assignor_runs.append((name, self.stopwatch() - started))
+        return targets
 
     # ------------------------------------------------------------ leaving and fencing
 

@@ -69,7 +69,8 @@ log = logging.getLogger(__name__)
 
 class GroupShard:
     def __init__(self, partition: int, config: GroupConfig, timer: Timer, clock: Callable[[], int],
-                 new_member_id: Callable[[str], str], topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE):
+                 new_member_id: Callable[[str], str], topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE,
+                 stopwatch: Callable[[], float] | None = None):
         self.partition = partition
         self.config = config
         self.timer = timer
@@ -77,7 +78,7 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.membership = Membership(self.groups, config, timer, clock, new_member_id)
-        self.consumer = ConsumerGroups(self.consumer_groups, config, timer, clock, new_member_id, topics)
+        self.consumer = ConsumerGroups(self.consumer_groups, config, timer, clock, new_member_id, topics, stopwatch)
         self.offsets = OffsetManager(self.groups, self.consumer, self.membership, config, clock)
 
     # ------------------------------------------------------------ single-group APIs

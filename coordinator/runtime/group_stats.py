@@ -18,7 +18,8 @@ loaded generation; a group created later counts from 0.
 KIP-848 consumer groups are sampled the same way: their states, their members, new
 group epochs, counted from the epochs seen, and how long each epoch took to reconcile
 (from its start to the group's first Stable at it, both stamped by the shard on replay,
-so exact); an epoch superseded before it settled is not timed (`EpochTracker`).
+so exact); an epoch superseded before it settled is not timed (`EpochTracker`); and
+every server-side assignor run, timed by the shard.
 """
 
 from __future__ import annotations
@@ -63,10 +64,13 @@ class ConsumerGroupSample:
     stable_since_ms: int | None = None
 
 
-def sample_consumer_groups(shard: Any) -> list[ConsumerGroupSample]:
+def sample_consumer_groups(shard: Any) -> tuple[list[ConsumerGroupSample], list[tuple[str, float]]]:
+    """The groups, and the assignor runs (name, seconds) since the last sample, taken."""
+    runs = list(shard.consumer.assignor_runs)
+    shard.consumer.assignor_runs.clear()
     return [ConsumerGroupSample(g.group_id, g.state, g.group_epoch, len(g.members), g.epoch_since_ms,
                                 g.stable_since_ms)
-            for g in shard.consumer_groups.values()]
+            for g in shard.consumer_groups.values()], runs
 
 
 class EpochTracker:
@@ -193,7 +197,9 @@ class GroupStatsSampler:
     async def _sample_consumer_groups(self, active: list[int]) -> None:
         by_state: Counter[str] = Counter()
         members = 0
-        for partition, outcome in await self._read_active(active, sample_consumer_groups):
+        for partition, (outcome, assignor_runs) in await self._read_active(active, sample_consumer_groups):
+            for name, seconds in assignor_runs:
+                metrics.CONSUMER_GROUP_ASSIGNOR_SECONDS.labels(name).observe(seconds)
             bumps, durations = self._epochs.observe(partition, outcome)
             metrics.CONSUMER_GROUP_EPOCHS.inc(bumps)
             for seconds in durations:

@@ -105,6 +105,14 @@ def test_each_epoch_is_stamped_from_its_start_to_its_first_stable(ctx):
     assert group.state == "Stable" and group.stable_since_ms - group.epoch_since_ms == 150
 
 
+def test_assignor_runs_are_timed_by_the_injected_stopwatch(ctx):
+    ctx.shard.consumer.stopwatch = iter([10.0, 10.25, 20.0, 20.5]).__next__
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.consumer_heartbeat(member_id="b", assignor="range")
+    ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}})   # no new target: not run
+    assert list(ctx.shard.consumer.assignor_runs) == [("uniform", 0.25), ("range", 0.5)]
+
+
 def test_a_partition_moves_only_after_its_owner_revoked_it(ctx):
     ctx.consumer_heartbeat(member_id="a")
     b = ctx.consumer_heartbeat(member_id="b")

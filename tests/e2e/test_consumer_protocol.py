@@ -146,6 +146,7 @@ def test_http_and_metrics_show_consumer_groups(kgc848):
         assert samples.total("kgc_consumer_groups", state="Stable") >= 1
         assert samples.total("kgc_consumer_group_members") >= 1
         assert samples.total("kgc_consumer_group_reconciliation_duration_seconds_count") >= 1
+        assert samples.total("kgc_consumer_group_assignor_duration_seconds_count", assignor="uniform") >= 1
     finally:
         member.close()
 
