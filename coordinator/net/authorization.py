@@ -10,12 +10,11 @@ changes no state and never learns whether a group exists. The checks, per API:
 | JoinGroup, SyncGroup, Heartbeat, LeaveGroup | READ GROUP | top-level 30 |
 | OffsetCommit | READ GROUP, then READ TOPIC | every partition 30; partitions of a denied topic 29 |
 | OffsetFetch | DESCRIBE GROUP, then DESCRIBE TOPIC | group error 30; a denied topic asked for: offset -1, 29; all topics asked: denied ones left out |
-| DescribeGroups | DESCRIBE GROUP each | that group 30; `authorized_operations` filled in when asked |
+| DescribeGroups, ConsumerGroupDescribe | DESCRIBE GROUP each | that group 30; `authorized_operations` filled in when asked |
 | ListGroups | DESCRIBE CLUSTER, else DESCRIBE GROUP each | groups not described are left out (no error) |
 | DeleteGroups | DELETE GROUP each | that group 30 |
 | OffsetDelete | DELETE GROUP, then READ TOPIC | top-level 30; partitions of a denied topic 29 |
 | ConsumerGroupHeartbeat | READ GROUP, then DESCRIBE each subscribed topic name | top-level 30, then 29 |
-| ConsumerGroupDescribe | DESCRIBE GROUP each | that group 30 |
 
 A request denied in part is submitted without the denied part; `finish` adds the denied
 entries (or removes what may not be seen) in the answer.
@@ -32,6 +31,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetDeleteResponse, OffsetFetchResponse
 
 from coordinator import metrics
+from coordinator.net.connection import ProtocolViolation
 from coordinator.security.acl import CLUSTER_NAME, AclSnapshot, Operation, ResourceType
 from protocol.error_responses import UNKNOWN_OFFSET, error_response
 from protocol.errors import ErrorCode
@@ -70,7 +70,7 @@ class Guarded:
 def guard(api_key: int, version: int, request: Any, caller: Caller) -> Guarded:
     check = _GUARDS.get(api_key)
     if check is None:       # fail closed: a local API without a rule is never answered
-        raise KeyError(f"no authorization rule for api key {api_key}")
+        raise ProtocolViolation(f"api key {api_key} has no authorization rule: not answered")
     guarded = check(version, request, caller)
     if guarded.denied:
         metrics.authorization_denied(api_key)
@@ -199,20 +199,24 @@ def _fetched_denied(version: int, topic_cls: Any, partition_cls: Any, topic: Any
         for index in topic.partition_indexes])
 
 
-def _describe_groups(version: int, request: Any, caller: Caller) -> Guarded:
-    guarded = _per_group(ApiKey.DescribeGroups, version, request, caller, Operation.DESCRIBE, "groups", "groups")
-    if guarded.refusal is not None or not (version >= 3 and request.include_authorized_operations):
-        return guarded
-    merge = guarded.finish
+def _describe(api_key: int, asked: str, bits):
+    """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group, and the caller's
+    operations on each described group when asked (`bits` shapes the codec's field)."""
+    def check(version: int, request: Any, caller: Caller) -> Guarded:
+        guarded = _per_group(api_key, version, request, caller, Operation.DESCRIBE, asked, "groups")
+        if guarded.refusal is not None or not getattr(request, "include_authorized_operations", False):
+            return guarded
+        merge = guarded.finish
 
-    def finish(response: Any) -> Any:
-        for group in response.groups:
-            if group.error_code == ErrorCode.NONE:
-                group.authorized_operations = caller.acls.authorized_operations(
-                    caller.principal, caller.host, ResourceType.GROUP, group.group_id)
-        return response if merge is None else merge(response)
-    guarded.finish = finish
-    return guarded
+        def finish(response: Any) -> Any:
+            for group in response.groups:
+                if group.error_code == ErrorCode.NONE:
+                    group.authorized_operations = bits(caller.acls.authorized_operations(
+                        caller.principal, caller.host, ResourceType.GROUP, group.group_id))
+            return response if merge is None else merge(response)
+        guarded.finish = finish
+        return guarded
+    return check
 
 
 def _list_groups(version: int, request: Any, caller: Caller) -> Guarded:
@@ -237,17 +241,6 @@ def _consumer_group_heartbeat(version: int, request: Any, caller: Caller) -> Gua
     return Guarded(request)
 
 
-def _consumer_group_describe(version: int, request: Any, caller: Caller) -> Guarded:
-    denied = [g for g in request.group_ids if not caller.group(Operation.DESCRIBE, g)]
-    if not denied:
-        return Guarded(request)
-    if len(denied) == len(request.group_ids):
-        return _refuse(ApiKey.ConsumerGroupDescribe, version, request)
-    request.group_ids = [g for g in request.group_ids if g not in denied]
-    refused = error_response(ApiKey.ConsumerGroupDescribe, version, SimpleNamespace(group_ids=denied), GROUP_DENIED)
-    return Guarded(request, _append("groups", refused.groups), denied=True)
-
-
 _GUARDS = {
     ApiKey.FindCoordinator: _find_coordinator,
     ApiKey.JoinGroup: _single_group(ApiKey.JoinGroup),
@@ -257,9 +250,10 @@ _GUARDS = {
     ApiKey.OffsetCommit: _commit_like(ApiKey.OffsetCommit, Operation.READ),
     ApiKey.OffsetDelete: _commit_like(ApiKey.OffsetDelete, Operation.DELETE),
     ApiKey.OffsetFetch: _offset_fetch,
-    ApiKey.DescribeGroups: _describe_groups,
+    ApiKey.DescribeGroups: _describe(ApiKey.DescribeGroups, "groups", set),
+    ApiKey.ConsumerGroupDescribe: _describe(ApiKey.ConsumerGroupDescribe, "group_ids",
+                                            lambda ops: sum(1 << op for op in ops)),
     ApiKey.ListGroups: _list_groups,
     ApiKey.DeleteGroups: _delete_groups,
     ApiKey.ConsumerGroupHeartbeat: _consumer_group_heartbeat,
-    ApiKey.ConsumerGroupDescribe: _consumer_group_describe,
 }

@@ -13,6 +13,7 @@ import contextlib
 
 import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import (
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -226,7 +227,16 @@ async def test_kip848_groups_are_guarded_like_classic_ones(tmp_path):
                 assert alice.call(heartbeat("alice-cg", "alice-1")).error_code == ErrorCode.NONE
                 # bob's member is still there.
                 [mine] = bob.call(ConsumerGroupDescribeRequest[1](group_ids=["bob-cg"],
-                                                                  include_authorized_operations=False)).groups
+                                                                  include_authorized_operations=True)).groups
                 assert [m.member_id for m in mine.members] == ["bob-1"]
+                assert mine.authorized_operations == 3400       # every group operation, as a bitfield
 
         await asyncio.to_thread(scenario)
+
+
+def test_every_api_kgc_answers_has_an_authorization_rule():
+    from coordinator.net.authorization import _GUARDS
+    from protocol.api_keys import LOCAL_VERSIONS
+
+    # ApiVersions is answered to anyone; Metadata locally only in standalone mode (no topics).
+    assert set(LOCAL_VERSIONS) - {ApiKey.ApiVersions, ApiKey.Metadata} <= set(_GUARDS)
