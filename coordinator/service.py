@@ -34,6 +34,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetFetchResponse
 from kafka.protocol.metadata.find_coordinator import CoordinatorType, FindCoordinatorResponse
 
+from coordinator.group.describe import normalized_filter
 from coordinator.group.record_limits import check_group_id
 from coordinator.group.result import RequestContext
 from coordinator.group.views import GroupDescription, OffsetFetchGroup
@@ -46,6 +47,10 @@ from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_respon
 from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
+
+# Items (groups, keys, listings) one request handles before it lets the loop run others:
+# a request naming 100,000 groups must not hold every other member's heartbeat.
+SLICE = 1_000
 
 
 def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
@@ -165,23 +170,30 @@ class GroupCoordinatorService:
 
     async def _per_partition(self, api_key: int, items: Sequence[Any], group_of: Callable[[Any], str | None],
                              run: Callable[[int, list[Any]], Awaitable[list[Any]]]) -> list[Any]:
-        """`run(partition, items)` once per partition, concurrently; one outcome per item, in
-        request order: the item's answer, or the `ErrorCode` its partition failed with."""
+        """`run(partition, items)` per partition, the partitions concurrently, each in slices
+        of at most `SLICE` items awaited one after another (so a request naming 100,000
+        groups holds the loop, and each partition's executor, for one slice at a time);
+        one outcome per item, in request order: the item's answer, or the `ErrorCode` its
+        partition failed with."""
         outcomes: list[Any] = [None] * len(items)
         by_partition: dict[int, list[int]] = {}
         for index, item in enumerate(items):
+            if index % SLICE == SLICE - 1:
+                await asyncio.sleep(0)
             try:
                 by_partition.setdefault(self._partition(group_of(item)), []).append(index)
             except ApiError as exc:
                 outcomes[index] = exc.code
 
         async def one(partition: int, indexes: list[int]) -> None:
-            try:
-                answers = await run(partition, [items[i] for i in indexes])
-            except Exception as exc:
-                answers = [error_code_for(api_key, exc)] * len(indexes)
-            for index, answer in zip(indexes, answers, strict=True):
-                outcomes[index] = answer
+            for start in range(0, len(indexes), SLICE):
+                chunk = indexes[start:start + SLICE]
+                try:
+                    answers = await run(partition, [items[i] for i in chunk])
+                except Exception as exc:
+                    answers = [error_code_for(api_key, exc)] * len(chunk)
+                for index, answer in zip(chunk, answers, strict=True):
+                    outcomes[index] = answer
 
         await asyncio.gather(*(one(p, indexes) for p, indexes in by_partition.items()))
         return outcomes
@@ -207,10 +219,18 @@ class GroupCoordinatorService:
                                            error_message=None, node_id=node.node_id, host=node.host,
                                            port=node.port)
         # v4+ (KIP-699) batches keys; every group has the same coordinator here.
-        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=[
-            FindCoordinatorResponse.Coordinator(version=version, key=key, node_id=node.node_id, host=node.host,
-                                                port=node.port, error_code=ErrorCode.NONE, error_message=None)
-            for key in request.coordinator_keys])
+        def coordinator(key: str) -> Any:
+            return FindCoordinatorResponse.Coordinator(version=version, key=key, node_id=node.node_id, host=node.host,
+                                                       port=node.port, error_code=ErrorCode.NONE, error_message=None)
+
+        keys = request.coordinator_keys
+        if len(keys) <= SLICE:
+            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=list(map(coordinator, keys)))
+        return asyncio.ensure_future(self._find_coordinators_sliced(version, keys, coordinator))
+
+    @staticmethod
+    async def _find_coordinators_sliced(version: int, keys: Sequence[str], coordinator: Callable[[str], Any]) -> Any:
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=await _sliced(keys, coordinator))
 
     # ---- OffsetFetch -----------------------------------------------------------------
 
@@ -235,8 +255,9 @@ class GroupCoordinatorService:
                 for g in groups])
 
         outcomes = await self._per_partition(ApiKey.OffsetFetch, request.groups, lambda g: g.group_id, fetch)
-        return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=[
-            _fetched_group_v8(version, g.group_id, outcome) for g, outcome in zip(request.groups, outcomes, strict=True)])
+        return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=await _sliced(
+            list(zip(request.groups, outcomes, strict=True)),
+            lambda pair: _fetched_group_v8(version, pair[0].group_id, pair[1])))
 
     # ---- DescribeGroups / ListGroups / DeleteGroups ----------------------------------
 
@@ -248,8 +269,8 @@ class GroupCoordinatorService:
                 _answer_or_code(lambda g=g: shard.describe_group(ctx, g)) for g in group_ids])
 
         outcomes = await self._per_partition(ApiKey.DescribeGroups, request.groups, lambda g: g, describe)
-        return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=[
-            _described_group(version, group_id, outcome) for group_id, outcome in zip(request.groups, outcomes, strict=True)])
+        return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=await _sliced(
+            list(zip(request.groups, outcomes, strict=True)), lambda pair: _described_group(version, *pair)))
 
     async def _consumer_group_describe(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -271,8 +292,8 @@ class GroupCoordinatorService:
     async def _list_groups(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
         # v4 (KIP-518) filters by state, v5 (KIP-848) by type; empty means all.
-        states = set(request.states_filter or ()) if version >= 4 else set()
-        types = set(request.types_filter or ()) if version >= 5 else set()
+        states = normalized_filter(request.states_filter) if version >= 4 else frozenset()
+        types = normalized_filter(request.types_filter) if version >= 5 else frozenset()
 
         async def listing(partition: int) -> list[Any]:
             try:
@@ -288,24 +309,27 @@ class GroupCoordinatorService:
         error = next((x for x in listings if isinstance(x, BaseException)), None)
         if error is not None:
             raise error
-        return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
-            ListGroupsResponse.ListedGroup(version=version, group_id=g.group_id, protocol_type=g.protocol_type,
-                                           group_state=g.group_state, group_type=g.group_type)
-            for partition_listing in listings for g in partition_listing])
+        listed = [g for partition_listing in listings for g in partition_listing]
+        return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, groups=await _sliced(
+            listed, lambda g: ListGroupsResponse.ListedGroup(
+                version=version, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state,
+                group_type=g.group_type)))
 
     async def _delete_groups(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
 
         async def delete(partition: int, group_ids: list[str]) -> list[Any]:
-            unique = list(dict.fromkeys(group_ids))
             codes = dict(await self._runtime.write(partition,
-                                                   lambda shard, handle: shard.delete_groups(ctx, unique)))
+                                                   lambda shard, handle: shard.delete_groups(ctx, group_ids)))
             return [codes[g] for g in group_ids]
 
-        outcomes = await self._per_partition(ApiKey.DeleteGroups, request.groups_names, lambda g: g, delete)
-        return DeleteGroupsResponse(version=version, throttle_time_ms=0, results=[
-            DeleteGroupsResponse.DeletableGroupResult(version=version, group_id=group_id, error_code=code)
-            for group_id, code in zip(request.groups_names, outcomes, strict=True)])
+        # A group named twice is deleted once and both get its answer, even across slices.
+        unique = list(dict.fromkeys(request.groups_names))
+        codes = dict(zip(unique, await self._per_partition(ApiKey.DeleteGroups, unique, lambda g: g, delete),
+                         strict=True))
+        return DeleteGroupsResponse(version=version, throttle_time_ms=0, results=await _sliced(
+            request.groups_names, lambda group_id: DeleteGroupsResponse.DeletableGroupResult(
+                version=version, group_id=group_id, error_code=codes[group_id])))
 
 
 # The single-group writes, as `op(ctx, request, shard, handle)` for `partial`: the request
@@ -365,6 +389,16 @@ def _fetched_group_ids(ctx: RequestContext, request: Any) -> list[str | None]:
     if ctx.api_version >= 8:  # KIP-709: several groups
         return [g.group_id for g in request.groups]
     return [request.group_id]
+
+
+async def _sliced(items: Sequence[Any], build: Callable[[Any], Any]) -> list[Any]:
+    """`[build(x) for x in items]`, yielding to the loop after every `SLICE` items."""
+    built = []
+    for start in range(0, len(items), SLICE):
+        if start:
+            await asyncio.sleep(0)
+        built.extend(build(x) for x in items[start:start + SLICE])
+    return built
 
 
 def _as_task(handler: Callable[[RequestContext, Any], Awaitable[Any]]) -> Callable[[RequestContext, Any], Any]:

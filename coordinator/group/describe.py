@@ -28,10 +28,16 @@ def describe_group(groups: dict[str, ClassicGroup], api_version: int, group_id: 
                             group.protocol_name if stable else "", members)
 
 
-def list_groups(groups: dict[str, ClassicGroup], states_filter: set[str],
-                types_filter: set[str]) -> list[GroupListing]:
-    states = {s.strip().lower() for s in states_filter}
-    types = {t.strip().lower() for t in types_filter}
+def normalized_filter(values) -> frozenset[str]:
+    """A ListGroups filter as the listings compare it (Kafka matches states and types
+    case-insensitively): made once per request, so each partition's listing is linear in
+    its groups whatever the filter's size."""
+    return frozenset(v.strip().lower() for v in values or ())
+
+
+def list_groups(groups: dict[str, ClassicGroup], states: frozenset[str] | set[str],
+                types: frozenset[str] | set[str]) -> list[GroupListing]:
+    """`states` and `types` come from `normalized_filter`."""
     if types and "classic" not in types:
         return []
     return [GroupListing(g.group_id, g.protocol_type or "", g.state.value)
@@ -39,11 +45,9 @@ def list_groups(groups: dict[str, ClassicGroup], states_filter: set[str],
             if not states or g.state.value.lower() in states]
 
 
-def list_consumer_groups(groups: dict[str, ConsumerGroup], states_filter: set[str],
-                         types_filter: set[str]) -> list[GroupListing]:
+def list_consumer_groups(groups: dict[str, ConsumerGroup], states: frozenset[str] | set[str],
+                         types: frozenset[str] | set[str]) -> list[GroupListing]:
     """KIP-848 groups list with protocol type "consumer" and group type "consumer"."""
-    states = {s.strip().lower() for s in states_filter}
-    types = {t.strip().lower() for t in types_filter}
     if types and "consumer" not in types:
         return []
     return [GroupListing(g.group_id, "consumer", g.state, "consumer")

@@ -155,9 +155,10 @@ def send_and_drain(port: int, data: bytes, park_s: float = 5.0) -> None:
     """Send, then read until kgc closes; after `park_s` without a byte the request is
     parked (a JoinGroup waiting for its rebalance) and the connection is dropped, as a
     client that gives up would."""
-    with socket.create_connection(("127.0.0.1", port), timeout=park_s) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(data)
         s.shutdown(socket.SHUT_WR)
+        s.settimeout(park_s)
         try:
             while s.recv(65536):
                 pass
@@ -172,7 +173,7 @@ class HealthyMember:
     def __init__(self, bootstrap: str):
         self.loop = asyncio.new_event_loop()
         self.member = AioMember(bootstrap, "g-healthy", "t", 4, client_id="healthy",
-                                session_timeout_ms=3000, heartbeat_ms=50)
+                                session_timeout_ms=10_000, heartbeat_ms=50)
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     def run(self, coro, timeout=30):

@@ -9,7 +9,8 @@ import contextlib
 import itertools
 
 import pytest
-from kafka.protocol.admin.groups import DescribeGroupsRequest
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from coordinator.group.membership import Membership
 from coordinator.group.shard import GroupShard
@@ -211,3 +212,32 @@ async def test_a_response_that_cannot_be_encoded_is_answered_unknown_server_erro
         assert described.groups[0].error_code == ErrorCode.NONE and described.groups[0].group_state == "Stable"
         await assert_healthy(app, healthy)
         client.close()
+
+
+async def test_large_multi_group_requests_are_answered_whole_and_in_order():
+    # processed in slices of `service.SLICE` items, yielding to the loop between them
+    async with kgc_with_healthy_group() as (app, healthy):
+        client = await WireClient.open(app.port, "large")
+        names = [f"large-{i}" for i in range(2_500)] + [healthy.group]
+        described = await client.call(DescribeGroupsRequest(version=5, groups=names,
+                                                            include_authorized_operations=False))
+        assert [g.group_id for g in described.groups] == names
+        assert described.groups[-1].group_state == "Stable"
+        found = await client.call(FindCoordinatorRequest(version=4, key_type=0, coordinator_keys=names))
+        assert [c.key for c in found.coordinators] == names
+        # a group named twice, more than a slice apart, is deleted once and both get its answer
+        assert await commit_to(client, "deleted-twice") == ErrorCode.NONE
+        twice = ["deleted-twice"] + [f"absent-{i}" for i in range(1_500)] + ["deleted-twice"]
+        deleted = await client.call(DeleteGroupsRequest(version=2, groups_names=twice))
+        codes = {r.group_id: r.error_code for r in deleted.results}
+        assert [r.error_code for r in deleted.results if r.group_id == "deleted-twice"] == [ErrorCode.NONE] * 2
+        assert codes["absent-0"] == ErrorCode.GROUP_ID_NOT_FOUND
+        listed = await client.call(ListGroupsRequest(version=5, states_filter=[" STABLE "] * 100_000, types_filter=[]))
+        assert [g.group_id for g in listed.groups] == [healthy.group]
+        await assert_healthy(app, healthy)
+        client.close()
+
+
+async def commit_to(client: WireClient, group: str) -> int:
+    response = await client.call(commit_request(8, group, (("t", 0, 1, None),)))
+    return response.topics[0].partitions[0].error_code
