@@ -110,6 +110,7 @@ def tansu_behind(relay_port: int):
         yield broker
 
 
+@pytest.mark.integration
 async def test_kgc_reaches_the_upstream_over_tls_and_checks_its_certificate(pki, tmp_path):
     relay = TlsRelay(ssl.create_default_context(ssl.Purpose.CLIENT_AUTH), free_port())
     relay._context.load_cert_chain(pki.server_cert, pki.server_key)
