@@ -216,6 +216,22 @@ class Swarm:
                 if not task.cancelled() and task.exception() is not None:
                     log.debug("member stopped with %r", task.exception())
 
+    async def one_leaves(self, min_generation: int, timeout_s: float) -> tuple[Phase, int]:
+        """A follower stops and sends LeaveGroup; returns the others' phase, once they are
+        synced on `min_generation` or later, and when the LeaveGroup was sent (perf_counter ns)."""
+        leaver = next(m for m in reversed(self.members) if m.member_id != m.leader_id)
+        await self.stop([leaver])
+        rest = [m for m in self.members if m is not leaver]
+        phase = Phase(rest, min_generation=min_generation)
+        for member in rest:
+            member.phase = phase
+        left_ns = time.perf_counter_ns()
+        code = await leaver.leave()
+        if code != 0:
+            raise BenchError(f"LeaveGroup failed with error {code}")
+        await self.until([phase], timeout_s)
+        return phase, left_ns
+
     async def leave(self) -> None:
         """Stop every member and send LeaveGroup for each that has an id, so the group is
         gone before whatever is measured next (errors ignored: this is cleanup)."""

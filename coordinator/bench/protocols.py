@@ -38,7 +38,7 @@ import uuid
 from pathlib import Path
 
 from coordinator.bench import messages
-from coordinator.bench.member import Member, Phase, Swarm
+from coordinator.bench.member import BenchError, Member, Phase, Swarm
 from coordinator.bench.targets import HOST, Target, probe_api_versions, stop_process, wait_ready
 from coordinator.bench.wire import BenchConnection, Template
 from coordinator.embedded import EmbeddedBroker, free_port
@@ -50,10 +50,6 @@ TOPIC = "bench-kip848"
 TIMEOUT_S = 120.0
 _ERROR_CODE = struct.Struct(">h")
 _HB = ConsumerGroupHeartbeatRequest
-
-
-class BenchError(Exception):
-    pass
 
 
 class ConsumerProtocolMember:
@@ -200,17 +196,8 @@ async def classic_rebalances(target: Target, members: int, interval_ms: int, gro
         swarm.tasks[newcomer] = asyncio.create_task(newcomer.run())
         await swarm.until([grown], TIMEOUT_S)
         absorbed = (grown.settled_ns - started) / 1e6
-        leaver = next(m for m in reversed(swarm.members) if m.member_id != m.leader_id)
-        await swarm.stop([leaver])
-        rest = [m for m in swarm.members if m is not leaver]
-        shrunk = Phase(rest, min_generation=grown.generation + 1)
-        for m in rest:
-            m.phase = shrunk
-        started = time.perf_counter_ns()
-        if await leaver.leave() != 0:
-            raise BenchError("LeaveGroup failed")
-        await swarm.until([shrunk], TIMEOUT_S)
-        return absorbed, (shrunk.settled_ns - started) / 1e6
+        shrunk, left_ns = await swarm.one_leaves(grown.generation + 1, TIMEOUT_S)
+        return absorbed, (shrunk.settled_ns - left_ns) / 1e6
     finally:
         await swarm.close()
 

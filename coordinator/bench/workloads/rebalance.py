@@ -8,10 +8,8 @@ heartbeats, which is the client's interval, not the coordinator's work).
 
 from __future__ import annotations
 
-import time
-
 from coordinator.bench.context import Context
-from coordinator.bench.member import BenchError, Phase
+from coordinator.bench.member import BenchError
 from coordinator.bench.stats import Figure, not_measured
 from coordinator.bench.workloads.groups import form_groups
 
@@ -27,17 +25,7 @@ async def run(ctx: Context) -> list[Figure]:
             return [not_measured(m, "ms", "lower", f"group did not form: {exc}", target.config)
                     for m in (from_leave, from_rejoin)]
         try:
-            leaver = next(m for m in reversed(swarm.members) if m.member_id != m.leader_id)
-            await swarm.stop([leaver])
-            rest = [m for m in swarm.members if m is not leaver]
-            phase = Phase(rest, min_generation=stable.generation + 1)
-            for member in rest:
-                member.phase = phase
-            left_ns = time.perf_counter_ns()
-            code = await leaver.leave()
-            if code != 0:
-                raise BenchError(f"LeaveGroup failed with error {code}")
-            await swarm.until([phase], ctx.sizes.timeout_s)
+            phase, left_ns = await swarm.one_leaves(stable.generation + 1, ctx.sizes.timeout_s)
         except (TimeoutError, BenchError) as exc:
             return [not_measured(m, "ms", "lower", str(exc), target.config) for m in (from_leave, from_rejoin)]
         finally:
