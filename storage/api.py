@@ -22,10 +22,11 @@ found at open, or the `StorageError` of a failed write), None while it is health
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
+
+from storage.eager_future import EagerFuture
 
 
 class LogRecord(NamedTuple):
@@ -75,7 +76,7 @@ class StoredBatch:
 @dataclass(frozen=True, slots=True)
 class Append:
     last_offset: int
-    durable: asyncio.Future[int]
+    durable: EagerFuture     # of the last offset; `when_done` hears of it without a loop turn
 
 
 class DurableRead(NamedTuple):

@@ -13,7 +13,8 @@
   when a segment rolls), then the fsync if the policy says so. The thread's answer runs
   on the loop as one callback that marks the log durable, resolves every future the
   write covered in offset order, and hands the thread whatever queued meanwhile. Under
-  load one fsync releases many batches.
+  load one fsync releases many batches. The futures are `EagerFuture`s: the runtime,
+  registered with `when_done`, releases the answers inside that same callback.
 
 A write or fsync that raises fails the partition: the batches of that write, every
 queued batch and every later submit fail with `StorageError` until the owner recovers
@@ -43,6 +44,7 @@ from functools import partial
 from typing import Any, Protocol
 
 from storage.api import StorageError
+from storage.eager_future import EagerFuture
 from storage.fsync_policy import FsyncPolicy
 from storage.partition_log import PartitionLog
 
@@ -74,7 +76,7 @@ class _Queued:
     data: bytes                      # empty: a barrier, durable with everything before it
     last_offset: int
     next_offset: int
-    durable: asyncio.Future[int]
+    durable: EagerFuture
     submitted_s: float               # perf_counter at submit
 
 
@@ -101,8 +103,8 @@ class GroupCommitWriter:
         self._thread.start()
         weakref.finalize(self, self._jobs.put, None)
 
-    def submit(self, base_offset: int, data: bytes, last_offset: int, next_offset: int) -> asyncio.Future[int]:
-        durable = self._loop.create_future()
+    def submit(self, base_offset: int, data: bytes, last_offset: int, next_offset: int) -> EagerFuture:
+        durable = EagerFuture(self._loop)
         if self.failure is not None:
             durable.set_exception(self.failure)
             return durable
@@ -262,7 +264,7 @@ class GroupCommitWriter:
             self._idle.set()
 
 
-def _settle(future: asyncio.Future[int], outcome: int | StorageError) -> None:
+def _settle(future: EagerFuture, outcome: int | StorageError) -> None:
     # A waiter that gave up (cancelled its future) must not stop the others.
     if future.done():
         return

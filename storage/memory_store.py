@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from storage.api import Append, DurableRead, LogRecord, RecordFields, StorageError, StoredBatch, StoredRecord
+from storage.eager_future import EagerFuture
 from storage.format import encode_stored_batch
 
 
@@ -81,7 +82,7 @@ class MemoryLogStore:
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
         state = self._partitions[partition]
-        durable = asyncio.get_running_loop().create_future()
+        durable = EagerFuture(asyncio.get_running_loop())
         base_offset = state.next_offset
         last_offset = base_offset + len(records) - 1
         if state.failure is not None:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from coordinator.security.tls import peer_certificate
 from protocol.framing import FrameError, FrameReader
+from storage.eager_future import EagerFuture
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "_dispatcher", "_reader", "_slots", "_transport", "_session", "_max_in_flight",
         "_reading_paused", "_writing_paused", "state", "peer_host", "listener_node_id", "tls",
-        "peer_certificate",
+        "peer_certificate", "_dispatching",
     )
 
     def __init__(self, dispatcher: FrameHandler, *, max_frame_bytes: int, max_in_flight: int,
@@ -83,6 +84,7 @@ class KafkaConnection(asyncio.Protocol):
         self.listener_node_id = listener_node_id
         self.tls = tls
         self.peer_certificate: bytes | None = None   # DER, when a TLS client presented one
+        self._dispatching = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
@@ -100,6 +102,9 @@ class KafkaConnection(asyncio.Protocol):
         # Answers made while no earlier response is owed skip the slot queue (the common
         # case: one Heartbeat per read); they go out in one write, before any slot.
         ready: list[bytes] = []
+        # A response settled while this loop runs is left to the flush at its end: the
+        # answers gathered in `ready` go out first.
+        self._dispatching = True
         try:
             for payload in self._reader.feed(data):
                 outcome = self._dispatcher.dispatch(self._session, payload)
@@ -109,7 +114,9 @@ class KafkaConnection(asyncio.Protocol):
                     ready.append(outcome)
                     continue
                 slots.append(outcome)
-                if isinstance(outcome, asyncio.Future):
+                if isinstance(outcome, EagerFuture):
+                    outcome.when_done(self._on_slot_settled)
+                elif isinstance(outcome, asyncio.Future):
                     outcome.add_done_callback(self._on_slot_done)
                 elif type(outcome) is LastFrame:
                     break
@@ -121,11 +128,19 @@ class KafkaConnection(asyncio.Protocol):
             self._write(ready)
             self.close()
             return
+        finally:
+            self._dispatching = False
         self._write(ready)
         if slots:
             self._flush()
         elif self._reading_paused:
             self._apply_backpressure()
+
+    def _on_slot_settled(self, fut: asyncio.Future) -> None:
+        """`_on_slot_done` called in the call that settled the response (see EagerFuture),
+        so the answer leaves without another loop turn."""
+        if not self._dispatching:
+            self._on_slot_done(fut)
 
     def _on_slot_done(self, fut: asyncio.Future) -> None:
         # Only the oldest response can unblock writing; a later one waits its turn.

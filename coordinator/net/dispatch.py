@@ -30,6 +30,7 @@ from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
 from protocol.messages import MalformedRequest, decode_request, encode_response
+from storage.eager_future import EagerFuture
 
 log = logging.getLogger(__name__)
 
@@ -173,9 +174,14 @@ class Dispatcher:
             if finish is not None:
                 outcome = finish(outcome)
             return self._encode(header, payload, request, request_metrics, outcome)
-        frame = self._loop.create_future()
+        frame = EagerFuture(self._loop)
         pending = _Pending(self, ctx, header, payload, request_metrics, frame, outcome, finish)
-        outcome.add_done_callback(pending)
+        if isinstance(outcome, EagerFuture):
+            # The partition's own future: answered in the call that releases it (after
+            # a group commit, the writer's callback), not a loop turn later.
+            outcome.when_done(pending)
+        else:
+            outcome.add_done_callback(pending)
         frame.add_done_callback(pending)
         return frame
 

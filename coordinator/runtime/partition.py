@@ -24,8 +24,10 @@ awaits, so nothing else touches the shard while it runs:
    parked under the batch's last offset. A Result without records is parked under the
    last pending write, if any, so no client sees state that is not yet durable (Kafka's
    empty-records branch of `append()`).
-5. When the store reports the batch durable, everything parked at or below that offset
-   is released in offset order, and each `after_commit` runs right there, between
+5. When the store reports the batch durable (in the store's own callback, through
+   `EagerFuture.when_done`; the request futures are eager too, so the connection writes
+   the answer in that same call), everything parked at or below that offset is released
+   in offset order, and each `after_commit` runs right there, between
    events, its Result taking the same path from step 3.
 6. If an append raises or its durability fails, the partition is FAILED: every waiting
    handle (parked or in the queue) gets `PartitionNotActive`, timers are cancelled, the
@@ -69,6 +71,7 @@ from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from protocol.errors import ApiError, ErrorCode
 from storage.api import LogRecord, LogStore, StorageError
+from storage.eager_future import EagerFuture
 
 log = logging.getLogger(__name__)
 
@@ -298,8 +301,9 @@ class PartitionRuntime:
             raise PartitionLoading(f"partition {self.partition} is loading")
         raise PartitionNotActive(f"partition {self.partition} is {self.state.value}")
 
-    def _new_waiter(self) -> asyncio.Future:
-        fut = self._loop.create_future()
+    def _new_waiter(self) -> EagerFuture:
+        # Eager, so that the request path can answer in the call that releases it.
+        fut = EagerFuture(self._loop)
         self._waiters.add(fut)
         fut.add_done_callback(self._waiters.discard)
         return fut
@@ -449,7 +453,8 @@ class PartitionRuntime:
             self._on_durable(self._epoch, append.last_offset, append.durable)
             return self.state is PartitionState.ACTIVE     # not if that write failed
         epoch = self._epoch
-        append.durable.add_done_callback(lambda fut: self._on_durable(epoch, append.last_offset, fut))
+        # Released in the callback that hears of the fsync, not a loop turn later.
+        append.durable.when_done(lambda fut: self._on_durable(epoch, append.last_offset, fut))
         return True
 
     def _park_or_release(self, parked: _Parked) -> None:

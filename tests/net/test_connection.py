@@ -217,3 +217,34 @@ async def test_connection_lost_cancels_parked_answers_and_closes_the_session():
     assert handler.closed_sessions == [("session", "10.0.0.7")]
     conn.data_received(frame(b"p"))  # late bytes after close are ignored
     assert transport.writes == []
+
+
+async def test_an_eager_answer_goes_out_in_the_call_that_settles_it():
+    from storage.eager_future import EagerFuture
+
+    later = EagerFuture(asyncio.get_running_loop())
+    handler = ScriptedHandler({b"a": later, b"b": b"B"})
+    conn, transport = connect(handler)
+    conn.data_received(frame(b"a") + frame(b"b"))
+    assert transport.writes == []
+    later.set_result(b"A")                  # e.g. from the writer's fsync callback
+    assert transport.written == b"AB"       # no loop turn needed
+
+
+async def test_an_eager_answer_settled_while_requests_are_read_waits_for_earlier_answers():
+    """A request whose op releases an earlier, parked answer of the same connection: the
+    answer made before that one (already in hand, not yet written) must still go first."""
+    from storage.eager_future import EagerFuture
+
+    parked = EagerFuture(asyncio.get_running_loop())
+
+    class Releasing(ScriptedHandler):
+        def dispatch(self, session, payload: bytes):
+            if payload == b"c":
+                parked.set_result(b"B")
+            return super().dispatch(session, payload)
+
+    handler = Releasing({b"a": b"A", b"b": parked, b"c": b"C"})
+    conn, transport = connect(handler)
+    conn.data_received(frame(b"a") + frame(b"b") + frame(b"c"))
+    assert transport.written == b"ABC"
