@@ -71,6 +71,7 @@ class Target:
     pid: int | None = None
     advertised: dict[int, tuple[int, int]] = field(default_factory=dict)
     tls: ssl.SSLContext | None = None   # the client side, when the target listens with TLS
+    metrics_url: str | None = None      # kgc's Prometheus endpoint, when we started it
 
     async def connect(self) -> BenchConnection:
         return await BenchConnection.open(self.host, self.port, tls=self.tls)
@@ -147,11 +148,11 @@ async def stop_process(process: subprocess.Popen) -> int:
     return process.returncode
 
 
-def kgc_command(port: int, data_dir: str, fsync: str, *, cleaner: bool = True) -> list[str]:
+def kgc_command(port: int, data_dir: str, fsync: str, *, cleaner: bool = True, http_port: int = 0) -> list[str]:
     # --standalone: no upstream, not even the embedded broker (it would share the cores);
-    # --http-port 0: several kgc processes may run at once.
+    # --http-port 0 unless one is given: several kgc processes may run at once.
     command = [sys.executable, "-m", "coordinator", "serve", "--standalone", "--host", HOST, "--port", str(port),
-               "--http-port", "0", "--initial-rebalance-delay-ms", "0", "--data-dir", data_dir,
+               "--http-port", str(http_port), "--initial-rebalance-delay-ms", "0", "--data-dir", data_dir,
                "--fsync", fsync, "--log-level", "WARNING"]
     return command if cleaner else [*command, "--cleaner-interval-ms", "0"]
 
@@ -178,7 +179,8 @@ async def spawn_kgc(work_dir: Path, *, fsync: str = "always", data_dir: str | No
     log_file = open(log_path, "ab")
     if spawned_at is not None:
         spawned_at.append(time.perf_counter())
-    command, client_tls = kgc_command(port, data_dir, fsync, cleaner=cleaner), None
+    http_port = free_port()
+    command, client_tls = kgc_command(port, data_dir, fsync, cleaner=cleaner, http_port=http_port), None
     if tls:
         cert_file, key_file = self_signed(work_dir, HOST)
         command += ["--security-protocol", "ssl", "--tls-cert-file", cert_file, "--tls-key-file", key_file]
@@ -190,7 +192,7 @@ async def spawn_kgc(work_dir: Path, *, fsync: str = "always", data_dir: str | No
         if profile_dir is not None:
             profiler = Profiler(process.pid, profile_dir / f"kgc-{port}.raw")
         yield Target("kgc", HOST, port, kgc_config(fsync, cleaner=cleaner, tls=tls), process.pid, advertised,
-                     client_tls)
+                     client_tls, f"http://{HOST}:{http_port}/metrics")
     finally:
         if profiler is not None:
             await profiler.stop()

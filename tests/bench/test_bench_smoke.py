@@ -35,7 +35,8 @@ EXPECTED = {
                "commit 2 clients x 5 partitions: OffsetCommit requests/s",
                "commit 2 clients x 5 partitions: p50", "commit 2 clients x 5 partitions: p99"] * 2,
     "sync-commit": [f"sync commit 2 clients x 2 partitions: {m}" for m in ("commits/s", "p50", "p99")] * 2
-    + ["sync commit 2 clients x 2 partitions: disk fsync p50", "sync commit 2 clients x 2 partitions: fsync cost / disk fsync"],
+    + [f"sync commit 2 clients x 2 partitions: {m}"
+       for m in ("kgc fsync mean", "fsync cost / kgc fsync", "disk fsync p50", "fsync cost / disk fsync")],
     "fetch-offsets": [f"fetch offsets 20 partitions x 2 groups, 2 clients: {m}"
                       for m in ("fetches/s", "partitions/s", "p50", "p99")],
     "load": ["load 0 records (empty data dir): spawn to all partitions loaded",
