@@ -220,7 +220,7 @@ class KgcApp:
         if not cfg.sasl:
             return None
         if cfg.sasl_mode == "passthrough":
-            return PassthroughSettings(cfg.sasl_mechanisms)
+            return PassthroughSettings(cfg.sasl_mechanisms, cfg.sasl_oauthbearer_sub_claim_name)
         if cfg.security_protocol == "sasl_plaintext" and "PLAIN" in cfg.sasl_mechanisms:
             log.warning("PLAIN over sasl_plaintext: passwords cross the network in clear text")
         return SaslSettings(mechanisms=cfg.sasl_mechanisms, credentials=CredentialStore(cfg.sasl_credentials_file),

@@ -63,6 +63,7 @@ class ServerConfig:
     sasl_mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
     sasl_credentials_file: str | None = None
     sasl_passthrough_insecure_upstream: bool = False
+    sasl_oauthbearer_sub_claim_name: str = "sub"   # Kafka's sasl.oauthbearer.sub.claim.name
     upstream_sasl_mechanism: str | None = None
     upstream_sasl_username: str | None = None
     upstream_sasl_password_file: str | None = None
@@ -295,8 +296,10 @@ SETTINGS: tuple[Setting, ...] = (
             "kgc's own SASL login on its control connection upstream (unset: none)"),
     Setting("upstream_sasl_username", text(nullable=True), "kgc's upstream SASL user"),
     Setting("upstream_sasl_password_file", text(nullable=True), "file holding kgc's upstream SASL password"),
-    Setting("sasl_mechanisms", names(choices=("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")),
-            "SASL mechanisms offered, in order", metavar="MECHANISM[,MECHANISM...]"),
+    Setting("sasl_mechanisms", names(choices=("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER")),
+            "SASL mechanisms offered, in order (OAUTHBEARER: passthrough only)", metavar="MECHANISM[,MECHANISM...]"),
+    Setting("sasl_oauthbearer_sub_claim_name", text(),
+            "passthrough OAUTHBEARER: the JWT claim naming the principal (the upstream validates the token)"),
     Setting("sasl_credentials_file", text(nullable=True), "SCRAM credential file (kgc scram-credential writes it)"),
     Setting("sasl_max_reauth_ms", _MS, "SASL session lifetime before re-authentication (0: none)"),
     Setting("sasl_failure_delay_ms", _MS, "delay before answering a failed authentication"),
@@ -458,6 +461,9 @@ def _check_security(config: ServerConfig) -> None:
             raise ConfigError("sasl_credentials_file is for sasl_mode terminate; passthrough leaves passwords "
                               "to the upstream")
     elif config.sasl:
+        if "OAUTHBEARER" in config.sasl_mechanisms:
+            raise ConfigError("sasl_mode terminate does not support OAUTHBEARER (kgc validates no tokens): "
+                              "use sasl_mode passthrough, where the upstream validates them")
         if config.sasl_credentials_file is None:
             raise ConfigError(f"security_protocol {config.security_protocol} with sasl_mode terminate needs "
                               "sasl_credentials_file: kgc checks the passwords")

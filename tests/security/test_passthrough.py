@@ -1,7 +1,8 @@
 """SASL passthrough: kgc relays each client's SASL exchange on the client's own upstream
 connection to a secured broker (tests/support/secure_front.py: TLS + SASL in front of
 Tansu), reads the principal, and authorizes the group APIs it answers as that principal;
-kgc logs in to the broker itself (SCRAM) for its control connection."""
+kgc logs in to the broker itself (SCRAM) for its control connection. OAUTHBEARER tokens
+are unsecured JWTs the front validates as Kafka's default unsecured validator does."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from tests.gateway.kafka_client import create_topic, produce
 from tests.security.test_authorization import commit, fetch, join, partition_errors
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
-from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow
+from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow, unsecured_jwt
 from tests.support.tansu import TansuBroker, request_response
 
 pytestmark = pytest.mark.integration
@@ -61,7 +62,7 @@ def topic_with_records(broker, count: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def passthrough(pki, broker, port, tmp_path, kgc_settings=None, **front_options):
+async def passthrough(pki, broker, port, tmp_path, kgc_settings=None, oauth_claim="sub", **front_options):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(pki.server_cert, pki.server_key)
     front = await SecureFront(context, port, USERS, **front_options).start(broker.address)
@@ -71,6 +72,8 @@ async def passthrough(pki, broker, port, tmp_path, kgc_settings=None, **front_op
         host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", port),),
         broker_ports=((broker.node_id, free_port()),), security_protocol="sasl_ssl",
         tls_cert_file=pki.server_cert, tls_key_file=pki.server_key, sasl_mode="passthrough",
+        sasl_mechanisms=("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER"),
+        sasl_oauthbearer_sub_claim_name=oauth_claim,
         upstream_security_protocol="ssl", upstream_tls_ca_file=pki.ca_file, upstream_sasl_mechanism="SCRAM-SHA-512",
         upstream_sasl_username="kgc", upstream_sasl_password_file=str(tmp_path / "kgc-password"),
         **(kgc_settings or {"authorizer": "file", "acl_file": str(tmp_path / "acls.toml")}))
@@ -83,6 +86,7 @@ async def passthrough(pki, broker, port, tmp_path, kgc_settings=None, **front_op
 
 
 @pytest.mark.parametrize("library, mechanism", [("confluent-kafka", "SCRAM-SHA-512"), ("confluent-kafka", "PLAIN"),
+                                                ("confluent-kafka", "OAUTHBEARER"),
                                                 ("kafka-python", "SCRAM-SHA-512"), ("aiokafka", "SCRAM-SHA-256")])
 async def test_clients_consume_and_commit_as_themselves(secured_tansu, front_port, pki, tmp_path, library,
                                                         mechanism):
@@ -151,6 +155,55 @@ async def test_the_brokers_session_lifetime_binds_requests_kgc_answers(secured_t
                 assert s.closed_by_peer()
 
         await asyncio.to_thread(scenario)
+
+
+def token(**claims) -> str:
+    return unsecured_jwt({"exp": time.time() + 600, **claims})
+
+
+async def test_oauthbearer_principal_is_the_tokens_claim_and_kgcs_acls_apply_to_it(secured_tansu, front_port, pki,
+                                                                                   tmp_path):
+    async with passthrough(pki, secured_tansu, front_port, tmp_path) as (app, front):
+        def commit_as(jwt: str) -> int:
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                assert s.login_oauthbearer(jwt).error_code == ErrorCode.NONE
+                return partition_errors(s.call(commit("secure-oauth", {"t": 1})))["t"]
+
+        assert await asyncio.to_thread(commit_as, token(sub="alice")) == ErrorCode.NONE
+        assert await asyncio.to_thread(commit_as, token(sub="bob")) == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert [p for p in front.logins if p != "User:kgc"] == ["User:alice", "User:bob"]
+
+
+async def test_oauthbearer_tokens_the_broker_refuses_fail_the_client(secured_tansu, front_port, pki, tmp_path):
+    async with passthrough(pki, secured_tansu, front_port, tmp_path) as (app, front):
+        def refused(jwt: str) -> int:
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                answer = s.login_oauthbearer(jwt)          # error JSON, acknowledged, then the failure
+                assert s.closed_by_peer()
+                return answer.error_code
+
+        expired = unsecured_jwt({"sub": "alice", "exp": time.time() - 60})
+        signed = unsecured_jwt({"sub": "alice", "exp": time.time() + 600}, {"alg": "RS256"})
+        assert await asyncio.to_thread(refused, expired) == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert await asyncio.to_thread(refused, signed) == ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert set(front.logins) == {"User:kgc"}
+
+
+async def test_oauthbearer_uses_the_configured_claim_and_refuses_tokens_without_it(secured_tansu, front_port, pki,
+                                                                                   tmp_path):
+    async with passthrough(pki, secured_tansu, front_port, tmp_path, oauth_claim="upn") as (app, front):
+        def scenario():
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                answer = s.login_oauthbearer(token(sub="alice"))     # the broker would take it: kgc cannot
+                assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+                assert "no 'upn' claim" in answer.error_message
+                assert s.closed_by_peer()
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                assert s.login_oauthbearer(token(sub="mallory", upn="alice")).error_code == ErrorCode.NONE
+                return partition_errors(s.call(commit("secure-upn", {"t": 1})))["t"]
+
+        assert await asyncio.to_thread(scenario) == ErrorCode.NONE    # kgc's principal: User:alice
+        assert set(front.logins) == {"User:kgc", "User:mallory"}      # the broker's: its own claim
 
 
 @pytest.mark.parametrize("token, user", [

@@ -11,6 +11,13 @@ Everything else after login is piped to Tansu, which is started advertising the 
 port. `scram_failure_as_success` imitates brokers that answer a failed SCRAM exchange with
 error 0 and `e=...` (Tansu 0.6 does), which kgc must not take for a login.
 
+OAUTHBEARER is validated as Kafka's default unsecured validator does
+(`OAuthBearerUnsecuredValidatorCallbackHandler`): an unsigned JWT (`alg` none, empty
+signature) whose `exp` is in the future and whose `oauth_claim` (Kafka's
+`sasl.oauthbearer.sub.claim.name`) is a string naming the principal. A bad token is
+answered as Kafka's `OAuthBearerSaslServer` does: error 0 with the RFC 7628 error JSON,
+then, after the client's `\x01` acknowledgement, SASL_AUTHENTICATION_FAILED and close.
+
 `logins` lists the principal of every successful exchange, in order. `acls` are the
 broker's ACL bindings, as DescribeAcls returns them (whatever the filter); None answers
 SECURITY_DISABLED, as a broker without an authorizer does.
@@ -19,7 +26,10 @@ SECURITY_DISABLED, as a broker without an authorizer does.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
+import re
 import ssl
 import struct
 import time
@@ -34,13 +44,34 @@ from protocol.messages import decode_request, encode_response, response_class
 from tests.support.tls_relay import LoopbackTlsServer
 
 _SIZE = struct.Struct(">i")
-MECHANISMS = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
+MECHANISMS = ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER"]
+_BEARER = re.compile(rb"n,[^,]*,\x01(?:[A-Za-z]+=[^\x01]*\x01)*?auth=[Bb]earer +([-_.A-Za-z0-9]+)\x01.*\x01", re.S)
+INVALID_TOKEN = b'{"status":"invalid_token"}'
+
+
+def _unsecured_principal(message: bytes, claim: str) -> str | None:
+    match = _BEARER.fullmatch(message)
+    if match is None:
+        return None
+    try:
+        header, payload, signature = (json.loads(base64.urlsafe_b64decode(p + b"=" * (-len(p) % 4))) if p else None
+                                      for p in match[1].split(b"."))
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or header.get("alg") != "none" or signature is not None:
+        return None
+    name = payload.get(claim) if isinstance(payload, dict) else None
+    expires = payload.get("exp") if isinstance(payload, dict) else None
+    if not isinstance(name, str) or not name or not isinstance(expires, int | float) or expires <= time.time():
+        return None
+    return name
 
 
 class SecureFront(LoopbackTlsServer):
     def __init__(self, context: ssl.SSLContext, port: int, users: dict[str, str], *,
-                 session_lifetime_ms: int = 0, scram_failure_as_success: bool = False):
+                 session_lifetime_ms: int = 0, scram_failure_as_success: bool = False, oauth_claim: str = "sub"):
         super().__init__(context, port)
+        self.oauth_claim = oauth_claim
         self._users = users
         self._scram = {(user, m): ScramMechanism(m).make_auth_info(password, iteration_count=4096)
                        for user, password in users.items() for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
@@ -69,6 +100,7 @@ class _Connection:
         self.mechanism: str | None = None
         self.scram = None
         self.scram_user: str | None = None
+        self.token_refused = False
         self.expires: float | None = None
         self.outstanding = 0
         self.drained = asyncio.Event()
@@ -122,7 +154,7 @@ class _Connection:
         version = request.version
         if api_key == ApiKey.SaslHandshake:
             ok = request.mechanism in MECHANISMS and (self.principal is None or self.expires is not None)
-            self.mechanism, self.scram = request.mechanism, None
+            self.mechanism, self.scram, self.token_refused = request.mechanism, None, False
             return response_class(api_key)(version=version, error_code=0 if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                            mechanisms=MECHANISMS), not ok
         token = bytes(request.auth_bytes)
@@ -131,6 +163,14 @@ class _Connection:
             if self.front._users.get(user.decode()) == password.decode():
                 return self._success(version, user.decode(), b"")
             return self._failure(version)
+        if self.mechanism == "OAUTHBEARER":
+            if self.token_refused:                    # the client's acknowledgement of the error JSON
+                return self._failure(version)
+            user = _unsecured_principal(token, self.front.oauth_claim)
+            if user is None:
+                self.token_refused = True
+                return self._answer(version, 0, INVALID_TOKEN), False
+            return self._success(version, user, b"")
         try:
             if self.scram is None:
                 self.scram = ScramMechanism(self.mechanism).make_server(self._auth_info)
