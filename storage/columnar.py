@@ -233,11 +233,14 @@ def _walk_headers(buf: np.ndarray, spans: RecordSpans, framed: np.ndarray,
     headers = HeaderSpans(**out)
     if total:
         names = pc.dictionary_encode(views(buf, headers.name_pos, headers.name_len, bounds))
+        # A header whose walk failed has a null name: not a copy-free array, and its record
+        # is already bad.
+        indices = names.indices.to_numpy(zero_copy_only=False)
         for index, raw in enumerate(names.dictionary.to_pylist()):
             try:
                 raw.decode()
             except UnicodeDecodeError:
-                bad[np.searchsorted(owners, headers.record[names.indices.to_numpy() == index])] = True
+                bad[np.searchsorted(owners, headers.record[indices == index])] = True
     bad_owners = owners[bad]
     # A record repeating a bad owner's bytes is as bad: its batch goes with the owner's.
     return headers, bad_owners

@@ -169,6 +169,21 @@ def test_records_longer_than_two_varint_bytes_and_bad_header_names(tmp_path):
     assert columnar(0, directory) == reference(0, directory)
 
 
+def test_a_header_walk_that_fails_beside_a_name_that_is_not_utf8(tmp_path):
+    """Found by the property test above: a header whose name length is negative (its walk
+    fails, its name is null) in the same partition as a name that is not UTF-8."""
+    directory = tmp_path / "__consumer_offsets-0"
+    directory.mkdir()
+    not_utf8 = bytearray(encode_batch(0, [LogRecord(b"k", b"v", (("n\xe9", b"v"),))], 5))
+    at = bytes(not_utf8).index(b"n\xc3\xa9")
+    not_utf8[at:at + 3] = b"n\xff\xfe"
+    negative = bytearray(encode_batch(1, [LogRecord(b"k", b"v", (("zz", b"v"),))], 5))
+    at = bytes(negative).index(b"zz")
+    negative[at - 1] = 0x01                                   # zigzag -1: a null header name
+    (directory / "00000000000000000000.log").write_bytes(restamp(not_utf8) + restamp(negative))
+    assert columnar(0, directory) == reference(0, directory)
+
+
 def both_scanners(run, data_dir, tmp_path, options: Options, **kwargs):
     columns = run(data_dir, tmp_path / "columns", replace(options, scanner="columns"), **kwargs)
     reference = run(data_dir, tmp_path / "records", replace(options, scanner="records"), **kwargs)
