@@ -202,11 +202,14 @@ class GroupCommitWriter:
 
     def _written(self, group: list[_Queued], segment: Any, size: int, write_s: float, fsync_s: float | None) -> None:
         self._log.mark_durable(segment, size, group[-1].next_offset)
-        self._observer.group_committed(len(group), sum(len(q.data) for q in group), write_s, fsync_s)
         now = time.perf_counter()
+        # The answers first (each settle writes its response, see EagerFuture), the
+        # metrics after: a client waits for the former only.
+        for queued in group:
+            _settle(queued.durable, queued.last_offset)
+        self._observer.group_committed(len(group), sum(len(q.data) for q in group), write_s, fsync_s)
         for queued in group:
             self._observer.durable(now - queued.submitted_s)
-            _settle(queued.durable, queued.last_offset)
 
     def _next(self) -> None:
         if self._queue and self.failure is None:
