@@ -23,6 +23,7 @@ from tests.e2e.admin import new_name
 from tests.e2e.clients import Member, MemberSettings, wait_until
 from tests.gateway.kafka_client import create_topic, produce
 from tests.security.test_authorization import commit, fetch, join, partition_errors
+from tests.security.test_http_and_secrets import auth_count
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
 from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow, unsecured_jwt
@@ -163,6 +164,7 @@ def token(**claims) -> str:
 
 async def test_oauthbearer_principal_is_the_tokens_claim_and_kgcs_acls_apply_to_it(secured_tansu, front_port, pki,
                                                                                    tmp_path):
+    successes = auth_count("OAUTHBEARER", "success")
     async with passthrough(pki, secured_tansu, front_port, tmp_path) as (app, front):
         def commit_as(jwt: str) -> int:
             with KafkaSocket(app.port, context=pki.client_context()) as s:
@@ -172,10 +174,15 @@ async def test_oauthbearer_principal_is_the_tokens_claim_and_kgcs_acls_apply_to_
         assert await asyncio.to_thread(commit_as, token(sub="alice")) == ErrorCode.NONE
         assert await asyncio.to_thread(commit_as, token(sub="bob")) == ErrorCode.GROUP_AUTHORIZATION_FAILED
         assert [p for p in front.logins if p != "User:kgc"] == ["User:alice", "User:bob"]
+        assert auth_count("OAUTHBEARER", "success") == successes + 2
 
 
-async def test_oauthbearer_tokens_the_broker_refuses_fail_the_client(secured_tansu, front_port, pki, tmp_path):
-    async with passthrough(pki, secured_tansu, front_port, tmp_path) as (app, front):
+@pytest.mark.parametrize("failure_as_success", [False, True])     # True: the broker says 0 after refusing
+async def test_oauthbearer_tokens_the_broker_refuses_fail_the_client(secured_tansu, front_port, pki, tmp_path,
+                                                                     failure_as_success):
+    failures = auth_count("OAUTHBEARER", "failure")
+    async with passthrough(pki, secured_tansu, front_port, tmp_path,
+                           oauth_failure_as_success=failure_as_success) as (app, front):
         def refused(jwt: str) -> int:
             with KafkaSocket(app.port, context=pki.client_context()) as s:
                 answer = s.login_oauthbearer(jwt)          # error JSON, acknowledged, then the failure
@@ -187,10 +194,12 @@ async def test_oauthbearer_tokens_the_broker_refuses_fail_the_client(secured_tan
         assert await asyncio.to_thread(refused, expired) == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert await asyncio.to_thread(refused, signed) == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert set(front.logins) == {"User:kgc"}
+        assert auth_count("OAUTHBEARER", "failure") == failures + 2
 
 
 async def test_oauthbearer_uses_the_configured_claim_and_refuses_tokens_without_it(secured_tansu, front_port, pki,
                                                                                    tmp_path):
+    failures = auth_count("OAUTHBEARER", "failure")
     async with passthrough(pki, secured_tansu, front_port, tmp_path, oauth_claim="upn") as (app, front):
         def scenario():
             with KafkaSocket(app.port, context=pki.client_context()) as s:
@@ -204,6 +213,7 @@ async def test_oauthbearer_uses_the_configured_claim_and_refuses_tokens_without_
 
         assert await asyncio.to_thread(scenario) == ErrorCode.NONE    # kgc's principal: User:alice
         assert set(front.logins) == {"User:kgc", "User:mallory"}      # the broker's: its own claim
+        assert auth_count("OAUTHBEARER", "failure") == failures + 1
 
 
 @pytest.mark.parametrize("token, user", [

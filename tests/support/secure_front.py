@@ -9,7 +9,9 @@ SASL_AUTHENTICATION_FAILED and closes; an optional session lifetime, after which
 next request other than a SaslHandshake closes (KIP-368 re-authentication accepted).
 Everything else after login is piped to Tansu, which is started advertising the front's
 port. `scram_failure_as_success` imitates brokers that answer a failed SCRAM exchange with
-error 0 and `e=...` (Tansu 0.6 does), which kgc must not take for a login.
+error 0 and `e=...` (Tansu 0.6 does), which kgc must not take for a login;
+`oauth_failure_as_success` a broker that answers the acknowledgement of a refused token
+with error 0.
 
 OAUTHBEARER is validated as Kafka's default unsecured validator does
 (`OAuthBearerUnsecuredValidatorCallbackHandler`): an unsigned JWT (`alg` none, empty
@@ -69,9 +71,11 @@ def _unsecured_principal(message: bytes, claim: str) -> str | None:
 
 class SecureFront(LoopbackTlsServer):
     def __init__(self, context: ssl.SSLContext, port: int, users: dict[str, str], *,
-                 session_lifetime_ms: int = 0, scram_failure_as_success: bool = False, oauth_claim: str = "sub"):
+                 session_lifetime_ms: int = 0, scram_failure_as_success: bool = False, oauth_claim: str = "sub",
+                 oauth_failure_as_success: bool = False):
         super().__init__(context, port)
         self.oauth_claim = oauth_claim
+        self.oauth_failure_as_success = oauth_failure_as_success
         self._users = users
         self._scram = {(user, m): ScramMechanism(m).make_auth_info(password, iteration_count=4096)
                        for user, password in users.items() for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
@@ -165,6 +169,8 @@ class _Connection:
             return self._failure(version)
         if self.mechanism == "OAUTHBEARER":
             if self.token_refused:                    # the client's acknowledgement of the error JSON
+                if self.front.oauth_failure_as_success:
+                    return self._answer(version, 0, b""), False
                 return self._failure(version)
             user = _unsecured_principal(token, self.front.oauth_claim)
             if user is None:
