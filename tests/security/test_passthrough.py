@@ -139,7 +139,7 @@ async def test_success_without_a_server_proof_is_refused(secured_tansu, front_po
                 assert s.closed_by_peer()
 
         await asyncio.to_thread(scenario)
-        assert front.logins == ["User:kgc"]
+        assert set(front.logins) == {"User:kgc"}           # kgc may log in more than once
 
 
 async def test_the_brokers_session_lifetime_binds_requests_kgc_answers(secured_tansu, front_port, pki, tmp_path):
