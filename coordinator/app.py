@@ -35,7 +35,7 @@ from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.gateway.upstream_acls import UpstreamAcls
 from coordinator.gateway.upstream_groups import UpstreamGroups
-from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
+from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.http.groups import committed_offsets
 from coordinator.http.server import HttpServer
 from coordinator.net.authentication import SaslSettings
@@ -249,7 +249,7 @@ class KgcApp:
 
     def _topics(self) -> TopicImage:
         """The upstream's topics for KIP-848 groups; none in standalone mode."""
-        return self.cluster.topics if self.cluster is not None else EMPTY_TOPIC_IMAGE
+        return self.cluster.topics if self.cluster is not None else NO_TOPICS
 
     def _listener(self, port: int, node_id: int | None) -> Listener:
         """A bound listener (bind errors raise here, before anything is served)."""

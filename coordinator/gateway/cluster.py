@@ -218,7 +218,7 @@ class UpstreamCluster:
         image = TopicImage.of(self._topics.version + 1, (
             TopicMetadata(t.topic_id, t.name, len(t.partitions)) for t in topics
             if t.error_code == 0 and t.name and t.topic_id is not None and t.topic_id.int != 0))
-        if not image.same_topics(self._topics):
+        if self._topics.version == 0 or not image.same_topics(self._topics):   # the first read is news
             log.info("upstream topics now %d (was %d)", len(image.by_name), len(self._topics.by_name))
             self._topics = image
 

@@ -153,6 +153,10 @@ class ConsumerGroups:
         epoch = request.member_epoch
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(ctx, request, group)
+        image = self.topics()
+        if image.version == 0:
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           "kgc has not read the upstream cluster's topics yet")
         version = ctx.api_version
         member_id = request.member_id or self.new_member_id(ctx.client_id or "consumer")
         old, replaced = self._member_for(group, member_id, request)
@@ -186,7 +190,6 @@ class ConsumerGroups:
         members[member_id] = updated
 
         # 2. regular expressions
-        image = self.topics()
         image_changed = group.checked_image_version != image.version
         regex_topics = {rx: v.topics for rx, v in group.regexes.items()}
         regexes_changed = False

@@ -3,7 +3,9 @@
 KIP-848 assigns partitions by topic id, so the ids must be the cluster's own (clients
 look them up with Metadata by id). The gateway builds a `TopicImage` from the upstream's
 Metadata answers; the group layer only reads it. `version` changes whenever the content
-does, so a group re-checks its subscriptions only after a change.
+does, so a group re-checks its subscriptions only after a change. Version 0 means not
+known yet (kgc just started and has not heard from the upstream): consumer groups wait,
+rather than take "no topics" for the truth and revoke every partition.
 
 `metadata_hash` is Kafka's KIP-1101 hash of a group's subscribed topics (XXH3-64 over
 Kafka's little-endian byte stream), so a new group epoch follows a topic being created,
@@ -50,7 +52,8 @@ class TopicImage:
         return dict(self.by_name) == dict(other.by_name)
 
 
-EMPTY_TOPIC_IMAGE = TopicImage()
+EMPTY_TOPIC_IMAGE = TopicImage()                  # not known yet
+NO_TOPICS = TopicImage(version=1)                 # known: a cluster without topics (standalone)
 
 
 def _java_string(s: str) -> bytes:

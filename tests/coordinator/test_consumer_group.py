@@ -74,6 +74,15 @@ def test_joining_with_no_topics_is_valid(ctx):
     assert (call.error, call.assignment) == (0, {})
 
 
+def test_members_wait_until_the_upstreams_topics_are_known():
+    # Just started: "no topics yet" must not read as "no topics", which would revoke everything.
+    fresh = GroupTestContext()
+    assert fresh.consumer_heartbeat(member_id="a").error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert fresh.written == []
+    fresh.set_topics(t=1)
+    assert fresh.consumer_heartbeat(member_id="a").assignment == {"t": {0}}
+
+
 def test_heartbeats_to_an_absent_group_are_group_id_not_found(ctx):
     assert ctx.consumer_heartbeat(member_epoch=1).error == E.GROUP_ID_NOT_FOUND
     assert ctx.consumer_heartbeat(member_epoch=-1).error == E.GROUP_ID_NOT_FOUND

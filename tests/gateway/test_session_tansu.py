@@ -93,6 +93,8 @@ async def test_cluster_learns_the_upstream_broker_and_its_api_ranges(tansu):
         assert advertised[ApiKey.JoinGroup] == (0, 9)
         assert advertised[ApiKey.Fetch] == tansu.api_versions[ApiKey.Fetch]
         assert ApiKey.OffsetCommit not in advertised  # upstream's group coordinator stays hidden
+        # Its topics are known from the first refresh on, even when it has none (yet).
+        assert cluster.topics.version >= 1
     finally:
         await cluster.close()
 
