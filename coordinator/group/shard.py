@@ -51,7 +51,7 @@ from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result
 from coordinator.group.state import GroupState
 from coordinator.group.sync import sync_group
 from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
-from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
+from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
     ConsumerGroupKey,
@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 
 class GroupShard:
     def __init__(self, partition: int, config: GroupConfig, timer: Timer, clock: Callable[[], int],
-                 new_member_id: Callable[[str], str], topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE,
+                 new_member_id: Callable[[str], str], topics: Callable[[], TopicImage] = lambda: NO_TOPICS,
                  stopwatch: Callable[[], float] | None = None):
         self.partition = partition
         self.config = config

@@ -17,7 +17,7 @@ from typing import Any
 from coordinator.group.config import GroupConfig
 from coordinator.group.result import Result
 from coordinator.group.shard import GroupShard
-from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage
+from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.runtime.api import PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loader import KafkaRecordSerde, RecordSerde
 from coordinator.runtime.partition import (
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 def group_shard_factory(config: GroupConfig, clock: Callable[[], int], new_member_id: Callable[[str], str],
-                        topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE) -> ShardFactory:
+                        topics: Callable[[], TopicImage] = lambda: NO_TOPICS) -> ShardFactory:
     def make(partition: int, timer) -> GroupShard:
         # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).
         return GroupShard(partition, config, timer, clock, new_member_id, topics, stopwatch=time.perf_counter)
@@ -44,7 +44,7 @@ class CoordinatorRuntime:
     def __init__(self, store: LogStore, config: GroupConfig, *, clock: Callable[[], int],
                  new_member_id: Callable[[str], str] | None = None,
                  shard_factory: ShardFactory | None = None, serde: RecordSerde | None = None,
-                 topics: Callable[[], TopicImage] = lambda: EMPTY_TOPIC_IMAGE):
+                 topics: Callable[[], TopicImage] = lambda: NO_TOPICS):
         if shard_factory is None:
             if new_member_id is None:
                 raise ValueError("new_member_id is required for group shards")
