@@ -24,6 +24,7 @@ import asyncio
 import logging
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from coordinator import metrics
 from coordinator.consumer_lag import partition_lag
@@ -98,6 +99,9 @@ class KgcApp:
         self._lag_stopping = asyncio.Event()
         self.stopping = False
         self._dispatcher: Dispatcher | None = None
+        # Decodes large request frames and encodes their answers off the loop (net/dispatch.py);
+        # one thread: the GIL runs one at a time anyway, and the loop's share is what matters.
+        self._codec_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgc-codec")
         self._plan: ListenerPlan | None = None
         self._broker_listeners: dict[int, Listener] = {}
         self.tls: ServerTls | None = None
@@ -149,7 +153,7 @@ class KgcApp:
         answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
-                                      authorizer=self._authorizer())
+                                      authorizer=self._authorizer(), codec_pool=self._codec_pool)
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
@@ -328,6 +332,7 @@ class KgcApp:
                         self.config.shutdown_timeout_ms)
         for listener in self.listeners:
             listener.close_connections()
+        self._codec_pool.shutdown(wait=False, cancel_futures=True)
         if self.upstream_groups is not None:
             await self.upstream_groups.close()
         if self.upstream_acls is not None:

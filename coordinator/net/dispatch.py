@@ -5,12 +5,22 @@ we forward), and so are SaslHandshake and SaslAuthenticate (`net/sasl.py`). Meta
 forwarded and rewritten by the gateway. Group APIs go to the coordinator service on
 every listener (all group state lives in this one process: docs/ARCHITECTURE.md). Anything else
 goes upstream as an opaque frame, or closes the connection when there is no upstream.
+
+A large frame (over `LARGE_FRAME_BYTES`) is decoded, and its answer encoded, on the app's
+codec thread rather than on the loop: each is one call into kafka-python's codec, whose
+time grows with the frame, and the loop takes the GIL back every switch interval while
+that thread works, so other clients' heartbeats keep being answered. The frames that
+follow it on its connection wait until it has been handed to the service, so requests
+still take effect in the order the client sent them (as Kafka, which reads a
+connection's next request only after answering the last).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -36,6 +46,12 @@ log = logging.getLogger(__name__)
 
 TRANSACTION_KEY = 1  # FindCoordinator KeyType (KIP-98)
 
+# Above this a request frame is decoded, and its answer encoded, off the loop. Well above
+# what a group's ordinary requests take (a JoinGroup with a few protocols, a commit of a
+# few hundred partitions), so they never pay the thread hop; well below the sizes whose
+# single codec call holds the loop for tens of milliseconds.
+LARGE_FRAME_BYTES = 64 * 1024
+
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -47,6 +63,9 @@ class Session:
     upstream: Any = None
     auth: SaslSession | None = None     # None: the listener has no SASL
     tls_principal: str | None = None    # from the client's certificate (mTLS)
+    # While a large frame is decoded off the loop: the frames read after it, each with
+    # the future that will carry its answer, dispatched once it has been handed on.
+    held: deque | None = None
 
     @property
     def principal(self) -> str:
@@ -59,8 +78,9 @@ class Session:
 class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
                  sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None,
-                 authorizer: AclSource | None = None, clock=None):
+                 authorizer: AclSource | None = None, clock=None, codec_pool: Executor | None = None):
         self._service = service
+        self._codec_pool = codec_pool       # None: every frame is decoded and encoded on the loop
         self._answers = answers
         self._versions = answers.versions
         self._gateway = gateway
@@ -89,6 +109,10 @@ class Dispatcher:
             self._loop.create_task(session.upstream.close())
 
     def dispatch(self, session: Session, payload: bytes) -> bytes | asyncio.Future | None:
+        if session.held is not None:
+            later = self._loop.create_future()
+            session.held.append((payload, later))
+            return later
         try:
             header = parse_request_header(payload)
         except HeaderError as exc:
@@ -152,7 +176,63 @@ class Dispatcher:
         low, high = self._versions[api_key]
         if not low <= version <= high:
             return self._unsupported_version(session, header, payload, low, high, request_metrics)
-        request = self._decode(header, payload)
+        if self._codec_pool is not None and len(payload) > LARGE_FRAME_BYTES:
+            return self._decode_off_loop(session, header, payload, request_metrics)
+        return self._serve(session, header, payload, self._decode(header, payload), request_metrics)
+
+    def _decode_off_loop(self, session: Session, header, payload: bytes,
+                         request_metrics: metrics.RequestMetrics) -> asyncio.Future:
+        session.held = deque()
+        frame = self._loop.create_future()
+        decoding = asyncio.wrap_future(self._codec_pool.submit(self._decode, header, payload), loop=self._loop)
+        decoding.add_done_callback(partial(self._decoded, session, header, payload, request_metrics, frame))
+        return frame
+
+    def _decoded(self, session: Session, header, payload: bytes, request_metrics: metrics.RequestMetrics,
+                 frame: asyncio.Future, decoding: asyncio.Future) -> None:
+        # Until this frame is served, `session.held` stays set; if it is never served (an
+        # undecodable frame closes the connection), neither is anything read after it.
+        if decoding.cancelled():        # the pool was shut down: kgc is stopping
+            frame.cancel()
+            return
+        if frame.done():
+            decoding.exception()        # retrieved: the client went away
+            return
+        if decoding.exception() is not None:
+            frame.set_exception(decoding.exception())
+            return
+        try:
+            outcome = self._serve(session, header, payload, decoding.result(), request_metrics)
+        except Exception as exc:
+            frame.set_exception(exc)
+            return
+        _settle(frame, outcome)
+        self._release(session)
+
+    def _release(self, session: Session) -> None:
+        """Dispatch the frames held behind a large one, in order, until one is large too."""
+        held, session.held = session.held, None
+        while held:
+            payload, later = held.popleft()
+            if later.done():
+                continue        # cancelled with its connection
+            try:
+                outcome = self.dispatch(session, payload)
+            except Exception as exc:
+                later.set_exception(exc)        # the connection closes there
+                session.held = held
+                return
+            _settle(later, outcome)
+            if type(outcome) is LastFrame:
+                session.held = held     # the connection closes after it: nothing more is served
+                return
+            if session.held is not None:        # another large frame: the rest wait behind it
+                session.held.extend(held)
+                return
+
+    def _serve(self, session: Session, header, payload: bytes, request: Any,
+               request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future:
+        api_key, version = header.api_key, header.api_version
         if api_key == ApiKey.Metadata:
             return encode_response(header, self._answers.metadata(request), version)
         if api_key == ApiKey.FindCoordinator and request.key_type == TRANSACTION_KEY and session.upstream:
@@ -173,7 +253,7 @@ class Dispatcher:
             # Answered inline (a Heartbeat on an idle partition): no task, no future.
             if finish is not None:
                 outcome = finish(outcome)
-            return self._encode(header, payload, request, request_metrics, outcome)
+            return self._answer(header, payload, request, request_metrics, outcome)
         frame = EagerFuture(self._loop)
         pending = _Pending(self, ctx, header, payload, request_metrics, frame, outcome, finish)
         if isinstance(outcome, EagerFuture):
@@ -203,6 +283,35 @@ class Dispatcher:
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
 
+    def _answer(self, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
+                response: Any) -> bytes | asyncio.Future:
+        """The response's frame, encoded off the loop when its request was large (the
+        answer's size follows the request's: one entry per group, key or partition named)."""
+        if self._codec_pool is None or len(payload) <= LARGE_FRAME_BYTES:
+            return self._encode(header, payload, request, request_metrics, response)
+        frame = self._loop.create_future()
+        encoding = asyncio.wrap_future(self._codec_pool.submit(encode_response, header, response, header.api_version),
+                                       loop=self._loop)
+        encoding.add_done_callback(partial(self._encoded, header, payload, request, request_metrics, response, frame))
+        return frame
+
+    def _encoded(self, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
+                 response: Any, frame: asyncio.Future, encoding: asyncio.Future) -> None:
+        if encoding.cancelled():        # the pool was shut down: kgc is stopping
+            frame.cancel()
+            return
+        exc = encoding.exception()
+        if frame.done():
+            return      # the client went away
+        try:
+            if exc is None:
+                metrics.response(request_metrics, header.api_key, header.api_version, response)
+                frame.set_result(encoding.result())
+            else:
+                frame.set_result(self._unencodable(header, payload, request, request_metrics, exc))
+        except Exception as failure:
+            frame.set_exception(failure)
+
     @classmethod
     def _encode(cls, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
                 response: Any) -> bytes:
@@ -211,13 +320,20 @@ class Dispatcher:
         `request` may be None (decoded from `payload` only then)."""
         try:
             frame = encode_response(header, response, header.api_version)
-        except Exception:
-            log.exception("%s v%d: the response could not be encoded; answering UNKNOWN_SERVER_ERROR",
-                          ApiKey(header.api_key).name, header.api_version)
-            if request is None:
-                request = cls._decode(header, payload)
-            response = error_response(header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-            frame = encode_response(header, response, header.api_version)
+        except Exception as exc:
+            return cls._unencodable(header, payload, request, request_metrics, exc)
+        metrics.response(request_metrics, header.api_key, header.api_version, response)
+        return frame
+
+    @classmethod
+    def _unencodable(cls, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
+                     exc: Exception) -> bytes:
+        log.error("%s v%d: the response could not be encoded; answering UNKNOWN_SERVER_ERROR",
+                  ApiKey(header.api_key).name, header.api_version, exc_info=exc)
+        if request is None:
+            request = cls._decode(header, payload)
+        response = error_response(header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        frame = encode_response(header, response, header.api_version)
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
 
@@ -276,9 +392,36 @@ class _Pending:
             else:
                 request = dispatcher._decode(header, self._payload)
                 response = dispatcher._service.answer(self._ctx, header.api_key, request, outcome)
-            frame.set_result(dispatcher._encode(header, self._payload, request, self._metrics, response))
+            _settle(frame, dispatcher._answer(header, self._payload, request, self._metrics, response))
         except Exception as exc:
             frame.set_exception(exc)
+
+
+def _settle(frame: asyncio.Future, outcome: bytes | asyncio.Future | None) -> None:
+    """Settle `frame` with `outcome`, now or when the outcome future is done; a cancelled
+    frame (its client went away) cancels the outcome."""
+    if not isinstance(outcome, asyncio.Future):
+        frame.set_result(outcome)
+        return
+    outcome.add_done_callback(partial(_relay, frame))
+    frame.add_done_callback(partial(_cancel_with, outcome))
+
+
+def _relay(frame: asyncio.Future, outcome: asyncio.Future) -> None:
+    if frame.done():
+        if not outcome.cancelled():
+            outcome.exception()     # retrieved: the client is gone, nobody else will look
+    elif outcome.cancelled():
+        frame.cancel()
+    elif outcome.exception() is not None:
+        frame.set_exception(outcome.exception())
+    else:
+        frame.set_result(outcome.result())
+
+
+def _cancel_with(outcome: asyncio.Future, frame: asyncio.Future) -> None:
+    if frame.cancelled():
+        outcome.cancel()
 
 
 def _sasl_frame(header, answer: Answer) -> bytes:
