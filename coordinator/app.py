@@ -272,7 +272,10 @@ class KgcApp:
         self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan, tls=self._upstream_tls(),
                                        login=self._upstream_login())
         self.cluster.subscribe(self._on_brokers_changed)
-        return Gateway(self.cluster, self._plan, OffsetsTopic(self.store, cfg.group.num_partitions))
+        # Under SASL passthrough each client logs in upstream itself, on its own connection;
+        # otherwise kgc does, as itself, on every connection it opens (when it has an identity).
+        return Gateway(self.cluster, self._plan, OffsetsTopic(self.store, cfg.group.num_partitions),
+                       as_kgc=not (cfg.sasl and cfg.sasl_mode == "passthrough"))
 
     def _on_brokers_changed(self, change: BrokerChange) -> None:
         """A listener per upstream broker, opened as brokers appear. Listeners of brokers

@@ -293,7 +293,8 @@ SETTINGS: tuple[Setting, ...] = (
             "allow passthrough over a plaintext upstream connection (tests only: passwords in clear)"),
     Setting("upstream_sasl_mechanism", text(choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), nullable=True,
                                             fold=str.upper),
-            "kgc's own SASL login on its control connection upstream (unset: none)"),
+            "kgc's own SASL login upstream, on its own connections and (except under passthrough) on "
+            "those it opens for clients (unset: none)"),
     Setting("upstream_sasl_username", text(nullable=True), "kgc's upstream SASL user"),
     Setting("upstream_sasl_password_file", text(nullable=True), "file holding kgc's upstream SASL password"),
     Setting("sasl_mechanisms", names(choices=("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "OAUTHBEARER")),

@@ -225,10 +225,11 @@ class UpstreamCluster:
     async def _request(self, request, response_class):
         return await self._request_on(self._control, request, response_class)
 
-    async def _request_on(self, connection: UpstreamConnection, request, response_class):
+    async def _request_on(self, connection: UpstreamConnection, request, response_class, *, ahead: bool = False):
         correlation_id = next(self._correlation_ids)
         request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
-        fut = connection.send(correlation_id, request.encode(header=True), True)
+        send = connection.send_ahead if ahead else connection.send
+        fut = send(correlation_id, request.encode(header=True), True)
         payload = await asyncio.wait_for(fut, self._request_timeout_ms / 1000)
         return response_class.decode(payload, version=request.API_VERSION, header=True)
 
@@ -245,6 +246,18 @@ class UpstreamCluster:
                 await connection.close()
                 raise
         return connection
+
+    def forwarding_connection(self, host: str, port: int, *, as_kgc: bool) -> UpstreamConnection:
+        """A connection carrying one client's requests, with kgc's TLS. With `as_kgc` (every
+        mode but SASL passthrough, where the client's own exchange is relayed on it) and kgc's
+        SASL identity configured, kgc logs in on it before any of the client's frames is written."""
+        prelude = self._log_in_ahead if as_kgc and self._login is not None else None
+        return UpstreamConnection(host, port, connect_timeout_ms=self.connect_timeout_ms, tls=self.tls,
+                                  prelude=prelude)
+
+    async def _log_in_ahead(self, connection: UpstreamConnection) -> None:
+        await login(partial(self._request_on, connection, ahead=True), self._login,
+                    f"{connection.host}:{connection.port}")
 
     def _next_address(self) -> tuple[str, int]:
         """Known brokers first (bootstrap addresses may be a load balancer), then bootstrap."""

@@ -12,13 +12,15 @@ from coordinator.gateway.versions import merge_api_versions
 
 
 class Gateway:
-    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, offsets_topic: OffsetsTopic | None = None):
+    def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, offsets_topic: OffsetsTopic | None = None,
+                 *, as_kgc: bool = True):
         self.cluster = cluster
         self.plan = plan
         self.offsets_topic = offsets_topic
+        self.as_kgc = as_kgc           # clients' upstream connections log in as kgc (not in passthrough)
 
     def session(self, listener_node_id: int | None) -> GatewaySession:
-        return GatewaySession(self.cluster, self.plan, listener_node_id, self.offsets_topic)
+        return GatewaySession(self.cluster, self.plan, listener_node_id, self.offsets_topic, as_kgc=self.as_kgc)
 
     def api_versions(self, local: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """ApiVersions ranges for clients: `local` for what kgc serves, upstream's for the rest."""

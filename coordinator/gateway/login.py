@@ -1,6 +1,6 @@
-"""kgc's own SASL login on an upstream connection (its control connection), for clusters
-that authenticate every connection: SaslHandshake v1, then SaslAuthenticate with PLAIN or
-SCRAM (scramp as the client, which also checks the broker's proof)."""
+"""kgc's own SASL login on an upstream connection (one of its own, or one it opens for a
+client's requests), for clusters that authenticate every connection: SaslHandshake v1, then
+SaslAuthenticate with PLAIN or SCRAM (scramp as the client, which also checks the broker's proof)."""
 
 from __future__ import annotations
 

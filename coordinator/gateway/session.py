@@ -53,8 +53,9 @@ class UnforwardableRequest(ValueError):
 
 class GatewaySession:
     def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, listener_node_id: int | None,
-                 offsets_topic: OffsetsTopic | None = None):
+                 offsets_topic: OffsetsTopic | None = None, *, as_kgc: bool = True):
         self._cluster = cluster
+        self._as_kgc = as_kgc          # log in upstream as kgc (not under SASL passthrough)
         self._plan = plan
         self._offsets_topic = offsets_topic
         self.listener_node_id = listener_node_id
@@ -94,8 +95,7 @@ class GatewaySession:
             if address is None:
                 self._upstream = UpstreamUnavailable(self._no_target_reason(), before_connect=True)
             else:
-                self._upstream = UpstreamConnection(*address, connect_timeout_ms=self._cluster.connect_timeout_ms,
-                                                    tls=self._cluster.tls)
+                self._upstream = self._cluster.forwarding_connection(*address, as_kgc=self._as_kgc)
         return self._upstream
 
     def _target(self) -> tuple[str, int] | None:

@@ -10,6 +10,10 @@ librdkafka drops responses to requests it no longer waits for.
 
 `send` never awaits, so frames go out in the order they are sent; frames sent while the
 connection is still being opened wait in a backlog and are written, in order, once it is.
+A connection opened with a `prelude` (kgc's own SASL login) runs it first, its requests
+going out ahead of the backlog through `send_ahead`; the backlog is written only once the
+prelude succeeded, and a prelude that fails fails the connection, so no frame of the
+backlog ever reaches the broker unauthenticated.
 Any failure (refused, timed out, closed by the broker, unreadable stream) fails every
 in-flight future with `UpstreamUnavailable`, and every later `send` too: a connection is
 never reopened, because the client on the other side holds in-flight state that only a
@@ -23,7 +27,7 @@ import logging
 import ssl
 import struct
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from coordinator import metrics
 from protocol.framing import FrameError, FrameReader
@@ -58,15 +62,18 @@ class UpstreamConnection(asyncio.Protocol):
     def __init__(self, host: str, port: int, *, connect_timeout_ms: int,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
                  on_failure: Callable[[UpstreamUnavailable], None] | None = None,
-                 tls: ssl.SSLContext | None = None):
+                 tls: ssl.SSLContext | None = None,
+                 prelude: Callable[[UpstreamConnection], Awaitable[None]] | None = None):
         self.host = host
+        self._prelude = prelude
         self._tls = tls
         self.port = port
         self._connect_timeout_ms = connect_timeout_ms
         self._reader = FrameReader(max_response_bytes)
         self._in_flight: deque[tuple[int, asyncio.Future]] = deque()
         self._unanswered: deque[int] = deque(maxlen=_UNANSWERED_IDS_KEPT)  # recent acks=0 ids
-        self._backlog: list[bytes] = []
+        # Frames sent before the connection is ready, and their futures (None: acks=0).
+        self._backlog: list[tuple[bytes, int, asyncio.Future | None]] | None = []
         self._transport: asyncio.Transport | None = None
         self._failure: UpstreamUnavailable | None = None
         self._on_failure = on_failure
@@ -94,6 +101,21 @@ class UpstreamConnection(asyncio.Protocol):
             reason = str(exc) or type(exc).__name__
             self._fail(UpstreamUnavailable(f"cannot connect to {self.host}:{self.port}: {reason}",
                                            before_connect=True))
+            return
+        if self._prelude is None or self._failure is not None:
+            return
+        try:
+            await self._prelude(self)
+        except (UpstreamUnavailable, TimeoutError) as exc:
+            # Nothing of the backlog was written; the client's connection is closed (not
+            # answered locally), as for any upstream failure after the connect.
+            failure = UpstreamUnavailable(f"kgc's login at {self.host}:{self.port} failed: "
+                                          f"{str(exc) or type(exc).__name__}")
+            log.warning("closing a client's upstream connection: %s", failure)
+            self._fail(failure, by_us=True)
+            return
+        if self._failure is None:
+            self._release_backlog()
 
     def send(self, correlation_id: int, payload: bytes, expect_response: bool) -> asyncio.Future | None:
         """Writes one request payload (header + body); returns the future of its response payload."""
@@ -101,24 +123,42 @@ class UpstreamConnection(asyncio.Protocol):
             return failed_future(self._loop, self._failure)
         frame = _SIZE.pack(len(payload)) + payload
         metrics.UPSTREAM_SENT.inc(len(frame))
-        if self._transport is None:
-            self._backlog.append(frame)
+        fut = self._loop.create_future() if expect_response else None
+        if self._backlog is not None:
+            self._backlog.append((frame, correlation_id, fut))
         else:
-            self._transport.write(frame)
-        if not expect_response:
-            self._unanswered.append(correlation_id)
-            return None
-        fut = self._loop.create_future()
-        self._in_flight.append((correlation_id, fut))
+            self._write(frame, correlation_id, fut)
         return fut
+
+    def send_ahead(self, correlation_id: int, payload: bytes, expect_response: bool) -> asyncio.Future | None:
+        """`send` for the prelude: written at once, ahead of the backlog it holds back."""
+        if self._failure is not None:
+            return failed_future(self._loop, self._failure)
+        frame = _SIZE.pack(len(payload)) + payload
+        metrics.UPSTREAM_SENT.inc(len(frame))
+        fut = self._loop.create_future() if expect_response else None
+        self._write(frame, correlation_id, fut)
+        return fut
+
+    def _write(self, frame: bytes, correlation_id: int, fut: asyncio.Future | None) -> None:
+        self._transport.write(frame)
+        if fut is None:
+            self._unanswered.append(correlation_id)
+        else:
+            self._in_flight.append((correlation_id, fut))
+
+    def _release_backlog(self) -> None:
+        backlog, self._backlog = self._backlog, None
+        for entry in backlog:
+            self._write(*entry)
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         if self._failure is not None:  # closed while the connect was under way
             transport.close()
             return
-        backlog, self._backlog = self._backlog, []
-        transport.writelines(backlog)
+        if self._prelude is None:
+            self._release_backlog()
 
     def data_received(self, data: bytes) -> None:
         metrics.UPSTREAM_RECEIVED.inc(len(data))
@@ -158,10 +198,10 @@ class UpstreamConnection(asyncio.Protocol):
                 "upstream connection to %s:%d ended with %d in flight: %s",
                 self.host, self.port, len(self._in_flight), error)
         in_flight, self._in_flight = self._in_flight, deque()
-        for _, fut in in_flight:
+        backlog, self._backlog = self._backlog or [], None
+        for fut in [fut for _, fut in in_flight] + [fut for _, _, fut in backlog if fut is not None]:
             if not fut.done():
                 fut.set_exception(error)
-        self._backlog.clear()
         if self._transport is not None:
             self._transport.close()
         if self._on_failure is not None:

@@ -76,7 +76,7 @@ class SecureFront(LoopbackTlsServer):
         super().__init__(context, port)
         self.oauth_claim = oauth_claim
         self.oauth_failure_as_success = oauth_failure_as_success
-        self._users = users
+        self._users = dict(users)
         self._scram = {(user, m): ScramMechanism(m).make_auth_info(password, iteration_count=4096)
                        for user, password in users.items() for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
         self.session_lifetime_ms = session_lifetime_ms
@@ -84,6 +84,12 @@ class SecureFront(LoopbackTlsServer):
         self.logins: list[str] = []
         # (resource type, name, pattern type, principal, host, operation, permission), Kafka's codes
         self.acls: list[tuple[int, str, int, str, str, int, int]] | None = []
+
+    def set_password(self, user: str, password: str) -> None:
+        """A password changed on the broker: connections logged in already stay so."""
+        self._users[user] = password
+        for m in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            self._scram[(user, m)] = ScramMechanism(m).make_auth_info(password, iteration_count=4096)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
