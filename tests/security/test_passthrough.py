@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 import time
 
 import pytest
@@ -26,30 +25,13 @@ from tests.security.test_authorization import commit, fetch, join, partition_err
 from tests.security.test_http_and_secrets import auth_count
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
-from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow, unsecured_jwt
-from tests.support.tansu import TansuBroker, request_response
+from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, unsecured_jwt
+from tests.support.tansu import request_response
 
 pytestmark = pytest.mark.integration
 
 USERS = {"alice": "alice-secret", "kgc": "kgc-secret"}
 ACLS = (allow("User:alice", "all", "group", "secure-", "prefixed"), allow("User:alice", "read", "topic", "*"))
-
-
-@pytest.fixture(scope="module")
-def front_port():
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def secured_tansu(front_port):
-    """A Tansu of its own, advertising the front's port: every path to it goes through the front."""
-    with TansuBroker(advertised_port=front_port) as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return TestPki(tmp_path_factory.mktemp("pki"))
 
 
 def topic_with_records(broker, count: int) -> str:
@@ -64,9 +46,7 @@ def topic_with_records(broker, count: int) -> str:
 
 @contextlib.asynccontextmanager
 async def passthrough(pki, broker, port, tmp_path, kgc_settings=None, oauth_claim="sub", **front_options):
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-    front = await SecureFront(context, port, USERS, **front_options).start(broker.address)
+    front = await SecureFront(pki.server_context(), port, USERS, **front_options).start(broker.address)
     acl_file(tmp_path / "acls.toml", *ACLS)
     (tmp_path / "kgc-password").write_text(USERS["kgc"])
     config = ServerConfig(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 
 import pytest
 from confluent_kafka import Producer
@@ -22,8 +21,7 @@ from tests.security.test_authorization import fetch
 from tests.security.test_passthrough import topic_with_records
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
-from tests.support.security import ClientSecurity, KafkaSocket, TestPki, credentials_file
-from tests.support.tansu import TansuBroker
+from tests.support.security import ClientSecurity, KafkaSocket, credentials_file
 
 pytestmark = pytest.mark.integration
 
@@ -31,27 +29,9 @@ CLIENTS = {"alice": "alice-secret"}            # kgc's users (its credentials fi
 BROKER_USERS = {"kgc": "kgc-secret"}           # the cluster's: kgc alone
 
 
-@pytest.fixture(scope="module")
-def front_port():
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def secured_tansu(front_port):
-    with TansuBroker(advertised_port=front_port) as broker:
-        yield broker
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return TestPki(tmp_path_factory.mktemp("pki"))
-
-
 @contextlib.asynccontextmanager
 async def terminate_in_front_of_secure_cluster(pki, broker, port, tmp_path):
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-    front = await SecureFront(context, port, BROKER_USERS).start(broker.address)
+    front = await SecureFront(pki.server_context(), port, BROKER_USERS).start(broker.address)
     (tmp_path / "kgc-password").write_text(BROKER_USERS["kgc"])
     config = ServerConfig(
         host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", port),),

@@ -69,6 +69,12 @@ class TestPki:
         cert.private_key_pem.write_to_path(key_file)
         return cert_file, key_file
 
+    def server_context(self) -> ssl.SSLContext:
+        """A server's TLS context presenting the server certificate (127.0.0.1, localhost)."""
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(self.server_cert, self.server_key)
+        return ctx
+
     def client_context(self, cert: tuple[str, str] | None = None) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=self.ca_file)
         if cert is not None:
