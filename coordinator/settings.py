@@ -288,7 +288,8 @@ SETTINGS: tuple[Setting, ...] = (
             "plaintext | ssl | sasl_plaintext | sasl_ssl: of every client listener"),
     Setting("sasl_mode", text(choices=("terminate", "passthrough"), fold=str.lower),
             "terminate: kgc checks SASL credentials itself (sasl_credentials_file) | passthrough: the "
-            "upstream checks them, on the client's own upstream connection"),
+            "upstream checks them, on the client's own upstream connection (the default when "
+            "upstream_sasl_mechanism is set, else terminate)"),
     Setting("sasl_passthrough_insecure_upstream", boolean,
             "allow passthrough over a plaintext upstream connection (tests only: passwords in clear)"),
     Setting("upstream_sasl_mechanism", text(choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), nullable=True,
@@ -426,6 +427,12 @@ def load_config(flags: Mapping[str, Any], environ: Mapping[str, str], *, config_
             raw = ",".join(raw)
         values[name] = _parse(setting, raw, f"flag {setting.option} {raw!r}")
         sources[name] = f"flag {setting.option}"
+
+    if sources["sasl_mode"] == "default" and values["upstream_sasl_mechanism"] is not None:
+        # The upstream holds the passwords and enforces its own ACLs and quotas: relaying the
+        # clients' logins keeps both, so that is the default unless the operator says otherwise.
+        values["sasl_mode"] = "passthrough"
+        sources["sasl_mode"] = "default (passthrough: the upstream uses SASL)"
 
     group = GroupConfig(**{s.name: values[s.name] for s in SETTINGS if s.in_group})
     config = ServerConfig(group=group, **{s.name: values[s.name] for s in SETTINGS if not s.in_group})

@@ -220,6 +220,19 @@ def test_plain_users_and_the_settings_passthrough_needs():
         load_config({"upstream": "k:9093", "upstream_sasl_mechanism": "PLAIN"}, {})
 
 
+def test_passthrough_is_the_default_when_the_upstream_uses_sasl(tmp_path):
+    password = tmp_path / "kgc.password"
+    password.write_text("secret")
+    login = {"upstream_sasl_mechanism": "SCRAM-SHA-512", "upstream_sasl_username": "kgc",
+             "upstream_sasl_password_file": str(password)}
+    sasl_upstream = load_config({**login, "upstream": "k:9093"}, {})
+    assert sasl_upstream.config.sasl_mode == "passthrough"
+    assert "upstream uses SASL" in sasl_upstream.sources["sasl_mode"]
+    assert load_config({"upstream": "k:9093"}, {}).config.sasl_mode == "terminate"
+    chosen = load_config({**login, "upstream": "k:9093"}, {"KGC_SASL_MODE": "terminate"})
+    assert chosen.config.sasl_mode == "terminate" and chosen.sources["sasl_mode"] == "environment KGC_SASL_MODE"
+
+
 GROUP, TOPIC, LITERAL, PREFIXED, ALL, READ, ALLOW = 3, 2, 3, 4, 2, 3, 3
 
 
