@@ -90,20 +90,27 @@ def test_describe_shows_lag_as_the_consumers_position_minus_its_committed_offset
         consumer.close()
 
 
-def test_lag_is_unknown_not_negative_when_the_upstream_reports_a_batch_count(kgc):
-    topic = create_topic(kgc.bootstrap, 1)
-    producer = Producer({"bootstrap.servers": kgc.bootstrap, "linger.ms": 200})
-    for i in range(5):          # one batch of five: Tansu then reports an end of 1
+def commit_past_a_batch_count(bootstrap: str) -> tuple[str, str]:
+    """A topic holding one batch of five records, and a group that committed 5 on it (what a
+    consumer that read all five commits), whose log end Tansu then reports as 1."""
+    topic = create_topic(bootstrap, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200})
+    for i in range(5):
         producer.produce(topic, value=b"%d" % i, partition=0)
     assert producer.flush(10) == 0
     group = new_name("batched")
-    consumer = KafkaConsumer(bootstrap_servers=kgc.bootstrap, group_id=group, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
-        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})   # what a consumer that read all five commits
+        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
     finally:
         consumer.close()
+    return topic, group
+
+
+def test_lag_is_unknown_not_negative_when_the_upstream_reports_a_batch_count(kgc):
+    topic, group = commit_past_a_batch_count(kgc.bootstrap)
     described = groups(kgc.bootstrap, "describe", group)
     assert described.returncode == 0, described.stderr
     [row] = rows(described.stdout).values()

@@ -13,14 +13,14 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Producer
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from tests.e2e.admin import create_topic, new_name
 from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
 from tests.e2e.test_groups_command import (
     PER_PARTITION,
+    commit_past_a_batch_count,
     joined_consumer,
     produce_one_per_batch,
     read_everything,
@@ -102,19 +102,7 @@ def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metri
 
 def test_an_end_below_the_commit_is_unknown_lag_never_negative(kgc_http):
     kgc, http_port = kgc_http
-    topic = create_topic(kgc.bootstrap, 1)
-    producer = Producer({"bootstrap.servers": kgc.bootstrap, "linger.ms": 200})
-    for i in range(5):          # one batch of five: Tansu then reports an end of 1
-        producer.produce(topic, value=b"%d" % i, partition=0)
-    assert producer.flush(10) == 0
-    group = new_name("batched")
-    consumer = KafkaConsumer(bootstrap_servers=kgc.bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
-    finally:
-        consumer.close()
+    topic, group = commit_past_a_batch_count(kgc.bootstrap)
     entry = get_json(http_port, f"/v1/groups/{group}")["offsets"][topic]["0"]
     assert entry["lag"] is None and entry["log_end_offset"] == 1
     assert "committed offset 5 is past the log end offset 1" in entry["lag_unknown_reason"]
