@@ -12,7 +12,9 @@ import shutil
 
 import pytest
 
+from coordinator import records
 from coordinator.offline.generate import GeneratorConfig, generate
+from storage.api import LogRecord
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +46,15 @@ def dirty(tmp_path_factory):
 def clean(tmp_path_factory):
     directory = tmp_path_factory.mktemp("clean") / "data"
     return directory, generate(directory, CLEAN)
+
+
+def offset_commit_record(group: str) -> LogRecord:
+    """Offset 5 of t-0, committed outside any generation, as Kafka writes it."""
+    record = records.new_offset_commit_record(group, "t", 0, records.OffsetCommitValue(5, -1, "", 1))
+    return LogRecord(records.serialize_key(record.key), records.serialize_value(record.value))
+
+
+def consumer_group_record(group: str, value: bytes | None) -> LogRecord:
+    """A KIP-848 group's metadata record (type 3) with the given value (None: a tombstone)."""
+    key = records.CONSUMER_GROUP_METADATA_KEY_TYPE.to_bytes(2, "big") + len(group).to_bytes(2, "big") + group.encode()
+    return LogRecord(key, value)

@@ -18,7 +18,7 @@ from coordinator.offline.runner import audit
 from coordinator.offline.scan import segment_files
 from coordinator.offline.tables import read_history
 from storage.format import encode_batch
-from tests.offline.conftest import CLEAN, DIRTY
+from tests.offline.conftest import CLEAN, DIRTY, consumer_group_record, offset_commit_record
 
 
 def identities(run) -> set[tuple]:
@@ -179,16 +179,7 @@ def test_groups_of_kafka_4_protocols_are_not_orphans(tmp_path):
 
     partition = tmp_path / "data" / "__consumer_offsets-0"
     partition.mkdir(parents=True)
-
-    def commit(group: str) -> LogRecord:
-        record = records.new_offset_commit_record(group, "t", 0, records.OffsetCommitValue(5, -1, "", 1))
-        return LogRecord(records.serialize_key(record.key), records.serialize_value(record.value))
-
-    def consumer_group(group: str, value: bytes | None) -> LogRecord:
-        key = records.CONSUMER_GROUP_METADATA_KEY_TYPE.to_bytes(2, "big") + len(group).to_bytes(2, "big") + \
-            group.encode()
-        return LogRecord(key, value)
-
+    commit, consumer_group = offset_commit_record, consumer_group_record
     epoch = records.serialize_value(records.ConsumerGroupMetadataValue(1))
     share_group = b"\x00\x0b\x00\x05share"    # type 11, a share group's record: not decoded
     log = [consumer_group("new", epoch), commit("new"),

@@ -42,7 +42,7 @@ from storage.format import (
     encode_batch,
     encode_stored_batch,
 )
-from tests.offline.conftest import CLEAN, DIRTY
+from tests.offline.conftest import CLEAN, DIRTY, consumer_group_record, offset_commit_record
 from tests.offline.test_audit import KAFKA_WRITTEN
 
 
@@ -235,12 +235,7 @@ def test_kafka_4_group_records_are_judged_the_same(tmp_path):
     partition = tmp_path / "data" / "__consumer_offsets-0"
     partition.mkdir(parents=True)
 
-    def commit(group: str) -> LogRecord:
-        record = records.new_offset_commit_record(group, "t", 0, records.OffsetCommitValue(5, -1, "", 1))
-        return LogRecord(records.serialize_key(record.key), records.serialize_value(record.value))
-
-    def consumer_group(group: str, value: bytes | None) -> LogRecord:
-        return LogRecord(b"\x00\x03" + len(group).to_bytes(2, "big") + group.encode(), value)
+    commit, consumer_group = offset_commit_record, consumer_group_record
 
     epoch = records.serialize_value(records.ConsumerGroupMetadataValue(1))
     log = [consumer_group("new", epoch), commit("new"), consumer_group("gone", epoch), commit("gone"),
