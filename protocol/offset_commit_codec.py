@@ -249,9 +249,18 @@ def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
 
 
 def offset_commit_response(version: int, request: OffsetCommitRequest,
-                           errors: Mapping[tuple[int, int], int] | None = None) -> OffsetCommitResponse:
+                           errors: Mapping[tuple[int, int], int] | None = None, default: int = 0) -> OffsetCommitResponse:
     """The answer to `request`: every requested partition, in order, with its error code
-    from `errors` (keyed by topic index and partition index; absent: NONE)."""
+    from `errors` (keyed by topic index and partition index; absent: `default`)."""
+    response = offset_commit_response_shell(version, request)
+    for t_index, (topic, out) in enumerate(zip(request.topics, response.topics, strict=True)):
+        out.partitions = partition_answers(topic.partitions, t_index, errors, default)
+    return response
+
+
+def offset_commit_response_shell(version: int, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    """The answer to `request` with one topic per requested topic, in order, each with
+    no partition yet: `partition_answers` fills them (a slice at a time, if need be)."""
     response = _new(OffsetCommitResponse)
     response._header = None
     response._min_version = None
@@ -262,7 +271,7 @@ def offset_commit_response(version: int, request: OffsetCommitRequest,
     if version >= 3:
         response.throttle_time_ms = 0
     topics = []
-    for t_index, topic in enumerate(request.topics):
+    for topic in request.topics:
         out = _new(_ResponseTopic)
         out._version = None
         out.tags = None
@@ -271,19 +280,25 @@ def offset_commit_response(version: int, request: OffsetCommitRequest,
             out.topic_id = topic.topic_id
         else:
             out.name = topic.name
-        parts = []
-        for p in topic.partitions:
-            answer = _new(_ResponsePartition)
-            answer._version = None
-            answer.tags = None
-            answer.unknown_tags = None
-            answer.partition_index = index = p.partition_index
-            answer.error_code = errors.get((t_index, index), 0) if errors else 0
-            parts.append(answer)
-        out.partitions = parts
+        out.partitions = []
         topics.append(out)
     response.topics = topics
     return response
+
+
+def partition_answers(partitions, t_index: int, errors: Mapping[tuple[int, int], int] | None,
+                      default: int = 0) -> list:
+    """The answers to requested `partitions` of the topic at `t_index`, as `offset_commit_response`."""
+    answers = []
+    for p in partitions:
+        answer = _new(_ResponsePartition)
+        answer._version = None
+        answer.tags = None
+        answer.unknown_tags = None
+        answer.partition_index = index = p.partition_index
+        answer.error_code = errors.get((t_index, index), default) if errors else default
+        answers.append(answer)
+    return answers
 
 
 def offset_commit_response_frame(correlation_id: int, version: int, response: OffsetCommitResponse) -> bytes | None:

@@ -13,6 +13,13 @@ After a failed append the partition is failed: later appends fail too, until the
 calls `recover(p)`, which brings the partition back to its last durable state (nothing
 half-written) and returns its end offset; the owner then reloads by `read(p, 0)`.
 
+A batch too large to make ready in one step (an OffsetCommit of 100,000 partitions) is
+appended in two: `await prepare(p, records, timestamp_ms)` does what `append` does
+before it writes (encoding), `SLICE_RECORDS` at a time with the loop let run between
+slices, and changes nothing; `append_prepared(prepared)` then appends it as one batch,
+as `append` would have. The owner appends nothing else to the partition in between
+(`append_prepared` refuses a batch prepared at another end offset).
+
 `read` yields the batches that are durable (their `durable` future has resolved); an
 append with no records is a barrier whose `durable` resolves once everything before it
 is. `read_durable(p, from_offset, max_bytes)` gives the durable batches as stored bytes,
@@ -24,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from storage.eager_future import EagerFuture
 
@@ -71,6 +78,20 @@ class StoredBatch:
     @property
     def is_transactional(self) -> bool:
         return bool(self.attributes & 0x10)
+
+
+# Records `prepare` makes ready in one step before it lets the loop run others.
+SLICE_RECORDS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """A batch `prepare` made ready, for `append_prepared`."""
+    partition: int
+    base_offset: int         # the partition's end offset when it was prepared
+    count: int
+    timestamp_ms: int
+    payload: Any             # the store's own form of the records (their encoding, say)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +142,12 @@ class LogStore(Protocol):
         reader always progresses); no data when `from_offset` is at the durable end."""
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append: ...
+
+    async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
+        """`append`'s work before the write, a slice at a time (see the module docstring)."""
+
+    def append_prepared(self, prepared: PreparedBatch) -> Append:
+        """`append` of a prepared batch; `StorageError` if the partition's end moved since."""
 
     async def recover(self, partition: int) -> int: ...
 

@@ -16,10 +16,19 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from storage.api import Append, DurableRead, LogRecord, RecordFields, StorageError, StoredBatch
+from storage.api import (
+    SLICE_RECORDS,
+    Append,
+    DurableRead,
+    LogRecord,
+    PreparedBatch,
+    RecordFields,
+    StorageError,
+    StoredBatch,
+)
 from storage.cleaner import CleanReport, SegmentCleaner
 from storage.clock import wall_clock_ms
-from storage.format import encode_batch
+from storage.format import encode_batch, encode_records, frame_records
 from storage.fsync_policy import FsyncPolicy
 from storage.group_commit import CommitObserver, GroupCommitWriter
 from storage.partition_log import PartitionLog
@@ -109,6 +118,28 @@ class FileLogStore:
         return self._logs[partition].read_durable(from_offset, max_bytes)
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
+        return self._submit(partition, len(records),
+                            lambda base_offset: encode_batch(base_offset, records, timestamp_ms))
+
+    async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
+        base_offset = self._logs[partition].next_offset
+        parts = []
+        for start in range(0, len(records), SLICE_RECORDS):
+            if start:
+                await asyncio.sleep(0)
+            parts.append(encode_records(records[start:start + SLICE_RECORDS], start))
+        return PreparedBatch(partition, base_offset, len(records), timestamp_ms, b"".join(parts))
+
+    def append_prepared(self, prepared: PreparedBatch) -> Append:
+        partition = prepared.partition
+        if self._logs[partition].next_offset != prepared.base_offset:
+            raise StorageError(f"partition {partition}: a batch prepared at offset {prepared.base_offset} "
+                               f"appended at {self._logs[partition].next_offset}")
+        return self._submit(partition, prepared.count, lambda base_offset: frame_records(
+            base_offset, prepared.count, prepared.timestamp_ms, prepared.payload))
+
+    def _submit(self, partition: int, count: int, encode: Callable[[int], bytes]) -> Append:
+        """Write a batch of `count` records, `encode(base_offset)`, as the partition's next."""
         if self._open_errors[partition] is not None:
             raise self._open_errors[partition]
         writer = self._writers[partition]
@@ -116,11 +147,11 @@ class FileLogStore:
             raise StorageError(f"partition {partition}: the store is not open")
         partition_log = self._logs[partition]
         base_offset = partition_log.next_offset
-        last_offset = base_offset + len(records) - 1
+        last_offset = base_offset + count - 1
         if writer.failure is not None:
             # Refused: no offsets are assigned; the future carries the failure.
             return Append(last_offset, writer.submit(base_offset, b"", last_offset, base_offset))
-        data = encode_batch(base_offset, records, timestamp_ms) if records else b""
+        data = encode(base_offset) if count else b""
         partition_log.next_offset = last_offset + 1
         return Append(last_offset, writer.submit(base_offset, data, last_offset, last_offset + 1))
 

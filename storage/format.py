@@ -232,32 +232,33 @@ def encode_batch(base_offset: int, records: Sequence[LogRecord], timestamp_ms: i
     """One uncompressed CREATE_TIME batch; record i gets offset base_offset + i."""
     if not records:
         raise ValueError("a batch holds at least one record")
-    if len(records) > len(_SMALL_VARINTS):
-        body = bytearray()
-        for delta, record in enumerate(records):
-            _encode_record(delta, 0, record.key, record.value, record.headers, body)
-        return _frame(base_offset, len(records) - 1, timestamp_ms, timestamp_ms, len(records), body)
-    return _frame(base_offset, len(records) - 1, timestamp_ms, timestamp_ms, len(records),
-                  _encode_small_records(records))
+    return frame_records(base_offset, len(records), timestamp_ms, encode_records(records, 0))
 
 
-def _encode_small_records(records: Sequence[LogRecord]) -> bytes:
-    """`_encode_record` for each record at timestamp delta 0, for batches whose offset
-    deltas fit the varint table: the commit path's hot loop. A run of records holding the
-    same headers tuple (one commit's audit headers) encodes it once."""
+def frame_records(base_offset: int, count: int, timestamp_ms: int, body: bytes | bytearray) -> bytes:
+    """The batch of `count` records whose encoding (`encode_records`, from delta 0) is `body`."""
+    return _frame(base_offset, count - 1, timestamp_ms, timestamp_ms, count, body)
+
+
+def encode_records(records: Sequence[LogRecord], first_delta: int) -> bytes:
+    """`_encode_record` for each record at timestamp delta 0, offset deltas from
+    `first_delta`: the commit path's hot loop, and a slice of a large batch's body (the
+    body of a batch is its slices' bodies joined). A run of records holding the same
+    headers tuple (one commit's audit headers) encodes it once."""
     small = _SMALL_VARINTS
     limit = len(small)
     parts = []
     last_headers: object = None
     header_block = b""
-    for delta, record in enumerate(records):
+    for delta, record in enumerate(records, first_delta):
         key, value, headers = record.key, record.value, record.headers
         if headers is not last_headers:
             header_block = _encode_headers(headers)
             last_headers = headers
+        offset_delta = small[delta] if delta < limit else _varint_bytes(delta)
         if key is None or value is None or len(key) >= limit or len(value) >= limit:
             body = bytearray(b"\x00\x00")       # attributes, timestamp delta 0
-            body += small[delta]
+            body += offset_delta
             _encode_bytes(key, body)
             _encode_bytes(value, body)
             body += header_block
@@ -265,7 +266,7 @@ def _encode_small_records(records: Sequence[LogRecord]) -> bytes:
             parts.append(small[length] if length < limit else _varint_bytes(length))
             parts.append(body)
             continue
-        body = b"".join((b"\x00\x00", small[delta], small[len(key)], key, small[len(value)], value, header_block))
+        body = b"".join((b"\x00\x00", offset_delta, small[len(key)], key, small[len(value)], value, header_block))
         length = len(body)
         parts.append(small[length] if length < limit else _varint_bytes(length))
         parts.append(body)

@@ -13,7 +13,17 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from storage.api import Append, DurableRead, LogRecord, RecordFields, StorageError, StoredBatch, StoredRecord
+from storage.api import (
+    SLICE_RECORDS,
+    Append,
+    DurableRead,
+    LogRecord,
+    PreparedBatch,
+    RecordFields,
+    StorageError,
+    StoredBatch,
+    StoredRecord,
+)
 from storage.eager_future import EagerFuture
 from storage.format import encode_stored_batch
 
@@ -81,20 +91,37 @@ class MemoryLogStore:
         return DurableRead(b"".join(parts), 0, state.durable_next_offset)
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
+        base_offset = self._partitions[partition].next_offset
+        return self._append(partition, base_offset, len(records), timestamp_ms,
+                            _stored(records, base_offset, timestamp_ms))
+
+    async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
+        base_offset = self._partitions[partition].next_offset
+        stored: list[StoredRecord] = []
+        for start in range(0, len(records), SLICE_RECORDS):
+            if start:
+                await asyncio.sleep(0)
+            stored += _stored(records[start:start + SLICE_RECORDS], base_offset + start, timestamp_ms)
+        return PreparedBatch(partition, base_offset, len(records), timestamp_ms, tuple(stored))
+
+    def append_prepared(self, prepared: PreparedBatch) -> Append:
+        state = self._partitions[prepared.partition]
+        if state.next_offset != prepared.base_offset:
+            raise StorageError(f"partition {prepared.partition}: a batch prepared at offset "
+                               f"{prepared.base_offset} appended at {state.next_offset}")
+        return self._append(prepared.partition, prepared.base_offset, prepared.count, prepared.timestamp_ms, prepared.payload)
+
+    def _append(self, partition: int, base_offset: int, count: int, timestamp_ms: int,
+                stored: tuple[StoredRecord, ...]) -> Append:
         state = self._partitions[partition]
         durable = EagerFuture(asyncio.get_running_loop())
-        base_offset = state.next_offset
-        last_offset = base_offset + len(records) - 1
+        last_offset = base_offset + count - 1
         if state.failure is not None:
             durable.set_exception(state.failure)
             return Append(last_offset, durable)
         batch = None
-        if records:
-            batch = StoredBatch(
-                base_offset, last_offset,
-                tuple(StoredRecord(base_offset + i, timestamp_ms, r.key, r.value, r.headers)
-                      for i, r in enumerate(records)),
-                max_timestamp_ms=timestamp_ms)
+        if count:
+            batch = StoredBatch(base_offset, last_offset, stored, max_timestamp_ms=timestamp_ms)
         state.next_offset = last_offset + 1
         state.pending.append(_Pending(batch, last_offset, durable))
         if not self.manual_commit:
@@ -127,3 +154,8 @@ class MemoryLogStore:
         state.failure = None
         state.next_offset = state.durable_next_offset
         return state.next_offset
+
+
+def _stored(records: Sequence[LogRecord], base_offset: int, timestamp_ms: int) -> tuple[StoredRecord, ...]:
+    return tuple(StoredRecord(base_offset + i, timestamp_ms, r.key, r.value, r.headers)
+                 for i, r in enumerate(records))

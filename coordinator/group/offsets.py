@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from kafka.protocol.consumer.group import (
     OffsetCommitRequest,
-    OffsetCommitResponse,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
 )
@@ -52,7 +52,7 @@ from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_heartbeat import ConsumerGroups
 from coordinator.group.membership import Membership
 from coordinator.group.record_limits import check_commit_topics
-from coordinator.group.result import RequestContext, Result
+from coordinator.group.result import RequestContext, Result, Slices
 from coordinator.group.state import GroupState
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
@@ -63,7 +63,11 @@ from coordinator.records import (
     new_offset_commit_tombstone,
 )
 from protocol.errors import ErrorCode
-from protocol.offset_commit_codec import offset_commit_response
+from protocol.offset_commit_codec import (
+    offset_commit_response,
+    offset_commit_response_shell,
+    partition_answers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,21 @@ _OFFSET_METADATA_TOO_LARGE = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
 
 # group → topic → partition → committed value
 OffsetMap = dict[str, dict[str, dict[int, OffsetCommitValue]]]
+
+# Partitions (and topics) of a commit decided in one step: a larger commit is decided
+# in slices of this many, the loop let run between them (`result.Slices`).
+COMMIT_SLICE = 1_000
+
+
+class _CommitTerms(NamedTuple):
+    """What every record of one commit shares."""
+    group_id: str
+    now: int
+    expire_ms: int
+    max_metadata_bytes: int
+    with_epoch: bool        # v6+ carry the leader epoch
+    stamped: bool           # v1 may name each partition's commit time
+    audit: dict[str, Any]   # the member, generation and client the records name
 
 
 def utf16_length(s: str) -> int:
@@ -119,7 +138,7 @@ class OffsetManager:
 
     # ------------------------------------------------------------ commit
 
-    def commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result:
+    def commit(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result | Slices:
         version = ctx.api_version
         group_id = request.group_id
         check_commit_topics(_topic_name(version, topic) for topic in request.topics)
@@ -145,49 +164,82 @@ class OffsetManager:
         if error is not ErrorCode.NONE:
             log.debug("[group=%s] OffsetCommit from %r (generation %d) refused with %s",
                       group_id, member_id, generation, error.name)
-            return Result(response=_refused_commit(version, request, error))
+            if _commit_size(request) > COMMIT_SLICE:
+                return self._commit_in_slices(version, request, {}, None, int(error))
+            return Result(response=offset_commit_response(version, request, default=int(error)))
 
         if group is not None and group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             # Classic protocol: a commit keeps the member's session alive.
             self.membership.reschedule_heartbeat(group, group.member(member_id))
 
-        now = self.clock()
         retention_ms = request.retention_time_ms if 2 <= version <= 4 else -1
-        expire_ms = -1 if retention_ms == -1 else now + retention_ms
-        max_bytes = self.config.offset_metadata_max_bytes
-        with_epoch = version >= 6
-        stamped = version == 1
-        audit = {"member_id": member_id, "generation": generation, "client_id": ctx.client_id,
-                 "client_host": ctx.client_host}
-        records: list[CoordinatorRecord] = []
+        now = self.clock()
+        terms = _CommitTerms(
+            group_id, now, -1 if retention_ms == -1 else now + retention_ms, self.config.offset_metadata_max_bytes,
+            version >= 6, version == 1, {"member_id": member_id, "generation": generation,
+                                         "client_id": ctx.client_id, "client_host": ctx.client_host})
         errors: dict[tuple[int, int], int] = {}
+        if _commit_size(request) > COMMIT_SLICE:
+            return self._commit_in_slices(version, request, errors, terms)
+        records: list[CoordinatorRecord] = []
+        for t_index, topic in enumerate(request.topics):
+            records += self._topic_records(t_index, _topic_name(version, topic), topic.partitions, errors, terms)
+        return Result(records=tuple(records), response=offset_commit_response(version, request, errors))
+
+    def _commit_in_slices(self, version: int, request: OffsetCommitRequest, errors: dict[tuple[int, int], int],
+                          terms: _CommitTerms | None, refusal: int = 0) -> Slices:
+        """A commit too large to decide in one step: the records and answers of about
+        `COMMIT_SLICE` partitions per slice, in request order (see `result.Slices`); with
+        no `terms`, a refused one, every partition answered `refusal`."""
+        response = offset_commit_response_shell(version, request)
+        records: list[CoordinatorRecord] = []
+        work = 0
         for t_index, topic in enumerate(request.topics):
             name = _topic_name(version, topic)
-            if name is None:
-                for p in topic.partitions:
-                    errors[t_index, p.partition_index] = _UNKNOWN_TOPIC_ID
+            partitions = topic.partitions
+            answers = response.topics[t_index].partitions
+            for start in range(0, max(len(partitions), 1), COMMIT_SLICE):
+                piece = partitions[start:start + COMMIT_SLICE]
+                if terms is not None:
+                    records += self._topic_records(t_index, name, piece, errors, terms)
+                answers += partition_answers(piece, t_index, errors, refusal)
+                work += len(piece) + 1
+                if work >= COMMIT_SLICE:
+                    yield tuple(records)
+                    records, work = [], 0
+        return Result(records=tuple(records), response=response)
+
+    @staticmethod
+    def _topic_records(t_index: int, name: str | None, partitions, errors: dict[tuple[int, int], int],
+                       terms: _CommitTerms) -> list[CoordinatorRecord]:
+        """The records committing `partitions` of one topic; refusals go to `errors`."""
+        if name is None:
+            for p in partitions:
+                errors[t_index, p.partition_index] = _UNKNOWN_TOPIC_ID
+            return []
+        group_id, now, expire_ms, max_bytes, with_epoch, stamped, audit = terms
+        records: list[CoordinatorRecord] = []
+        commits = []
+        for p in partitions:
+            metadata = p.committed_metadata
+            if metadata and len(metadata) * 2 > max_bytes and utf16_length(metadata) > max_bytes:
+                log.debug("[group=%s] metadata of %s-%d too large", group_id, name, p.partition_index)
+                errors[t_index, p.partition_index] = _OFFSET_METADATA_TOO_LARGE
                 continue
-            commits = []
-            for p in topic.partitions:
-                metadata = p.committed_metadata
-                if metadata and len(metadata) * 2 > max_bytes and utf16_length(metadata) > max_bytes:
-                    log.debug("[group=%s] metadata of %s-%d too large", group_id, name, p.partition_index)
-                    errors[t_index, p.partition_index] = _OFFSET_METADATA_TOO_LARGE
-                    continue
-                commit = (p.partition_index, p.committed_offset, p.committed_leader_epoch if with_epoch else -1,
-                          metadata or "")
-                if stamped and p.commit_timestamp != -1:
-                    # v1 may name a partition's commit time (-1: the coordinator's), which
-                    # Kafka stored as given: it is what retention counts from. The records
-                    # keep the request's order (the last of a partition listed twice wins).
-                    records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
-                    records += new_offset_commit_records(group_id, name, [commit], p.commit_timestamp,
-                                                         expire_ms, **audit)
-                    commits = []
-                else:
-                    commits.append(commit)
-            records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
-        return Result(records=tuple(records), response=offset_commit_response(version, request, errors))
+            commit = (p.partition_index, p.committed_offset, p.committed_leader_epoch if with_epoch else -1,
+                      metadata or "")
+            if stamped and p.commit_timestamp != -1:
+                # v1 may name a partition's commit time (-1: the coordinator's), which
+                # Kafka stored as given: it is what retention counts from. The records
+                # keep the request's order (the last of a partition listed twice wins).
+                records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
+                records += new_offset_commit_records(group_id, name, [commit], p.commit_timestamp,
+                                                     expire_ms, **audit)
+                commits = []
+            else:
+                commits.append(commit)
+        records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
+        return records
 
     @staticmethod
     def _validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
@@ -341,7 +393,6 @@ def _topic_name(version: int, topic) -> str | None:
     return getattr(topic, "name", None) or None
 
 
-def _refused_commit(version: int, request: OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse:
-    code = int(error)
-    return offset_commit_response(version, request, {
-        (t_index, p.partition_index): code for t_index, topic in enumerate(request.topics) for p in topic.partitions})
+def _commit_size(request: OffsetCommitRequest) -> int:
+    """The partitions and topics a commit names: its work, in `COMMIT_SLICE` units."""
+    return len(request.topics) + sum(len(topic.partitions) for topic in request.topics)

@@ -6,6 +6,13 @@ changed, and its GroupMetadata record is only a snapshot for loading), appends t
 one batch, and releases `response` and every `Reply` once the batch is durable. Then it
 runs `after_commit` on the same partition executor and treats its Result the same way.
 
+A handler whose work grows with its request (an OffsetCommit naming 100,000 partitions)
+may return `Slices` instead: a generator that makes the records a slice at a time, one
+`next()` each, and returns the Result that ends it (its records, if any, after the
+slices'). The runtime keeps the partition's executor for it from the first slice to the
+end and lets the loop run between slices, then writes all the records as one batch, as
+for a Result: nothing else on the partition sees part of it.
+
 A parked request (JoinGroup, SyncGroup) gets a `ReplyHandle` from the runtime; the state
 machine keeps it on the member and answers it later with a `Reply`, possibly from
 another member's request or from a timer.
@@ -13,7 +20,7 @@ another member's request or from a timer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -46,3 +53,5 @@ class Result:
 
 
 EMPTY_RESULT = Result()
+
+Slices = Generator[tuple[CoordinatorRecord, ...], None, Result]

@@ -47,7 +47,7 @@ from coordinator.group.heartbeat import heartbeat, leave_group
 from coordinator.group.join import join_group
 from coordinator.group.membership import Membership
 from coordinator.group.offsets import OffsetManager
-from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result
+from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result, Slices
 from coordinator.group.state import GroupState
 from coordinator.group.sync import sync_group
 from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
@@ -141,8 +141,9 @@ class GroupShard:
     def leave_group(self, ctx: RequestContext, request: LeaveGroupRequest) -> Result:
         return leave_group(self.membership, ctx, request)
 
-    def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result:
-        """OffsetCommit at the versions kgc serves (`protocol.api_keys.LOCAL_VERSIONS`)."""
+    def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result | Slices:
+        """OffsetCommit at the versions kgc serves (`protocol.api_keys.LOCAL_VERSIONS`);
+        a large one in slices."""
         return self.offsets.commit(ctx, request)
 
     def delete_offsets(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result:

@@ -47,6 +47,17 @@ so hard state never sees part of a failed op. The partition fails only when the 
 does, when replay itself raises (hard state may then be half-applied), or when the
 shard cannot isolate a fault.
 
+Sliced ops: a request's op may return `Slices` (`group.result`) instead of a Result, for
+work that grows with the request (an OffsetCommit of 100,000 partitions). The runtime
+then holds the partition's executor (later events wait in the queue, nothing runs
+inline, and an `after_commit` released meanwhile waits too) and does steps 2-3 a slice
+at a time, letting the loop run between slices, so other partitions' requests (and
+heartbeats, answered inline) keep going: it takes the records slice by slice and
+serializes each, then replays them in slices, has the store prepare the batch in
+slices (`LogStore.prepare`), and appends it as one batch; steps 4-6 are as above. Nothing
+is replayed before every record is serialized, and the partition's other requests see
+the op whole or not at all, as one batch is kept or lost whole by recovery.
+
 Reads (`read(op)`) run on the same queue and return once every earlier write is durable
 (inline, when the partition is idle).
 A handle whose future is already done or cancelled (the client went away) is skipped.
@@ -65,15 +76,18 @@ from functools import partial
 from typing import Any
 
 from coordinator import metrics
-from coordinator.group.result import Result
+from coordinator.group.result import Result, Slices
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from protocol.errors import ApiError, ErrorCode
-from storage.api import LogRecord, LogStore, StorageError
+from storage.api import Append, LogRecord, LogStore, StorageError
 from storage.eager_future import EagerFuture
 
 log = logging.getLogger(__name__)
+
+# Records a sliced op replays in one step before it lets the loop run others.
+REPLAY_SLICE = 2_000
 
 ShardFactory = Callable[[int, LoopTimer], Shard]
 Scope = Hashable
@@ -191,6 +205,10 @@ class PartitionRuntime:
         self._last_durable = -1
         # Bumped on every failure, so durability callbacks of a dead epoch do nothing.
         self._epoch = 0
+        # A sliced op in progress: the executor is its until it ends.
+        self._sliced: asyncio.Task | None = None
+        # `after_commit`s released while a sliced op held the executor, run when it ends.
+        self._deferred: list[_Parked] = []
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -216,6 +234,8 @@ class PartitionRuntime:
                 log.warning("partition %d: closing without a full drain: %r", self.partition, exc)
         self._stop_serving(RuntimeClosed("coordinator is shutting down"))
         self._transition(PartitionState.CLOSED)
+        if self._sliced is not None:
+            self._sliced.cancel()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -241,7 +261,7 @@ class PartitionRuntime:
         op ran inline and its answer needs no durable write, otherwise a future of it."""
         self._check_serving()
         self.stats.writes += 1
-        if self._queue.empty():
+        if self._queue.empty() and self._sliced is None:
             return self._write_inline(op, scope)
         return self._enqueue_write(op, scope)
 
@@ -263,7 +283,7 @@ class PartitionRuntime:
         # the consumer would see next, and since ops never await (and asyncio is one
         # thread) running it here is still serial. The consumer only runs events taken
         # from the queue, so an empty queue means it is not between two steps.
-        return self._queue.empty() and self._settled()
+        return self._queue.empty() and self._sliced is None and self._settled()
 
     def _settled(self) -> bool:
         """Nothing waits on durability: an answer made now may go out now."""
@@ -279,6 +299,10 @@ class PartitionRuntime:
             if not isinstance(exc, ApiError):
                 self._guarded(partial(self._isolate, scope, exc))
             raise
+        if not isinstance(result, Result):
+            fut = handle.future
+            self._start_slices(result, handle, scope)
+            return fut
         if result.records or result.response is None or not self._settled():
             # An answer waits for its own records, or (Kafka's empty-records branch) for
             # the writes pending before it, so no client sees state that is not durable.
@@ -328,6 +352,10 @@ class PartitionRuntime:
         self._loaded.set()
         while True:
             event = await self._queue.get()
+            if self._sliced is not None:
+                await asyncio.wait([self._sliced])
+                if event is not _RELOAD and self.state is not PartitionState.ACTIVE:
+                    continue    # the sliced op failed the partition: this event's waiter was answered
             if event is _RELOAD:
                 await self._recover_and_reload()
                 continue
@@ -351,6 +379,9 @@ class PartitionRuntime:
                 handle.future.set_exception(exc)
             if not isinstance(exc, ApiError):
                 self._isolate(scope, exc)
+            return
+        if not isinstance(result, Result):
+            self._start_slices(result, handle, scope)
             return
         self._apply(result, handle, scope)
 
@@ -438,15 +469,19 @@ class PartitionRuntime:
         except Exception as exc:
             self._fail(exc)
             return False
-        expected = base + len(log_records) - 1
+        return self._appended(append, base + len(log_records) - 1)
+
+    def _appended(self, append: Append, expected: int) -> bool:
+        """Account for an append whose last record should be at `expected`; False if the
+        partition failed."""
         if append.last_offset != expected:
             # Replay used offsets the log did not give: state and log disagree.
             self._fail(RuntimeError(f"store assigned offsets up to {append.last_offset}, expected {expected}"))
             return False
+        self.stats.batches_appended += 1
+        self.stats.records_appended += append.last_offset + 1 - self._next_offset
         self._next_offset = append.last_offset + 1
         self._last_written = append.last_offset
-        self.stats.batches_appended += 1
-        self.stats.records_appended += len(log_records)
         if append.durable.done():
             # Written inline (no fsync owed): durable now, so the caller parks nothing and
             # an inline op answers in this very call, with no scheduling round.
@@ -483,12 +518,89 @@ class PartitionRuntime:
                     fut.set_result(value)
         if parked.after_commit is None:
             return
+        if self._sliced is not None:
+            self._deferred.append(parked)   # the executor is a sliced op's until it ends
+            return
+        self._after_commit(parked)
+
+    def _after_commit(self, parked: _Parked) -> None:
         try:
             result = parked.after_commit()
         except Exception as exc:
             self._isolate(parked.scope, exc)
             return
         self._apply(result, None, parked.scope)
+
+    # ---- sliced ops ------------------------------------------------------------------
+
+    def _start_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope) -> None:
+        self._sliced = self._loop.create_task(self._run_slices(slices, handle, scope),
+                                              name=f"partition-{self.partition}-sliced-op")
+
+    async def _run_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope) -> None:
+        try:
+            await self._write_slices(slices, handle, scope)
+        except Exception as exc:
+            # Not the op's own failure (that is isolated): replay or the store failed.
+            log.error("partition %d: a sliced write failed: %r", self.partition, exc)
+            self._fail(exc)
+        finally:
+            self._sliced = None
+        deferred, self._deferred = self._deferred, []
+        for parked in deferred:
+            self._guarded(partial(self._after_commit, parked))
+
+    async def _write_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope) -> None:
+        """`_apply` of a sliced op, a slice at a time (see "Sliced ops" above). Each step
+        that follows an await first checks that the partition has not failed meanwhile
+        (its waiters, this op's among them, were then answered)."""
+        epoch = self._epoch
+        serialize = self._serde.serialize
+        records: list = []
+        log_records: list[LogRecord] = []
+        try:
+            while True:
+                try:
+                    records += next(slices)
+                except StopIteration as end:
+                    result: Result = end.value
+                    break
+                log_records += map(serialize, records[len(log_records):])
+                await asyncio.sleep(0)
+                if epoch != self._epoch:
+                    slices.close()
+                    return
+            records += result.records
+            log_records += map(serialize, result.records)
+        except Exception as exc:
+            # The op, or the serialization of its records, failed: nothing of it was replayed.
+            if not handle.future.done():
+                handle.future.set_exception(exc)
+            if not isinstance(exc, ApiError):
+                self._isolate(scope, exc)
+            return
+        completions = [] if result.response is None else [(handle.future, result.response)]
+        completions.extend((reply.handle.future, reply.response) for reply in result.replies)
+        if records:
+            error = self._store.partition_error(self.partition)
+            if error is not None:
+                self._fail(error)
+                return
+            base = self._next_offset
+            if result.replay:
+                for start in range(0, len(records), REPLAY_SLICE):
+                    if start:
+                        await asyncio.sleep(0)
+                        if epoch != self._epoch:
+                            return
+                    for offset in range(start, min(start + REPLAY_SLICE, len(records))):
+                        self._shard.replay(base + offset, records[offset])
+            prepared = await self._store.prepare(self.partition, log_records, self._clock())
+            if epoch != self._epoch:
+                return
+            if not self._appended(self._store.append_prepared(prepared), base + len(records) - 1):
+                return
+        self._park_or_release(_Parked(self._last_written, completions, result.after_commit, scope))
 
     # ---- loading, failure, recovery --------------------------------------------------
 
@@ -543,6 +655,7 @@ class PartitionRuntime:
             if event is not _RELOAD and event.future is not None and not event.future.done():
                 event.future.set_exception(exc)
         self._parked.clear()
+        self._deferred.clear()
         for fut in list(self._waiters):
             if not fut.done():
                 fut.set_exception(exc)
