@@ -197,3 +197,21 @@ async def test_reopen_gives_the_same_batches(harness):
     assert [harness.store.end_offset(p) for p in range(PARTITIONS)] == [12] * PARTITIONS
     nxt = harness.store.append(2, [rec(b"n", b"n")], 99)
     assert await nxt.durable == 12
+
+
+async def test_a_prepared_batch_is_appended_as_append_would_and_only_at_the_offset_it_was_prepared_for(harness):
+    store = harness.store
+    store.append(0, [rec(b"before", b"0")], 5)
+    records = [rec(b"k%d" % i, b"%d" % i, member_id=b"m") for i in range(4_500)]    # more than one slice
+    prepared = await store.prepare(0, records, 9)
+    appended = store.append_prepared(prepared)
+    assert appended.last_offset == 4_500 and await appended.durable == 4_500
+    assert [(b.base_offset, b.last_offset) for b in store.read(0)] == [(0, 0), (1, 4_500)]
+    assert state(store, 0)[1:] == [(1 + i, 9, r.key, r.value, r.headers) for i, r in enumerate(records)]
+    stale = await store.prepare(0, records[:2], 10)
+    store.append(0, [rec(b"meanwhile", b"x")], 10)
+    with pytest.raises(StorageError):
+        store.append_prepared(stale)
+    if harness.reopens:
+        await harness.reopen()
+        assert state(harness.store, 0)[1:4_501] == [(1 + i, 9, r.key, r.value, r.headers) for i, r in enumerate(records)]

@@ -86,3 +86,10 @@ def test_a_header_block_that_runs_past_its_record_is_refused_even_when_seen_befo
         assert "record" in str(e)
     else:
         raise AssertionError("a record longer than its batch was decoded")
+
+
+def test_a_batch_past_the_varint_table_is_kafka_pythons_bytes():
+    # offset deltas of 4,096 and more (an OffsetCommit of thousands of partitions)
+    shared = (("member_id", b"m"), ("client_host", None))
+    records = [LogRecord(b"k%d" % i, b"v" * (i % 7), shared) for i in range(5_000)]
+    assert encode_batch(7, records, 1_000) == kafka_python_bytes(7, records, 1_000)
