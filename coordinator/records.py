@@ -28,7 +28,9 @@ and arrays, a tagged-field section closing every struct); topic ids are 16-byte 
     5  instance_id nullable string, rack_id nullable string, client_id string,
        client_host string, subscribed_topic_names []string, subscribed_topic_regex
        nullable string, rebalance_timeout_ms int32, server_assignor nullable string;
-       tagged 0: classic member metadata (kgc keeps none of its own: read and dropped)
+       tagged 0: classic member metadata, a nullable struct (presence byte 1, then
+       session_timeout_ms int32, supported_protocols [] {name string, metadata bytes});
+       set for members that speak the classic protocol inside a consumer group
     6  assignment_epoch int32
     7  topic_partitions [] {topic_id uuid, partitions []int32}
     8  member_epoch int32, previous_member_epoch int32, state int8,
@@ -164,6 +166,15 @@ class ConsumerGroupMemberMetadataKey:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member speaking the classic protocol inside a consumer group joined with:
+    its session timeout and its JoinGroup protocols (name, ConsumerProtocolSubscription)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -173,6 +184,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,6 +355,32 @@ def _topic_partitions(topics: TopicPartitions) -> bytes:
 _NO_TAGS = b"\x00"
 
 
+def _classic_member_tags(classic: ClassicMemberMetadata | None) -> bytes:
+    if classic is None:
+        return _NO_TAGS
+    # A nullable struct in a tagged field: a presence byte (1), then the struct.
+    parts = [b"\x01", _I32.pack(classic.session_timeout_ms), wire.count(len(classic.supported_protocols), True)]
+    for name, metadata in classic.supported_protocols:
+        parts += (wire.string(name, True), wire.count(len(metadata), True), metadata, _NO_TAGS)
+    parts.append(_NO_TAGS)
+    return wire.tagged([(0, b"".join(parts))])
+
+
+def _decode_classic_member(data: bytes) -> ClassicMemberMetadata | None:
+    r = _Reader(data, flexible=True)
+    if r.int8() < 0:
+        return None
+    session_timeout_ms = r.int32()
+    protocols = []
+    for _ in range(r.array_count()):
+        name = r.string()
+        metadata = r.bytes_()
+        r.skip_tagged_fields()
+        protocols.append((name, metadata))
+    r.skip_tagged_fields()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+
+
 def _serialize_consumer_value(value: ConsumerGroupValue) -> bytes:
     match value:
         case ConsumerGroupMetadataValue(epoch, metadata_hash):
@@ -353,7 +391,8 @@ def _serialize_consumer_value(value: ConsumerGroupValue) -> bytes:
                 wire.string(value.instance_id, True), wire.string(value.rack_id, True),
                 wire.string(value.client_id, True), wire.string(value.client_host, True),
                 _compact_strings(value.subscribed_topic_names), wire.string(value.subscribed_topic_regex, True),
-                _I32.pack(value.rebalance_timeout_ms), wire.string(value.server_assignor, True), _NO_TAGS))
+                _I32.pack(value.rebalance_timeout_ms), wire.string(value.server_assignor, True),
+                _classic_member_tags(value.classic_member_metadata)))
         case ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch):
             return _I32.pack(assignment_epoch) + _NO_TAGS
         case ConsumerGroupTargetAssignmentMemberValue(topic_partitions):
@@ -535,11 +574,14 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
             metadata_hash = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
             return ConsumerGroupMetadataValue(epoch, metadata_hash)
         case ConsumerGroupMemberMetadataKey():
-            value = ConsumerGroupMemberMetadataValue(
+            fields = dict(
                 instance_id=r.nullable_string(), rack_id=r.nullable_string(), client_id=r.string(),
                 client_host=r.string(), subscribed_topic_names=_strings(r),
                 subscribed_topic_regex=r.nullable_string(), rebalance_timeout_ms=r.int32(),
                 server_assignor=r.nullable_string())
+            tags = r.tagged_fields()
+            return ConsumerGroupMemberMetadataValue(
+                **fields, classic_member_metadata=_decode_classic_member(tags[0]) if 0 in tags else None)
         case ConsumerGroupTargetAssignmentMetadataKey():
             value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
         case ConsumerGroupTargetAssignmentMemberKey():

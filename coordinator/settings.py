@@ -353,6 +353,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Kafka's group.consumer.heartbeat.interval.ms (KIP-848)", in_group=True),
     Setting("consumer_max_size", integer(1, 2**31 - 1), "Kafka's group.consumer.max.size (KIP-848)",
             in_group=True),
+    Setting("consumer_migration_policy",
+            text(choices=("bidirectional", "upgrade", "downgrade", "disabled"), fold=str.lower),
+            "Kafka's group.consumer.migration.policy: which way a classic group with members converts when "
+            "the first KIP-848 member joins it (upgrade) or the last one leaves (downgrade)", in_group=True),
 )
 
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}

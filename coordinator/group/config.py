@@ -25,3 +25,15 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")   # the first is the default
+    # Kafka's group.consumer.migration.policy: whether a classic group with members becomes
+    # a consumer group when a ConsumerGroupHeartbeat joins it (upgrade), and back when its
+    # last consumer-protocol member leaves (downgrade). Empty groups convert regardless.
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")

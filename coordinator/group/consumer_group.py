@@ -25,6 +25,7 @@ from enum import IntEnum
 
 from coordinator.group.errors import CorruptStateError
 from coordinator.records import (
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupKey,
@@ -92,12 +93,19 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # Set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
+    # inside the consumer group: its session timeout and JoinGroup protocols.
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
         return ConsumerGroupMemberMetadataValue(
             self.instance_id, self.rack_id, self.client_id, self.client_host,
             tuple(sorted(self.subscribed_topic_names)), self.subscribed_topic_regex, self.rebalance_timeout_ms,
-            self.server_assignor)
+            self.server_assignor, self.classic)
 
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
         return ConsumerGroupCurrentMemberAssignmentValue(
@@ -157,6 +165,19 @@ class ConsumerGroup:
             if m.subscribed_topic_regex in self.regexes:
                 names.update(self.regexes[m.subscribed_topic_regex].topics)
         return names
+
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Kafka's `ConsumerGroup.supportsClassicProtocols`: a classic joiner must speak the
+        consumer protocol and share a protocol name with every classic member."""
+        if protocol_type != "consumer":
+            return False
+        names = set(names)
+        for member in self.classic_members():
+            names &= {name for name, _ in member.classic.supported_protocols}
+        return bool(names)
 
     def is_subscribed_to_topic(self, topic: str) -> bool:
         return topic in self.subscribed_topics()
@@ -227,7 +248,7 @@ class ConsumerGroup:
             base, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
             client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
             subscribed_topic_regex=value.subscribed_topic_regex, rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor)
+            server_assignor=value.server_assignor, classic=value.classic_member_metadata)
         if value.instance_id is not None:
             self.static_members[value.instance_id] = member_id
 

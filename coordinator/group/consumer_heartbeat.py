@@ -83,6 +83,22 @@ def rebalance_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("consumer-rebalance", group_id, member_id)
 
 
+def classic_join_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """A classic member told to rejoin (REBALANCE_IN_PROGRESS) must do so within its rebalance timeout."""
+    return ("consumer-classic-join", group_id, member_id)
+
+
+def classic_sync_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """A classic member that joined must send SyncGroup within its rebalance timeout."""
+    return ("consumer-classic-sync", group_id, member_id)
+
+
+def successor_of(departed: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
+    """A departed static member's successor: its subscription and partitions, a new id."""
+    return replace(departed, member_id=member_id, member_epoch=0, previous_member_epoch=0,
+                   state=MemberState.STABLE, pending_revocation={})
+
+
 @functools.lru_cache(maxsize=1024)
 def compile_regex(regex: str):
     """RE2 (Kafka uses RE2/J): the same syntax, linear time; `re2.error` when invalid."""
@@ -111,6 +127,9 @@ class ConsumerGroups:
         # Assignor runs (name, seconds) for the metrics sampler to take; only with a stopwatch.
         self.stopwatch = stopwatch
         self.assignor_runs: collections.deque[tuple[str, float]] = collections.deque(maxlen=1024)
+        # (group, members leaving) → the Result that makes the rest a classic group; the
+        # shard sets it (`migration.Migration.downgrade`), as it owns the classic side.
+        self.downgrade: Callable[[ConsumerGroup, set[str]], Result] | None = None
 
     # ------------------------------------------------------------ validation
 
@@ -149,31 +168,60 @@ class ConsumerGroups:
     def heartbeat(self, ctx: RequestContext, request, group: ConsumerGroup,
                   records: list[CoordinatorRecord]) -> Result:
         """`group` may be new (not yet in `groups`: its records create it on replay);
-        `records` may already hold a converted classic group's tombstone."""
+        `records` may already hold a converted classic group's records."""
         epoch = request.member_epoch
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(ctx, request, group)
-        image = self.topics()
-        if image.version == 0:
-            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                           "kgc has not read the upstream cluster's topics yet")
+        image = self.loaded_topics()
         version = ctx.api_version
         member_id = request.member_id or self.new_member_id(ctx.client_id or "consumer")
         old, replaced = self._member_for(group, member_id, request)
-        if old is None and replaced is None and len(group.members) >= self.config.consumer_max_size:
-            raise ApiError(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                           f"The consumer group has reached its maximum capacity of "
-                           f"{self.config.consumer_max_size} members.")
+        if old is None and replaced is None:
+            self.check_size(group)
         regex = request.subscribed_topic_regex if version >= 1 else None
         base = old or ConsumerGroupMember(member_id)
         if replaced is not None:
-            # The departed static member's successor: its subscription and partitions, a new id.
-            base = replace(replaced, member_id=member_id, member_epoch=0, previous_member_epoch=0,
-                           state=MemberState.STABLE, pending_revocation={})
+            base = successor_of(replaced, member_id)
         elif epoch == 0 and old is not None:
             # A known member rejoining holds nothing (it dropped its partitions when fenced).
             base = old.with_epoch(0, state=MemberState.STABLE, assigned={}, pending_revocation={})
         updated = _apply_request(base, request, regex, ctx)
+        owned = None if request.topic_partitions is None else from_topic_partitions(
+            (t.topic_id, t.partitions) for t in request.topic_partitions)
+        reconciled = self.advance(group, image, old, base, updated, replaced, owned, records)
+
+        full = (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
+                and (request.subscribed_topic_names is not None or regex is not None))
+        send = epoch == 0 or full or old is None or reconciled.assigned != old.assigned
+        response = ConsumerGroupHeartbeatResponse(
+            version=version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
+            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            assignment=_wire_assignment(version, reconciled.assigned) if send else None)
+        return Result(records=tuple(records), response=response)
+
+    def loaded_topics(self) -> TopicImage:
+        image = self.topics()
+        if image.version == 0:
+            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                           "kgc has not read the upstream cluster's topics yet")
+        return image
+
+    def check_size(self, group: ConsumerGroup) -> None:
+        """Before a new member joins."""
+        if len(group.members) >= self.config.consumer_max_size:
+            raise ApiError(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                           f"The consumer group has reached its maximum capacity of "
+                           f"{self.config.consumer_max_size} members.")
+
+    def advance(self, group: ConsumerGroup, image: TopicImage, old: ConsumerGroupMember | None,
+                base: ConsumerGroupMember, updated: ConsumerGroupMember, replaced: ConsumerGroupMember | None,
+                owned: Assignment | None, records: list[CoordinatorRecord]) -> ConsumerGroupMember:
+        """Steps 1-5 for one member, whichever protocol it speaks: `old` is the member as
+        the group knows it (None: new), `base` what the request starts from, `updated` with
+        the request applied, `replaced` a departed static member it succeeds; `owned` the
+        partitions it says it holds (None: not said). Appends the records, arms its
+        timers, and returns the member reconciled."""
+        member_id = updated.member_id
         is_new = old is None
 
         # 1. the member (a static replacement first retires its departed predecessor)
@@ -237,20 +285,18 @@ class ConsumerGroups:
         targets = dict(group.target)
         if replaced is not None and replaced.member_id in targets:
             targets[member_id] = targets.pop(replaced.member_id)
-            records.append(_target_record(group.group_id, member_id, targets[member_id]))
+            records.append(target_record(group.group_id, member_id, targets[member_id]))
         target_epoch = group.assignment_epoch
         if group_epoch > group.assignment_epoch:
             new_targets = self._assign(group, members, image, subscribed, targets)
             for mid in sorted(new_targets):
                 if new_targets[mid] != targets.get(mid, EMPTY_ASSIGNMENT) or mid not in targets:
-                    records.append(_target_record(group.group_id, mid, new_targets[mid]))
+                    records.append(target_record(group.group_id, mid, new_targets[mid]))
             records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
                                              ConsumerGroupTargetAssignmentMetadataValue(group_epoch)))
             targets, target_epoch = new_targets, group_epoch
 
         # 5. the member's current assignment
-        owned = None if request.topic_partitions is None else from_topic_partitions(
-            (t.topic_id, t.partitions) for t in request.topic_partitions)
         ids = frozenset(image.by_name[n].topic_id for n in subscribed(updated) if n in image.by_name)
         predecessor = replaced.member_id if replaced is not None else None
 
@@ -266,17 +312,9 @@ class ConsumerGroups:
             if old is None or reconciled.member_epoch != old.member_epoch or reconciled.state != old.state:
                 log.debug("[group=%s] member %s now at epoch %d, %s (group epoch %d, target %d)", group.group_id,
                           member_id, reconciled.member_epoch, reconciled.state.name, group_epoch, target_epoch)
-        self._schedule_session(group.group_id, member_id)
+        self.schedule_session(group.group_id, reconciled)
         self._arm_rebalance_timer(group.group_id, old, reconciled)
-
-        full = (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
-                and (request.subscribed_topic_names is not None or regex is not None))
-        send = epoch == 0 or full or old is None or reconciled.assigned != old.assigned
-        response = ConsumerGroupHeartbeatResponse(
-            version=version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-            assignment=_wire_assignment(version, reconciled.assigned) if send else None)
-        return Result(records=tuple(records), response=response)
+        return reconciled
 
     def _member_for(self, group: ConsumerGroup, member_id: str, request
                     ) -> tuple[ConsumerGroupMember | None, ConsumerGroupMember | None]:
@@ -337,19 +375,45 @@ class ConsumerGroups:
             _check_static_holder(group, request.instance_id, member_id)
         member = _known_member(group, member_id)
         epoch = request.member_epoch
+        response = ConsumerGroupHeartbeatResponse(
+            version=ctx.api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
+            member_epoch=epoch, heartbeat_interval_ms=0, assignment=None)
         if epoch == STATIC_LEAVE_EPOCH:
             # A static member leaving for a while keeps its partitions until its session ends.
             away = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation={})
             self.timer.cancel(rebalance_key(group.group_id, member_id))
-            records = (CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
-                                         away.assignment_value()),)
-        else:
-            log.info("[group=%s] member %s left", group.group_id, member_id)
-            records = tuple(self.fence_records(group, [member_id]))
-        response = ConsumerGroupHeartbeatResponse(
-            version=ctx.api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=epoch, heartbeat_interval_ms=0, assignment=None)
-        return Result(records=records, response=response)
+            return Result(records=(CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
+                                                     away.assignment_value()),), response=response)
+        log.info("[group=%s] member %s left", group.group_id, member_id)
+        return replace(self.fence(group, [member_id]), response=response)
+
+    def fence(self, group: ConsumerGroup, member_ids: Iterable[str]) -> Result:
+        """Members leave or are fenced (Kafka's `consumerGroupFenceMembers`): when only
+        classic members would remain and the policy allows it, the group becomes a classic
+        group instead (`downgrade`, set by the shard)."""
+        gone = set(member_ids)
+        if not gone:
+            return EMPTY_RESULT
+        if self.downgrade is not None and self._may_downgrade(group, gone):
+            for mid in group.members:
+                self._cancel_timers(group.group_id, mid)
+            return self.downgrade(group, gone)
+        return Result(records=tuple(self.fence_records(group, gone)))
+
+    def _may_downgrade(self, group: ConsumerGroup, gone: set[str]) -> bool:
+        """Kafka's `validateOnlineDowngradeWithFencedMembers`."""
+        remaining = [m for mid, m in group.members.items() if mid not in gone]
+        if not remaining or not all(m.uses_classic_protocol for m in remaining):
+            return False
+        if not self.config.downgrade_enabled:
+            log.info("[group=%s] not downgraded to a classic group: the migration policy (%s) does not allow it",
+                     group.group_id, self.config.consumer_migration_policy)
+            return False
+        if len(remaining) > self.config.group_max_size:
+            log.info("[group=%s] not downgraded to a classic group: %d members exceed group_max_size %d",
+                     group.group_id, len(remaining), self.config.group_max_size)
+            return False
+        return True
 
     def fence_records(self, group: ConsumerGroup, member_ids: Iterable[str]) -> list[CoordinatorRecord]:
         """Kafka's order: per member current, target, metadata tombstones; regexes nobody
@@ -388,9 +452,12 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------ timers
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.timer.schedule(session_key(group_id, member_id), self.config.consumer_session_timeout_ms,
-                            functools.partial(self._session_expired, group_id, member_id))
+    def schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """A classic member's session is the one it joined with; everyone else's the group's."""
+        timeout_ms = member.classic.session_timeout_ms if member.classic is not None \
+            else self.config.consumer_session_timeout_ms
+        self.timer.schedule(session_key(group_id, member.member_id), timeout_ms,
+                            functools.partial(self._session_expired, group_id, member.member_id))
 
     def _arm_rebalance_timer(self, group_id: str, old: ConsumerGroupMember | None,
                              new: ConsumerGroupMember) -> None:
@@ -405,15 +472,15 @@ class ConsumerGroups:
                             functools.partial(self._rebalance_expired, group_id, new.member_id, new.member_epoch))
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.timer.cancel(session_key(group_id, member_id))
-        self.timer.cancel(rebalance_key(group_id, member_id))
+        for key in (session_key, rebalance_key, classic_join_key, classic_sync_key):
+            self.timer.cancel(key(group_id, member_id))
 
     def _session_expired(self, group_id: str, member_id: str) -> Result:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return EMPTY_RESULT
         log.info("[group=%s] member %s fenced: no heartbeat within its session timeout", group_id, member_id)
-        return Result(records=tuple(self.fence_records(group, [member_id])))
+        return self.fence(group, [member_id])
 
     def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> Result:
         group = self.groups.get(group_id)
@@ -422,13 +489,13 @@ class ConsumerGroups:
             return EMPTY_RESULT
         log.info("[group=%s] member %s fenced: it did not revoke its partitions within its rebalance timeout",
                  group_id, member_id)
-        return Result(records=tuple(self.fence_records(group, [member_id])))
+        return self.fence(group, [member_id])
 
     def on_loaded(self) -> None:
         """Fresh session timers for every member; a rebalance timer for every member revoking."""
         for group in self.groups.values():
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id)
+                self.schedule_session(group.group_id, member)
                 self._arm_rebalance_timer(group.group_id, None, member)
 
     def on_unloaded(self) -> None:
@@ -453,6 +520,9 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.uses_classic_protocol:
+            # A classic member commits at any version, with its generation: its member epoch.
+            return ErrorCode.NONE if epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
         if version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if epoch == member.member_epoch:
@@ -481,7 +551,7 @@ class ConsumerGroups:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
 
@@ -505,7 +575,7 @@ def _known_member(group: ConsumerGroup, member_id: str) -> ConsumerGroupMember:
 def _apply_request(member: ConsumerGroupMember, request, regex: str | None,
                    ctx: RequestContext) -> ConsumerGroupMember:
     """Null request fields mean "unchanged"; a regex of "" removes it."""
-    changes: dict = {"client_id": ctx.client_id, "client_host": ctx.client_host}
+    changes: dict = {"client_id": ctx.client_id, "client_host": ctx.client_host, "classic": None}
     if request.instance_id is not None:
         changes["instance_id"] = request.instance_id
     if request.rack_id is not None:
@@ -527,7 +597,7 @@ def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]
             CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
 
 
-def _target_record(group_id: str, member_id: str, assignment: Assignment) -> CoordinatorRecord:
+def target_record(group_id: str, member_id: str, assignment: Assignment) -> CoordinatorRecord:
     return CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
                              ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(assignment)))
 
@@ -542,7 +612,7 @@ def _wire_assignment(version: int, assignment: Assignment):
 
 _Described = ConsumerGroupDescribeResponse.DescribedGroup
 _DescribedMember = _Described.Member
-_CONSUMER_MEMBER_TYPE = 1
+_CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1
 
 
 def describe_consumer_group(group: ConsumerGroup | None, group_id: str, version: int, image: TopicImage,
@@ -572,7 +642,7 @@ def describe_consumer_group(group: ConsumerGroup | None, group_id: str, version:
             member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=shown(held), target_assignment=shown(group.target.get(m.member_id, EMPTY_ASSIGNMENT)),
-            member_type=_CONSUMER_MEMBER_TYPE))
+            member_type=_CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else _CONSUMER_MEMBER_TYPE))
     return _Described(version=version, error_code=0, error_message=None, group_id=group_id, group_state=group.state,
                       group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                       assignor_name=group.preferred_assignor(group.members.values(), default_assignor),

@@ -15,7 +15,9 @@ Hard and soft state:
   throughout: every change is a replayed record. A group id is either a classic or a
   consumer group: an empty classic group (or one that only has offsets) becomes a
   consumer group when a ConsumerGroupHeartbeat joins it, and an empty consumer group a
-  classic one when a JoinGroup does.
+  classic one when a JoinGroup does. With members, the two convert online under the
+  migration policy (`migration.py`), and classic members inside a consumer group are
+  served by `classic_members.ClassicMembers`.
 
 The service checks a null group id before routing; every other request rule, including
 "" group ids, session-timeout bounds and where each version puts its errors, is here.
@@ -39,6 +41,7 @@ from kafka.protocol.consumer.group import (
 from coordinator.group import describe, record_limits
 from coordinator.group.adopt import AdoptedOffset, adoption_records
 from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic_members import ClassicMembers
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_heartbeat import ConsumerGroups, describe_consumer_group
@@ -46,6 +49,7 @@ from coordinator.group.errors import CorruptStateError
 from coordinator.group.heartbeat import heartbeat, leave_group
 from coordinator.group.join import join_group
 from coordinator.group.membership import Membership
+from coordinator.group.migration import Migration
 from coordinator.group.offsets import OffsetManager
 from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result, Slices
 from coordinator.group.state import GroupState
@@ -79,6 +83,11 @@ class GroupShard:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.membership = Membership(self.groups, config, timer, clock, new_member_id)
         self.consumer = ConsumerGroups(self.consumer_groups, config, timer, clock, new_member_id, topics, stopwatch)
+        self.classic_members = ClassicMembers(self.consumer, config, timer)
+        self.migration = Migration(self.membership, self.consumer, config, clock)
+        self.consumer.downgrade = self.migration.downgrade
+        # (offset, group id) of a replayed tombstone of a classic group with members.
+        self._upgrading: tuple[int, str] | None = None
         self.offsets = OffsetManager(self.groups, self.consumer, self.membership, config, clock)
 
     # ------------------------------------------------------------ single-group APIs
@@ -90,10 +99,7 @@ class GroupShard:
         if consumer_group is None:
             return join_group(self.membership, ctx, request, handle)
         if not consumer_group.is_empty():
-            # Classic members inside a consumer group (Kafka's online migration) are not served.
-            raise ApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                           f"Group {request.group_id} is a consumer group (KIP-848): join it with "
-                           f"group.protocol=consumer.")
+            return self.classic_members.join(ctx, request, consumer_group)
         # An empty consumer group becomes a classic group, as in Kafka: its records are
         # deleted (offsets stay), and once that is durable the JoinGroup runs as usual.
         log.info("[group=%s] empty consumer group becomes a classic group", request.group_id)
@@ -116,10 +122,15 @@ class GroupShard:
         group = self.consumer_groups.get(group_id)
         if group is None:
             classic = self.groups.get(group_id)
-            if classic is not None and not classic.is_empty():
-                raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
             if request.member_epoch != 0:
                 raise ApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            if classic is not None and not classic.is_empty():
+                # Online upgrade: decided first, the classic side handed over only once the
+                # joiner's heartbeat is accepted too.
+                group, records = self.migration.upgrade(classic)
+                result = self.consumer.heartbeat(ctx, request, group, records)
+                self.migration.detach(classic, group)
+                return replace(result, replies=result.replies + tuple(self.membership.take_outbox()))
             if classic is not None and classic.protocol_type is not None:
                 log.info("[group=%s] empty classic group becomes a consumer group", group_id)
                 records.append(new_group_metadata_tombstone(group_id, generation=classic.generation))
@@ -133,12 +144,21 @@ class GroupShard:
 
     def sync_group(self, ctx: RequestContext, request: SyncGroupRequest, handle: ReplyHandle) -> Result:
         """SyncGroup; parked in CompletingRebalance until the leader's assignment is durable."""
+        consumer_group = self.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            return self.classic_members.sync(ctx, request, consumer_group)
         return sync_group(self.membership, ctx, request, handle)
 
     def heartbeat(self, ctx: RequestContext, request: HeartbeatRequest) -> Result:
+        consumer_group = self.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            return self.classic_members.heartbeat(ctx, request, consumer_group)
         return heartbeat(self.membership, ctx, request)
 
     def leave_group(self, ctx: RequestContext, request: LeaveGroupRequest) -> Result:
+        consumer_group = self.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            return self.classic_members.leave(ctx, request, consumer_group)
         return leave_group(self.membership, ctx, request)
 
     def commit_offsets(self, ctx: RequestContext, request: OffsetCommitRequest) -> Result | Slices:
@@ -238,6 +258,8 @@ class GroupShard:
 
     def replay(self, offset: int, record: CoordinatorRecord) -> None:
         key = record.key
+        if self._upgrading is not None:
+            self._check_upgrade_continues(offset, key)
         if isinstance(key, OffsetCommitKey):
             self.offsets.replay(key, record.value)
         elif isinstance(key, GroupMetadataKey):
@@ -246,6 +268,14 @@ class GroupShard:
             self._replay_consumer_group(offset, key, record.value)
         else:
             raise CorruptStateError(f"record at offset {offset} has an unknown key {key!r}")
+
+    def _check_upgrade_continues(self, offset: int, key) -> None:
+        tombstone_offset, group_id = self._upgrading
+        self._upgrading = None
+        if not (isinstance(key, ConsumerGroupKey) and key.group == group_id):
+            raise CorruptStateError(f"tombstone at offset {tombstone_offset} for group {group_id}, which still "
+                                    f"has members, is not followed by its consumer group's records "
+                                    f"(offset {offset} is {key!r})")
 
     def _replay_consumer_group(self, offset: int, key: ConsumerGroupKey, value) -> None:
         group = self.consumer_groups.get(key.group)
@@ -272,8 +302,9 @@ class GroupShard:
             if group is None:
                 return
             if group.members:
-                raise CorruptStateError(f"tombstone at offset {offset} for group {group_id}, "
-                                        f"which still has {len(group.members)} members")
+                # Only an online upgrade deletes a group with members: its consumer group's
+                # records must come next (`_check_upgrade_continues`).
+                self._upgrading = (offset, group_id)
             group.transition_to(GroupState.DEAD, self.clock())
             del self.groups[group_id]
             return
@@ -296,6 +327,10 @@ class GroupShard:
 
     def on_loaded(self) -> None:
         """Fresh sessions for every loaded member, oversized groups rebalanced, expiry armed."""
+        if self._upgrading is not None:
+            offset, group_id = self._upgrading
+            raise CorruptStateError(f"the log ends with the tombstone at offset {offset} of group {group_id}, "
+                                    f"which still has members")
         for group in self.groups.values():
             log.info("[group=%s] loaded in state %s with %d members", group.group_id, group.state.value,
                      len(group.members))

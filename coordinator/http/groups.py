@@ -137,6 +137,8 @@ def _consumer_member(group: ConsumerGroup, member: ConsumerGroupMember, image: T
         "rack_id": member.rack_id,
         "client_id": member.client_id,
         "client_host": member.client_host,
+        "protocol": "classic" if member.uses_classic_protocol else "consumer",
+        "session_timeout_ms": member.classic.session_timeout_ms if member.classic is not None else None,
         "member_epoch": member.member_epoch,
         "state": member.state.name,
         "subscribed_topic_names": list(member.subscribed_topic_names),

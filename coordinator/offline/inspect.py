@@ -24,6 +24,7 @@ replay (`coordinator.group.consumer_group`); nothing else from `coordinator`.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import dataclasses
 import json
@@ -350,9 +351,14 @@ def _key_json(key: records.RecordKey) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    """A record value's fields as JSON-friendly values (uuids as strings)."""
+    """A record value's fields as JSON-friendly values (uuids as strings, bytes as base64,
+    nested records such as a classic member's metadata as objects)."""
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return str(value) if isinstance(value, uuid.UUID) else value
 
 
@@ -377,6 +383,7 @@ def _consumer_json(group: ConsumerGroup) -> dict[str, Any]:
             "metadata_hash": group.metadata_hash,
             "regexes": {rx: list(v.topics) for rx, v in sorted(group.regexes.items())},
             "members": [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+                         "protocol": "classic" if m.uses_classic_protocol else "consumer",
                          "member_epoch": m.member_epoch, "state": m.state.name,
                          "subscribed_topic_names": list(m.subscribed_topic_names),
                          "subscribed_topic_regex": m.subscribed_topic_regex,

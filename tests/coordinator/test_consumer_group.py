@@ -11,7 +11,7 @@ import pytest
 
 from coordinator.group.consumer_group import MemberState
 from coordinator.records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
-from protocol.errors import ApiError, ErrorCode
+from protocol.errors import ErrorCode
 from tests.support.group_context import GroupTestContext
 
 E = ErrorCode
@@ -373,13 +373,6 @@ def test_consumer_groups_are_listed_by_type_and_unknown_to_describe_groups(ctx):
     assert ctx.shard.list_groups({"empty"}, set()) == []
     assert ctx.describe("g", version=6).error == E.GROUP_ID_NOT_FOUND
     assert ctx.shard.describe_consumer_group(ctx.rctx(1), "g").members[0].member_type == 1
-
-
-def test_a_classic_member_cannot_join_a_consumer_group_with_members(ctx):
-    ctx.consumer_heartbeat(member_id="a")
-    with pytest.raises(ApiError) as err:
-        ctx.join(group_id="g")
-    assert err.value.code == E.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_empty_groups_convert_both_ways_and_keep_their_offsets(ctx):

@@ -4,7 +4,14 @@ import pytest
 
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.timer import expire_offsets_key, heartbeat_key
-from coordinator.records import CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata
+from coordinator.records import (
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from tests.support.group_context import GroupTestContext
 
 
@@ -52,11 +59,19 @@ def test_loaded_members_that_never_come_back_expire():
     assert loaded.written[-1].value.members == ()
 
 
-def test_tombstone_for_a_group_with_members_is_corrupt_state():
+def test_tombstone_for_a_group_with_members_is_corrupt_state_unless_an_upgrade_follows():
+    # Only an online upgrade to a consumer group deletes a group with members, and the
+    # consumer group's records follow the tombstone at once.
     ctx = GroupTestContext()
     ctx.stable_group(1)
+    ctx.shard.replay(99, CoordinatorRecord(GroupMetadataKey("g"), None))
     with pytest.raises(CorruptStateError):
-        ctx.shard.replay(99, CoordinatorRecord(GroupMetadataKey("g"), None))
+        ctx.shard.replay(100, CoordinatorRecord(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, -1, "", 0, -1)))
+    ended = GroupTestContext()
+    ended.stable_group(1)
+    ended.shard.replay(99, CoordinatorRecord(GroupMetadataKey("g"), None))
+    with pytest.raises(CorruptStateError):
+        ended.shard.on_loaded()
 
 
 def test_group_record_whose_leader_is_not_a_member_is_corrupt_state():

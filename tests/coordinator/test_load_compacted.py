@@ -81,13 +81,19 @@ def new_shard() -> GroupShard:
 
 
 def replay_one_by_one(log: list[LogRecord]) -> tuple[GroupShard, list[LogRecord]]:
-    """The reference: every record replayed in order. A record replay refuses (a group
-    tombstone while the group has members: kgc never writes one) is left out of the log."""
+    """The reference: every record replayed in order. A record replay refuses is left out
+    of the log, and so is a group tombstone while the group has members: kgc writes one
+    only to upgrade the group to a KIP-848 consumer group, with that group's records right
+    after it (which this generator does not make)."""
     shard = new_shard()
     kept = []
     for record in log:
         decoded = records.deserialize(record.key, record.value)
         if decoded is not None:
+            key, value = decoded
+            if isinstance(key, GroupMetadataKey) and value is None and key.group in shard.groups \
+                    and shard.groups[key.group].members:
+                continue
             try:
                 shard.replay(len(kept), CoordinatorRecord(*decoded))
             except CorruptStateError:

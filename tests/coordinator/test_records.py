@@ -3,6 +3,9 @@
 import pytest
 
 from coordinator.records import (
+    ClassicMemberMetadata,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -151,3 +154,20 @@ def test_one_commits_records_are_what_the_single_record_constructor_builds():
     assert [(type(r.key), type(r.value)) for r in many] == [(OffsetCommitKey, OffsetCommitValue)] * 2
     assert [serialize_value(r.value) for r in many] == [
         serialize_value(OffsetCommitValue(5, -1, "", 100, 200)), serialize_value(OffsetCommitValue(9, 2, "meta", 100, 200))]
+
+
+def test_a_classic_members_metadata_is_a_nullable_struct_in_tagged_field_0():
+    # Kafka's generator writes a nullable struct in a tagged field as: tag, size, a
+    # presence byte 1, then the struct (its own empty tagged-field sections included).
+    classic = ClassicMemberMetadata(45_000, (("range", b"\x00\x01"), ("roundrobin", b"")))
+    value = ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 5_000, None, classic)
+    struct_bytes = (H("01" "0000afc8" "03") + compact("range") + H("03" "0001" "00")
+                    + compact("roundrobin") + H("01" "00") + H("00"))
+    expected = (H("0000") + compact(None) + compact(None) + compact("c") + compact("/h") + H("02") + compact("t")
+                + compact(None) + H("00001388") + compact(None)
+                + H("01" "00") + bytes([len(struct_bytes)]) + struct_bytes)
+    assert serialize_value(value) == expected
+    key = ConsumerGroupMemberMetadataKey("g", "m")
+    assert deserialize(serialize_key(key), expected) == (key, value)
+    plain = ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 5_000, None)
+    assert serialize_value(plain) == expected[:len(expected) - len(struct_bytes) - 3] + H("00")

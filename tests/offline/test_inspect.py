@@ -290,3 +290,23 @@ async def test_a_kip848_consumer_group_is_materialized_by_the_coordinators_repla
     assert "consumer group (KIP-848): group_epoch=2 assignment_epoch=2 state='Reconciling'" in text
     assert "ConsumerGroupCurrentMemberAssignmentKey group='cg' member_id='a' -> " \
            "ConsumerGroupCurrentMemberAssignmentValue member_epoch=1" in text
+
+
+async def test_an_upgraded_group_shows_its_classic_members(tmp_path):
+    import json
+
+    from tests.coordinator.test_consumer_group_migration import classic_group
+    from tests.support.group_context import GroupTestContext
+
+    ctx = GroupTestContext()
+    ctx.set_topics(t=4)
+    a, b = classic_group(ctx)
+    ctx.consumer_heartbeat(member_id="c")
+    await write(tmp_path, [ctx.written], "g")
+    inspection = inspect_data_dir(tmp_path, group="g")
+    assert inspection.groups["g"].consumer.members == ctx.consumer_group().members
+    doc = to_json(inspection, group="g")
+    by_member = {m["member_id"]: m for m in doc["groups"]["g"]["consumer_group"]["members"]}
+    assert {m: v["protocol"] for m, v in by_member.items()} == {a: "classic", b: "classic", "c": "consumer"}
+    text = json.dumps(doc)
+    assert '"classic_member_metadata": {"session_timeout_ms": 10000' in text

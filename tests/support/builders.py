@@ -20,6 +20,7 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteRequest,
     SyncGroupRequest,
 )
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 
@@ -38,6 +39,15 @@ def subscription(*topics: str, version: int = 0) -> bytes:
         raw = t.encode()
         out += struct.pack(">h", len(raw)) + raw
     return out + struct.pack(">i", -1)
+
+
+def subscription_v1(topics, owned: Mapping[str, list[int]]) -> bytes:
+    """ConsumerProtocolSubscription v1: topics and the partitions the member owns (a
+    cooperative member's rejoin)."""
+    tp = ConsumerProtocolSubscription.TopicPartition
+    return ConsumerProtocolSubscription(
+        version=1, topics=list(topics), user_data=None,
+        owned_partitions=[tp(topic=t, partitions=list(ps)) for t, ps in owned.items()]).encode(version=1)
 
 
 def join_request(version: int, group_id: str = "g", member_id: str = "", *,

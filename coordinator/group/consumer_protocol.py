@@ -1,0 +1,77 @@
+"""The embedded consumer protocol (ConsumerProtocolSubscription / ConsumerProtocolAssignment)
+that classic members put in JoinGroup and get back from SyncGroup, read and written with
+kafka-python's codecs, by topic id as a consumer group keeps assignments.
+
+Kafka's coordinator reads these only where the two protocols meet: a classic member
+inside a consumer group, and converting a group between the two.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+from coordinator.group.consumer_group import Assignment, from_topic_partitions
+from coordinator.group.topics import TopicImage
+
+_MALFORMED = (struct.error, ValueError, UnicodeDecodeError, IndexError, TypeError, EOFError)
+_VERSION = struct.Struct(">h")
+
+
+class MalformedProtocol(ValueError):
+    """Embedded consumer protocol bytes that do not decode."""
+
+
+def decode_subscription(metadata: bytes) -> ConsumerProtocolSubscription:
+    try:
+        return ConsumerProtocolSubscription.decode(metadata)
+    except _MALFORMED as exc:
+        raise MalformedProtocol(f"malformed consumer protocol subscription: {exc}") from None
+
+
+def subscription_version(metadata: bytes) -> int:
+    """The version the member writes, which its assignment is written back in (Kafka's
+    `ConsumerProtocol.deserializeVersion`), capped at the versions the codec knows."""
+    try:
+        (version,) = _VERSION.unpack_from(metadata, 0)
+    except struct.error:
+        raise MalformedProtocol("consumer protocol subscription without a version") from None
+    return max(0, min(version, ConsumerProtocolAssignment.max_version))
+
+
+def owned_partitions(subscription: ConsumerProtocolSubscription, image: TopicImage) -> Assignment:
+    """The partitions a member says it holds (v1+; none before), by topic id; topics the
+    cluster does not have are left out."""
+    owned = getattr(subscription, "owned_partitions", None) or ()
+    return from_topic_partitions((image.by_name[tp.topic].topic_id, tp.partitions)
+                                 for tp in owned if tp.topic in image.by_name)
+
+
+def decode_assignment(data: bytes, image: TopicImage) -> tuple[Assignment, bool]:
+    """(the partitions by topic id, whether it carries user data); empty bytes (a member
+    that never synced) are no partitions."""
+    if not data:
+        return {}, False
+    try:
+        decoded = ConsumerProtocolAssignment.decode(data)
+    except _MALFORMED as exc:
+        raise MalformedProtocol(f"malformed consumer protocol assignment: {exc}") from None
+    assignment = from_topic_partitions((image.by_name[tp.topic].topic_id, tp.partitions)
+                                       for tp in decoded.assigned_partitions if tp.topic in image.by_name)
+    return assignment, bool(decoded.user_data)
+
+
+def encode_assignment(assignment: Assignment, image: TopicImage, version: int) -> bytes:
+    """Topics the cluster no longer has are left out."""
+    tp = ConsumerProtocolAssignment.TopicPartition
+    topics = sorted((image.by_id[topic_id].name, sorted(partitions))
+                    for topic_id, partitions in assignment.items() if topic_id in image.by_id and partitions)
+    return ConsumerProtocolAssignment(
+        version=version, assigned_partitions=[tp(topic=name, partitions=ps) for name, ps in topics],
+        user_data=None).encode(version=version)
+
+
+def topic_ids(names, image: TopicImage) -> frozenset[uuid.UUID]:
+    return frozenset(image.by_name[n].topic_id for n in names if n in image.by_name)
