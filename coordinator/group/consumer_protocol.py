@@ -9,7 +9,6 @@ inside a consumer group, and converting a group between the two.
 from __future__ import annotations
 
 import struct
-import uuid
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
@@ -71,7 +70,3 @@ def encode_assignment(assignment: Assignment, image: TopicImage, version: int) -
     return ConsumerProtocolAssignment(
         version=version, assigned_partitions=[tp(topic=name, partitions=ps) for name, ps in topics],
         user_data=None).encode(version=version)
-
-
-def topic_ids(names, image: TopicImage) -> frozenset[uuid.UUID]:
-    return frozenset(image.by_name[n].topic_id for n in names if n in image.by_name)
