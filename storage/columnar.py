@@ -3,11 +3,14 @@
 `storage.format` frames and decodes one batch at a time, which is what the service needs
 and what costs the offline audit most of its time on large logs. This module reads the
 same format with the same rules, vectorised over every batch of a buffer: batch headers
-by fancy indexing, and the records' varint framing one record (or header) index at a
-time across all batches together. It never decides alone that a batch is damaged: a
-batch whose records do not frame cleanly here, or is compressed, is *flagged*, and the
-caller hands it to `format.decode_batch` (the one parser), which either words the error
-or decodes it. Framing itself (lengths, magic, CRC, offsets) is `format.sound_batches`.
+and fixed-width fields by gathers from unaligned views of the buffer, and the records'
+varint framing one record index at a time across all batches together. Header blocks
+(a record's header bytes) repeat, one per writer, so each distinct block is decoded once
+by `format.decode_header_block`. It never decides alone that a batch is damaged: a batch
+whose records or header blocks do not frame cleanly here, or is compressed, is
+*flagged*, and the caller hands it to `format.decode_batch` (the one parser), which
+either words the error or decodes it. Framing itself (lengths, magic, CRC, offsets) is
+`format.sound_batches`.
 
 Positions are int64 indexes into one uint8 buffer (`padded`); lengths of null keys, values and
 header values are negative, as in the format.
@@ -20,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy.lib.stride_tricks import sliding_window_view
 
-from storage.format import BATCH_HEADER_LEN, LOG_OVERHEAD_LEN
+from storage.format import BATCH_HEADER_LEN, LOG_OVERHEAD_LEN, decode_header_block
 
 _HEADER_FIELDS = {   # name: (position in the batch, width, big-endian dtype)
     "base_offset": (0, 8, ">i8"), "batch_length": (8, 4, ">i4"), "attributes": (21, 2, ">i2"),
@@ -31,6 +33,7 @@ _HEADER_FIELDS = {   # name: (position in the batch, width, big-endian dtype)
 }
 MAX_VARINT_BYTES = 10
 
+Headers = tuple[tuple[str, bytes | None], ...]
 
 PAD = 16   # zero bytes a scanned buffer ends with, so that fixed-width reads near its end stay inside it
 
@@ -39,14 +42,21 @@ def padded(data: bytes) -> np.ndarray:
     return np.frombuffer(data + bytes(PAD), np.uint8)
 
 
-def _rows(buf: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
-    """`width` bytes at each position, one row each (rows of a sliding window: no index matrix)."""
-    return sliding_window_view(buf, width)[np.minimum(positions, len(buf) - width)]
+def _unaligned(buf: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    """A view of `buf` whose element i is the `width`-byte integer at byte i: one gather
+    reads a field at any positions, aligned or not."""
+    return np.ndarray((len(buf) - width + 1,), dtype, buffer=buf, strides=(1,))
+
+
+def fixed(buf: np.ndarray, positions: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    """The integers of `width` bytes (`dtype`, its byte order included) at `positions`, as
+    they are (positions past the end read the last `width` bytes)."""
+    return _unaligned(buf, width, dtype)[np.minimum(positions, len(buf) - width)]
 
 
 def big_endian(buf: np.ndarray, positions: np.ndarray, width: int, dtype: str) -> np.ndarray:
     """The big-endian integers of `width` bytes at `positions`, as native int64."""
-    return _rows(buf, positions, width).view(dtype).ravel().astype(np.int64)
+    return fixed(buf, positions, width, dtype).astype(np.int64)
 
 
 def batch_headers(buf: np.ndarray, positions: np.ndarray) -> dict[str, np.ndarray]:
@@ -93,27 +103,15 @@ class RecordSpans:
     value_len: np.ndarray        # < 0: null value (a tombstone)
     headers_pos: np.ndarray
     record_end: np.ndarray
-    # The record whose header bytes this one repeats (itself, if the first of them in
-    # its batch): one commit's records share their audit headers, parsed once.
-    header_owner: np.ndarray
-
-
-@dataclass(slots=True)
-class HeaderSpans:
-    """One entry per header of each header owner (see RecordSpans), in order."""
-
-    record: np.ndarray           # the owner: an index into the RecordSpans
-    name_pos: np.ndarray
-    name_len: np.ndarray
-    value_pos: np.ndarray
-    value_len: np.ndarray        # < 0: null
+    header_block: np.ndarray     # the record's headers: an index into the decoded header blocks
 
 
 def walk_records(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray,
-                 bounds: np.ndarray) -> tuple[RecordSpans, HeaderSpans, np.ndarray]:
+                 bounds: np.ndarray) -> tuple[RecordSpans, list[Headers], np.ndarray]:
     """The records of uncompressed batches whose records lie in `buf[starts[i]:ends[i]]`,
-    `counts[i]` of them, and their headers (`bounds`: see `views`). Returns the spans of the batches that frame
-    cleanly and `ok`, per batch; spans of batches not ok are left out."""
+    `counts[i]` of them (`bounds`: see `views`). Returns the spans of the batches that
+    frame cleanly, their distinct header blocks decoded (`RecordSpans.header_block`
+    indexes them), and `ok`, per batch; spans of batches not ok are left out."""
     n = len(starts)
     ok = counts >= 0
     counts = np.maximum(counts, 0)
@@ -150,100 +148,39 @@ def walk_records(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: 
         active = active[~bad & (counts[active] > k)]
     ok &= cursor == ends
     spans = RecordSpans(**out)
-    spans.header_owner = _header_owners(buf, spans)
-    headers, bad_records = _walk_headers(buf, spans, ok[spans.batch], bounds)
+    framed = np.flatnonzero(ok[spans.batch])
+    blocks, block_of, bad_records = _header_blocks(buf, spans, framed, bounds)
+    spans.header_block[framed] = block_of
     if bad_records.size:
         ok[spans.batch[bad_records]] = False
     keep = ok[spans.batch]
     if not keep.all():
         spans = RecordSpans(**{name: getattr(spans, name)[keep] for name in RecordSpans.__slots__})
-        renumber = np.cumsum(keep) - 1
-        spans.header_owner = renumber[spans.header_owner]
-        header_keep = keep[headers.record]
-        headers = HeaderSpans(renumber[headers.record[header_keep]],
-                              *(getattr(headers, name)[header_keep] for name in HeaderSpans.__slots__[1:]))
-    return spans, headers, ok
+    return spans, blocks, ok
 
 
-OWNER_COMPARE_BYTES = 128   # longer header blocks are not compared: each is its own owner
-_COMPARE_CHUNK = 1 << 16
+def _header_blocks(buf: np.ndarray, spans: RecordSpans, rows: np.ndarray,
+                   bounds: np.ndarray) -> tuple[list[Headers], np.ndarray, np.ndarray]:
+    """The distinct header blocks of the records `rows`, each decoded once by the
+    reference's rules; per row, its block's index; and the rows whose block does not
+    decode (a bad block's index points at an empty one, never used)."""
+    pos = spans.headers_pos[rows]
+    encoded = pc.dictionary_encode(views(buf, pos, spans.record_end[rows] - pos, bounds))
+    index = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    blocks: list[Headers] = []
+    bad_blocks = []
+    names: dict[bytes, str] = {}
+    for number, raw in enumerate(encoded.dictionary.to_pylist()):
+        try:
+            blocks.append(decode_header_block(raw, names))
+        except ValueError:
+            blocks.append(())
+            bad_blocks.append(number)
+    bad = rows[np.isin(index, bad_blocks)] if bad_blocks else np.zeros(0, np.int64)
+    return blocks, index, bad
 
 
-def _header_owners(buf: np.ndarray, spans: RecordSpans) -> np.ndarray:
-    """Per record, the first record before it in its batch with the same header bytes
-    (compared whole), through an unbroken run of them; else itself. Only an
-    optimisation: a record that is its own owner is always right."""
-    n = len(spans.batch)
-    length = spans.record_end - spans.headers_pos
-    candidate = np.flatnonzero((spans.batch[1:] == spans.batch[:-1]) & (length[1:] == length[:-1])
-                               & (length[1:] >= 0) & (length[1:] <= OWNER_COMPARE_BYTES)) + 1
-    same = np.zeros(n, bool)
-    if candidate.size:
-        width = int(length[candidate].max())
-        if width:
-            columns = np.arange(width)
-            for start in range(0, len(candidate), _COMPARE_CHUNK):
-                chunk = candidate[start:start + _COMPARE_CHUNK]
-                differ = _rows(buf, spans.headers_pos[chunk], width) != _rows(buf, spans.headers_pos[chunk - 1], width)
-                differ &= columns < length[chunk][:, None]
-                same[chunk[~differ.any(axis=1)]] = True
-        else:
-            same[candidate] = True
-    owner = np.where(same, 0, np.arange(n))
-    np.maximum.accumulate(owner, out=owner)
-    return owner
-
-
-def _walk_headers(buf: np.ndarray, spans: RecordSpans, framed: np.ndarray,
-                  bounds: np.ndarray) -> tuple[HeaderSpans, np.ndarray]:
-    """The headers of every header owner among the `framed` records, which must end
-    exactly at the record's end; the records whose headers do not (or whose header names
-    are not UTF-8)."""
-    owners = np.flatnonzero((spans.header_owner == np.arange(len(spans.batch))) & framed)
-    ends = spans.record_end[owners]
-    count, pos, bad = _varints(buf, spans.headers_pos[owners], ends)
-    bad |= (count < 0) | (count * 2 > ends - pos)          # a header takes two bytes at least
-    count = np.where(bad, 0, count)
-    first = np.zeros(len(count) + 1, np.int64)
-    np.cumsum(count, out=first[1:])
-    total = int(first[-1])
-    out = {name: np.zeros(total, np.int64) for name in HeaderSpans.__slots__}
-    out["record"] = np.repeat(owners, count)
-    cursor = pos
-    active = np.flatnonzero(count > 0)
-    h = 0
-    while active.size:
-        limit = ends[active]
-        name_len, pos, bad1 = _varints(buf, cursor[active], limit)
-        name_pos = pos
-        pos = pos + np.maximum(name_len, 0)
-        value_len, pos, bad2 = _varints(buf, pos, limit)
-        value_pos = pos
-        pos = pos + np.maximum(value_len, 0)
-        failed = bad1 | bad2 | (name_len < 0) | (pos > limit)
-        at = first[active] + h
-        for name, values in (("name_pos", name_pos), ("name_len", name_len), ("value_pos", value_pos),
-                             ("value_len", value_len)):
-            out[name][at] = values
-        bad[active[failed]] = True
-        cursor[active] = pos
-        h += 1
-        active = active[~failed & (count[active] > h)]
-    bad |= cursor != ends
-    headers = HeaderSpans(**out)
-    if total:
-        names = pc.dictionary_encode(views(buf, headers.name_pos, headers.name_len, bounds))
-        # A header whose walk failed has a null name: not a copy-free array, and its record
-        # is already bad.
-        indices = names.indices.to_numpy(zero_copy_only=False)
-        for index, raw in enumerate(names.dictionary.to_pylist()):
-            try:
-                raw.decode()
-            except UnicodeDecodeError:
-                bad[np.searchsorted(owners, headers.record[indices == index])] = True
-    bad_owners = owners[bad]
-    # A record repeating a bad owner's bytes is as bad: its batch goes with the owner's.
-    return headers, bad_owners
+_LOW_BYTES = np.asarray([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], np.uint32)   # keep the first k bytes of a word
 
 
 def views(buf: np.ndarray, pos: np.ndarray, lengths: np.ndarray, bounds: np.ndarray) -> pa.Array:
@@ -255,17 +192,17 @@ def views(buf: np.ndarray, pos: np.ndarray, lengths: np.ndarray, bounds: np.ndar
     lengths = lengths.astype(np.int64)
     null = lengths < 0
     size = np.where(null, 0, lengths)
-    raw = np.zeros((n, 16), np.uint8)
-    raw[:, 0:4] = size.astype("<i4").view(np.uint8).reshape(n, 4)
-    gathered = _rows(buf, pos, 12)
-    gathered *= np.arange(12)[None, :] < size[:, None]
-    inline = size <= 12
-    raw[inline, 4:16] = gathered[inline]
-    long = np.flatnonzero(~inline)
-    piece = np.searchsorted(bounds, pos[long], side="right") - 1
-    raw[long, 4:8] = gathered[long, :4]
-    raw[long, 8:12] = piece.astype("<i4").view(np.uint8).reshape(-1, 4)
-    raw[long, 12:16] = (pos[long] - bounds[piece]).astype("<i4").view(np.uint8).reshape(-1, 4)
+    # Each view is four little-endian words: the length, then up to 12 bytes inline, or
+    # the first 4 bytes, the piece and the position in it.
+    raw = np.empty((n, 4), "<u4")
+    raw[:, 0] = size
+    for word in range(3):
+        raw[:, word + 1] = fixed(buf, pos + 4 * word, 4, "<u4") & _LOW_BYTES[np.clip(size - 4 * word, 0, 4)]
+    long = np.flatnonzero(size > 12)
+    if long.size:
+        piece = np.searchsorted(bounds, pos[long], side="right") - 1
+        raw[long, 2] = piece
+        raw[long, 3] = pos[long] - bounds[piece]
     validity = None
     if null.any():
         validity = pa.py_buffer(np.packbits(~null, bitorder="little").tobytes())

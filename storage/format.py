@@ -367,6 +367,23 @@ def _decode_headers(data: bytes, pos: int, names: dict[bytes, str]) -> tuple[tup
     return tuple(items), pos
 
 
+class HeaderBlockLengthError(ValueError):
+    """A record's header bytes do not end where its headers do."""
+
+
+def decode_header_block(raw: bytes, names: dict[bytes, str] | None = None) -> tuple[tuple[str, bytes | None], ...]:
+    """The headers of a record from its header bytes (the count, then the headers, up to
+    the record's end), which must hold exactly them. Raises ValueError (a name that is not
+    UTF-8, a varint too long) or HeaderBlockLengthError (a subclass) if they do not decode."""
+    try:
+        headers, pos = _decode_headers(raw, 0, {} if names is None else names)
+    except IndexError:
+        pos = -1
+    if pos != len(raw):
+        raise HeaderBlockLengthError(f"{len(raw)} header bytes, headers end at {pos}")
+    return headers
+
+
 # One record's framing, as `_walk_records` reads it: (timestamp delta, offset delta, key,
 # value, where its headers start, where it ends).
 _Span = tuple[int, int, bytes | None, bytes | None, int, int]
@@ -460,13 +477,11 @@ def _decode_records(data: bytes, count: int, header: BatchHeader, position: int)
         headers = header_blocks.get(raw_headers)
         if headers is None:
             try:
-                headers, pos = _decode_headers(data, headers_pos, names)
-            except IndexError:
-                pos = -1
+                headers = decode_header_block(raw_headers, names)
+            except HeaderBlockLengthError:
+                raise BatchDecodeError(position, f"record at offset delta {offset_delta} has a wrong length") from None
             except ValueError as e:  # a bad header name (UnicodeDecodeError) or varint
                 raise BatchDecodeError(position, f"undecodable record: {e}") from None
-            if pos != record_end:
-                raise BatchDecodeError(position, f"record at offset delta {offset_delta} has a wrong length")
             header_blocks[raw_headers] = headers
         records.append(new_record(StoredRecord, (
             base_offset + offset_delta,

@@ -32,7 +32,6 @@ from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitV
 from storage.columnar import big_endian
 
 _COMMIT, _GROUP, _OTHER, _BAD, _CONSUMER = 0, 1, 2, 3, 4
-_WRITER_FIELDS = ("member_id", "generation", "client_id", "client_host")
 _V3 = records.OFFSET_COMMIT_VALUE_VERSION
 _V3_NO_METADATA_SIZE = 24                       # version, offset, leader epoch, metadata length 0, commit time
 
@@ -109,65 +108,30 @@ class _Keys:
 
 
 class _Writers:
-    """Who wrote each record (`audit.Writer`'s rules: the last non-null value of each
-    audit header), as dictionary codes per record (-1: none) and the decoded values."""
+    """Who wrote each record (`audit.Writer` of its header block): per record, the
+    index of its block, and each block's writer."""
 
-    def __init__(self, codes: dict[str, np.ndarray], values: dict[str, list]):
-        self.codes = codes
-        self.values = values
+    def __init__(self, block: np.ndarray, writers: list[Writer]):
+        self.block = block
+        self.writers = writers
 
     def take(self, rows: np.ndarray) -> _Writers:
-        return _Writers({f: c[rows] for f, c in self.codes.items()}, self.values)
+        return _Writers(self.block[rows], self.writers)
 
     def writer(self, i: int) -> Writer:
-        return Writer(*(self.value(f, i) for f in _WRITER_FIELDS))
+        return self.writers[self.block[i]]
 
-    def value(self, field: str, i: int):
-        code = self.codes[field][i]
-        return None if code < 0 else self.values[field][code]
+    def generation(self) -> np.ndarray:
+        """Per record, the generation its writer gave (-1: none)."""
+        given = np.asarray([-1 if w.generation is None else w.generation for w in self.writers], np.int64)
+        return given[self.block]
 
     def column(self, field: str, kind: pa.DataType) -> pa.Array:
-        codes = self.codes[field]
-        return pa.array(self.values[field], kind).take(pa.array(codes, mask=codes < 0))
+        return pa.array([getattr(w, field) for w in self.writers], kind).take(pa.array(self.block))
 
 
 def _writers(cols: PartitionColumns) -> _Writers:
-    heads = cols.headers
-    n = len(cols.records.batch)
-    codes: dict[str, np.ndarray] = {}
-    values: dict[str, list] = {}
-    names = pc.dictionary_encode(cols.views(heads.name_pos, heads.name_len))
-    name_index = names.indices.to_numpy(zero_copy_only=False)
-    field_of = np.asarray([_WRITER_FIELDS.index(name.decode()) if name.decode() in _WRITER_FIELDS else -1
-                           for name in names.dictionary.to_pylist()] + [-1], np.int64)
-    header_field = field_of[name_index] if len(name_index) else np.zeros(0, np.int64)
-    for number, field in enumerate(_WRITER_FIELDS):
-        picked = np.flatnonzero((header_field == number) & (heads.value_len >= 0))
-        record = heads.record[picked]
-        last = np.ones(len(picked), bool)
-        last[:-1] = record[1:] != record[:-1]          # a later header of the same name wins
-        picked, record = picked[last], record[last]
-        encoded = pc.dictionary_encode(cols.views(heads.value_pos[picked], heads.value_len[picked]))
-        decoded = [raw.decode("utf-8", "replace") for raw in encoded.dictionary.to_pylist()]
-        if field == "generation":
-            decoded = [_int_or_none(text) for text in decoded]
-        code = np.full(n, -1, np.int64)
-        code[record] = encoded.indices.to_numpy(zero_copy_only=False)
-        if field == "generation":
-            # A value that is not a number is no generation.
-            invalid = np.asarray([g is None for g in decoded], bool)
-            given = np.flatnonzero(code >= 0)
-            code[given[invalid[code[given]]]] = -1
-        codes[field] = code[cols.records.header_owner]
-        values[field] = decoded
-    return _Writers(codes, values)
-
-
-def _int_or_none(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
+    return _Writers(cols.records.header_block, [Writer.from_headers(h) for h in cols.header_blocks])
 
 
 class _CommitValues:
@@ -300,9 +264,7 @@ def _stale_generations(cols, audit, keys, rows, key_index, offset, tombstone, wr
                        group_events: list) -> None:
     if not group_events:
         return
-    generation_code = writer.codes["generation"]
-    generations = np.asarray([g if g is not None else -1 for g in writer.values["generation"]] + [-1], np.int64)
-    commit_generation = generations[np.where(generation_code < 0, len(generations) - 1, generation_code)]
+    commit_generation = writer.generation()
     candidates = np.flatnonzero(~tombstone & (commit_generation >= 0) & _reported(cols, audit, rows))
     if not candidates.size:
         return

@@ -51,7 +51,7 @@ class PartitionColumns:
     records: columnar.RecordSpans
     offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     timestamp: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    headers: columnar.HeaderSpans | None = None
+    header_blocks: list[columnar.Headers] = field(default_factory=list)   # see RecordSpans.header_block
 
     @property
     def control(self) -> np.ndarray:
@@ -99,9 +99,9 @@ def scan_columns(partition: int, directory: Path) -> PartitionColumns:
     plain = np.flatnonzero((head["attributes"] & COMPRESSION_MASK) == 0)
     bounds_arr = np.asarray(bounds or [0], np.int64)
     starts, ends = columnar.records_region(position[plain], head["batch_length"][plain])
-    spans, headers, ok = columnar.walk_records(buf, starts, ends, count[plain], bounds_arr)
+    spans, blocks, ok = columnar.walk_records(buf, starts, ends, count[plain], bounds_arr)
     decoded = np.ones(len(position), bool)
-    walked = [(plain, spans, headers, {name: values[plain] for name, values in head.items()})]
+    walked = [(plain, spans, blocks, {name: values[plain] for name, values in head.items()})]
     # The rest: compressed, or not framed cleanly here. The reference decoder decides.
     rest = np.setdiff1d(np.arange(len(position)), plain[ok])
     copies: list[bytes] = []
@@ -122,10 +122,10 @@ def scan_columns(partition: int, directory: Path) -> PartitionColumns:
         bounds_arr = np.asarray(bounds, np.int64)
         copy_head = columnar.batch_headers(buf, copy_positions)
         starts, ends = columnar.records_region(copy_positions, copy_head["batch_length"])
-        copy_spans, copy_headers, copy_ok = columnar.walk_records(buf, starts, ends, copy_head["records_count"],
+        copy_spans, copy_blocks, copy_ok = columnar.walk_records(buf, starts, ends, copy_head["records_count"],
                                                                   bounds_arr)
         assert copy_ok.all(), "a batch storage.format decoded does not frame once re-encoded"
-        walked.append((rest[decoded[rest]], copy_spans, copy_headers, copy_head))
+        walked.append((rest[decoded[rest]], copy_spans, copy_blocks, copy_head))
     columns = PartitionColumns(scan, buf, bounds_arr, names, position, segment,
                                columnar.LOG_OVERHEAD_LEN + head["batch_length"], head["base_offset"],
                                head["attributes"], decoded, spans)
@@ -137,34 +137,24 @@ def _merge_records(columns: PartitionColumns, walked: list) -> None:
     """Records of every walk, in batch (offset) order, with offsets and timestamps from
     the header of the batch they were framed in (a re-encoded copy carries its records'
     own timestamps). Each walk is (partition batch of each walked batch, spans, header
-    spans, the walked batches' headers)."""
-    records, offsets, stamps, header_parts = [], [], [], []
-    total = 0
-    for batches, spans, headers, head in walked:
+    blocks, the walked batches' headers)."""
+    records, offsets, stamps, blocks = [], [], [], []
+    for batches, spans, walk_blocks, head in walked:
         own = spans.batch
         stamp_type = head["attributes"][own] & TIMESTAMP_TYPE_MASK
         offsets.append(head["base_offset"][own] + spans.offset_delta)
         stamps.append(np.where(stamp_type != 0, head["max_timestamp"][own],
                                head["base_timestamp"][own] + spans.timestamp_delta))
         spans.batch = batches[own]
-        spans.header_owner = spans.header_owner + total
+        spans.header_block = spans.header_block + len(blocks)
         records.append(spans)
-        header_parts.append((headers, total))
-        total += len(own)
+        blocks += walk_blocks
+    columns.header_blocks = blocks
     if len(records) == 1:
         columns.records, columns.offset, columns.timestamp = records[0], offsets[0], stamps[0]
-        columns.headers = header_parts[0][0]
         return
     merged = {name: np.concatenate([getattr(r, name) for r in records]) for name in columnar.RecordSpans.__slots__}
     order = np.argsort(merged["batch"], kind="stable")
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(len(order))
-    merged["header_owner"] = inverse[merged["header_owner"]]
     columns.records = columnar.RecordSpans(**{name: values[order] for name, values in merged.items()})
     columns.offset = np.concatenate(offsets)[order]
     columns.timestamp = np.concatenate(stamps)[order]
-    record = np.concatenate([inverse[h.record + base] for h, base in header_parts])
-    header_order = np.argsort(record, kind="stable")
-    columns.headers = columnar.HeaderSpans(
-        record[header_order], *(np.concatenate([getattr(h, name) for h, _ in header_parts])[header_order]
-                                for name in columnar.HeaderSpans.__slots__[1:]))

@@ -57,19 +57,14 @@ def reference(partition: int, directory) -> tuple[list, list, tuple]:
 def columnar(partition: int, directory) -> tuple[list, list, tuple]:
     cols = scan_columns(partition, directory)
     buf = cols.buf.tobytes()
-    spans, heads = cols.records, cols.headers
-    per_record: dict[int, list] = {}
-    for i, record in enumerate(heads.record.tolist()):
-        value = None if heads.value_len[i] < 0 else buf[heads.value_pos[i]:heads.value_pos[i] + heads.value_len[i]]
-        per_record.setdefault(record, []).append(
-            (buf[heads.name_pos[i]:heads.name_pos[i] + heads.name_len[i]].decode(), value))
+    spans = cols.records
 
     def piece(pos, length):
         return None if length < 0 else buf[pos:pos + length]
 
     records = [(cols.segment_position(int(spans.batch[i])), int(cols.offset[i]), int(cols.timestamp[i]),
                 piece(spans.key_pos[i], spans.key_len[i]), piece(spans.value_pos[i], spans.value_len[i]),
-                tuple(per_record.get(int(spans.header_owner[i]), ()))) for i in range(len(spans.batch))]
+                cols.header_blocks[spans.header_block[i]]) for i in range(len(spans.batch))]
     scan = cols.scan
     return records, sorted(map(repr, scan.problems + scan.evidence)), (scan.next_offset, scan.tail_bytes,
                                                                          scan.bytes_read)
