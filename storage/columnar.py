@@ -180,7 +180,11 @@ def _header_blocks(buf: np.ndarray, spans: RecordSpans, rows: np.ndarray,
     return blocks, index, bad
 
 
-_LOW_BYTES = np.asarray([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], np.uint32)   # keep the first k bytes of a word
+# Masks that keep the first k bytes of a little-endian word, and a binary_view entry.
+_LOW_BYTES_8 = np.asarray([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)
+_LOW_BYTES_4 = np.asarray([(1 << (8 * k)) - 1 for k in range(5)], np.uint32)
+_VIEW = np.dtype({"names": ["size", "head", "tail"], "formats": ["<u4", "<u8", "<u4"], "offsets": [0, 4, 12],
+                  "itemsize": 16})
 
 
 def views(buf: np.ndarray, pos: np.ndarray, lengths: np.ndarray, bounds: np.ndarray) -> pa.Array:
@@ -192,17 +196,17 @@ def views(buf: np.ndarray, pos: np.ndarray, lengths: np.ndarray, bounds: np.ndar
     lengths = lengths.astype(np.int64)
     null = lengths < 0
     size = np.where(null, 0, lengths)
-    # Each view is four little-endian words: the length, then up to 12 bytes inline, or
-    # the first 4 bytes, the piece and the position in it.
-    raw = np.empty((n, 4), "<u4")
-    raw[:, 0] = size
-    for word in range(3):
-        raw[:, word + 1] = fixed(buf, pos + 4 * word, 4, "<u4") & _LOW_BYTES[np.clip(size - 4 * word, 0, 4)]
-    long = np.flatnonzero(size > 12)
-    if long.size:
-        piece = np.searchsorted(bounds, pos[long], side="right") - 1
-        raw[long, 2] = piece
-        raw[long, 3] = pos[long] - bounds[piece]
+    # Each view is 16 little-endian bytes: the length, then up to 12 bytes inline, or the
+    # first 4 bytes, the piece and the position in it.
+    long = size > 12
+    piece = np.searchsorted(bounds, pos, side="right") - 1
+    head = fixed(buf, pos, 8, "<u8")
+    raw = np.empty(n, _VIEW)
+    raw["size"] = size
+    raw["head"] = np.where(long, (head & np.uint64(0xFFFFFFFF)) | (piece.astype(np.uint64) << np.uint64(32)),
+                           head & _LOW_BYTES_8[np.minimum(size, 8)])
+    raw["tail"] = np.where(long, pos - bounds[piece],
+                           fixed(buf, pos + 8, 4, "<u4") & _LOW_BYTES_4[np.clip(size - 8, 0, 4)])
     validity = None
     if null.any():
         validity = pa.py_buffer(np.packbits(~null, bitorder="little").tobytes())
