@@ -26,43 +26,53 @@ import pyarrow.compute as pc
 
 from storage.format import BATCH_HEADER_LEN, LOG_OVERHEAD_LEN, decode_header_block
 
-_HEADER_FIELDS = {   # name: (position in the batch, width, big-endian dtype)
-    "base_offset": (0, 8, ">i8"), "batch_length": (8, 4, ">i4"), "attributes": (21, 2, ">i2"),
-    "last_offset_delta": (23, 4, ">i4"), "base_timestamp": (27, 8, ">i8"), "max_timestamp": (35, 8, ">i8"),
-    "records_count": (57, 4, ">i4"),
+_HEADER_FIELDS = {   # name: (position in the batch, big-endian dtype)
+    "base_offset": (0, ">i8"), "batch_length": (8, ">i4"), "attributes": (21, ">i2"),
+    "last_offset_delta": (23, ">i4"), "base_timestamp": (27, ">i8"), "max_timestamp": (35, ">i8"),
+    "records_count": (57, ">i4"),
 }
 MAX_VARINT_BYTES = 10
 
 Headers = tuple[tuple[str, bytes | None], ...]
 
-PAD = 16   # zero bytes a scanned buffer ends with, so that fixed-width reads near its end stay inside it
+PAD = 64   # zero bytes a scanned buffer ends with: any fixed-width read (a batch header at most) fits
 
 
-def padded(data: bytes) -> np.ndarray:
-    return np.frombuffer(data + bytes(PAD), np.uint8)
+def padded(chunks: list[bytes]) -> np.ndarray:
+    """The chunks one after another, then PAD zero bytes (one copy)."""
+    return np.frombuffer(b"".join([*chunks, bytes(PAD)]), np.uint8)
 
 
-def _unaligned(buf: np.ndarray, width: int, dtype: str) -> np.ndarray:
-    """A view of `buf` whose element i is the `width`-byte integer at byte i: one gather
-    reads a field at any positions, aligned or not."""
+def _unaligned(buf: np.ndarray, width: int, dtype: str | np.dtype) -> np.ndarray:
+    """A view of `buf` whose element i is the `width`-byte value at byte i: one gather
+    reads a field (or a structure) at any positions, aligned or not."""
     return np.ndarray((len(buf) - width + 1,), dtype, buffer=buf, strides=(1,))
 
 
-def fixed(buf: np.ndarray, positions: np.ndarray, width: int, dtype: str) -> np.ndarray:
-    """The integers of `width` bytes (`dtype`, its byte order included) at `positions`, as
+def fixed(buf: np.ndarray, positions: np.ndarray, width: int, dtype: str | np.dtype) -> np.ndarray:
+    """The values of `width` bytes (`dtype`, its byte order included) at `positions`, as
     they are (positions past the end read the last `width` bytes)."""
     return _unaligned(buf, width, dtype)[np.minimum(positions, len(buf) - width)]
 
 
-def big_endian(buf: np.ndarray, positions: np.ndarray, width: int, dtype: str) -> np.ndarray:
-    """The big-endian integers of `width` bytes at `positions`, as native int64."""
-    return fixed(buf, positions, width, dtype).astype(np.int64)
+def packed(fields: dict[str, tuple[int, str]], size: int) -> np.dtype:
+    """A structure of `size` bytes with each field (position in it, dtype) where the format puts it."""
+    return np.dtype({"names": list(fields), "formats": [kind for _at, kind in fields.values()],
+                     "offsets": [at for at, _kind in fields.values()], "itemsize": size})
+
+
+def structs(buf: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> dict[str, np.ndarray]:
+    """The fields of the structures at `positions`, each as native int64: one gather for them all."""
+    found = fixed(buf, positions, dtype.itemsize, dtype)
+    return {name: found[name].astype(np.int64) for name in dtype.names}
+
+
+_BATCH_HEADER = packed(_HEADER_FIELDS, BATCH_HEADER_LEN)
 
 
 def batch_headers(buf: np.ndarray, positions: np.ndarray) -> dict[str, np.ndarray]:
     """The header fields the scanner needs, one array per field, for batches at `positions`."""
-    return {name: big_endian(buf, positions + at, width, dtype)
-            for name, (at, width, dtype) in _HEADER_FIELDS.items()}
+    return structs(buf, positions, _BATCH_HEADER)
 
 
 def _varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -29,11 +29,12 @@ from coordinator.offline.audit import AuditResult, Committed, PartitionAudit, Wr
 from coordinator.offline.columns import PartitionColumns
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
-from storage.columnar import big_endian
+from storage.columnar import packed, structs
 
 _COMMIT, _GROUP, _OTHER, _BAD, _CONSUMER = 0, 1, 2, 3, 4
 _V3 = records.OFFSET_COMMIT_VALUE_VERSION
-_V3_NO_METADATA_SIZE = 24                       # version, offset, leader epoch, metadata length 0, commit time
+_V3_NO_METADATA = packed({"version": (0, ">i2"), "offset": (2, ">i8"), "leader_epoch": (10, ">i4"),
+                          "metadata_length": (14, ">i2"), "commit_timestamp": (16, ">i8")}, 24)   # metadata ""
 
 
 def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
@@ -150,13 +151,13 @@ class _CommitValues:
         self.expire_timestamp = np.full(n, -1, np.int64)
         self.metadata = np.zeros(n, np.int64)             # codes into metadata_values; "" is 0
         self.metadata_values: list[str] = [""]
-        fast = np.flatnonzero(length == _V3_NO_METADATA_SIZE)
-        version = big_endian(buf, pos[fast], 2, ">i2")
-        meta_length = big_endian(buf, pos[fast] + 14, 2, ">i2")
-        fast = fast[(version == _V3) & (meta_length == 0)]
-        self.offset[fast] = big_endian(buf, pos[fast] + 2, 8, ">i8")
-        self.leader_epoch[fast] = big_endian(buf, pos[fast] + 10, 4, ">i4")
-        self.commit_timestamp[fast] = big_endian(buf, pos[fast] + 16, 8, ">i8")
+        fast = np.flatnonzero(length == _V3_NO_METADATA.itemsize)
+        value = structs(buf, pos[fast], _V3_NO_METADATA)
+        plain = (value["version"] == _V3) & (value["metadata_length"] == 0)
+        fast = fast[plain]
+        self.offset[fast] = value["offset"][plain]
+        self.leader_epoch[fast] = value["leader_epoch"][plain]
+        self.commit_timestamp[fast] = value["commit_timestamp"][plain]
         slow = np.ones(n, bool)
         slow[fast] = False
         slow &= ~self.tombstone

@@ -90,8 +90,8 @@ def scan_columns(partition: int, directory: Path) -> PartitionColumns:
         chunks.append(data)
         at += len(data)
     scan.torn_files()
-    joined = b"".join(chunks)
-    buf = columnar.padded(joined)
+    buf = columnar.padded(chunks)
+    joined = buf.data[:at]
     position = np.concatenate(runs) if runs else np.zeros(0, np.int64)
     segment = np.concatenate(segments) if segments else np.zeros(0, np.int64)
     head = columnar.batch_headers(buf, position)
@@ -118,7 +118,7 @@ def scan_columns(partition: int, directory: Path) -> PartitionColumns:
     if copies:
         bounds.append(at)
         copy_positions = at + np.cumsum([0] + [len(c) for c in copies[:-1]]).astype(np.int64)
-        buf = columnar.padded(joined + b"".join(copies))
+        buf = columnar.padded([joined, *copies])
         bounds_arr = np.asarray(bounds, np.int64)
         copy_head = columnar.batch_headers(buf, copy_positions)
         starts, ends = columnar.records_region(copy_positions, copy_head["batch_length"])

@@ -64,8 +64,15 @@ def history_part(report_dir: Path, partition: int) -> Path:
 
 
 def write_columns(path: Path, schema: pa.Schema, columns: dict[str, list]) -> None:
+    """A large table (the commit history): strings and int32 columns (names, partitions,
+    generations) repeat, so they get dictionaries; int64 columns are offsets and times,
+    near their neighbours, which delta encoding packs smaller than a compressor would,
+    and much faster than trying a dictionary of mostly distinct values."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({name: columns[name] for name in schema.names}, schema=schema), path)
+    dictionary = [f.name for f in schema if f.type in (pa.string(), pa.int32())]
+    delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if f.type == pa.int64()}
+    pq.write_table(pa.table({name: columns[name] for name in schema.names}, schema=schema), path,
+                   use_dictionary=dictionary, column_encoding=delta, compression="none")
 
 
 def write_rows(path: Path, schema: pa.Schema, rows: Sequence[dict]) -> None:
