@@ -151,6 +151,9 @@ UPSTREAM_BYTES = Counter("kgc_upstream_bytes", "Bytes exchanged with upstream br
 UPSTREAM_REQUEST_SECONDS = Histogram("kgc_upstream_request_duration_seconds",
                                      "Forwarded request to upstream response", ["api"],
                                      buckets=LATENCY_BUCKETS, registry=REGISTRY)
+UPSTREAM_STREAMED = Counter("kgc_upstream_streamed_responses",
+                            "Upstream responses passed on to their client as they arrived, not once whole",
+                            registry=REGISTRY)
 UPSTREAM_REACHABLE = Gauge("kgc_upstream_reachable", "1 when the upstream cluster answers", registry=REGISTRY)
 UPSTREAM_BROKERS = Gauge("kgc_upstream_brokers", "Upstream brokers known", registry=REGISTRY)
 BUILD_INFO = Gauge("kgc_build_info", "Always 1; the labels say which kgc runs", ["version", "python"],

@@ -12,6 +12,11 @@ joins them once when it is whole, so a frame costs one copy whatever the number 
 a multi-megabyte Fetch response through the gateway is copied here once, not twice.
 Reads under `VIEW_MIN_BYTES` are gathered into a bytearray instead, so a peer dribbling
 a frame a byte at a time costs bytes, not an object per byte.
+
+Cut-through: a caller that passes a large frame on as it arrives (the gateway's Fetch
+responses) looks at the frame being gathered (`partial_size`, `partial_head`), takes it
+over with `take_partial`, reads the rest of it from the stream itself, and feeds the
+reader only what follows.
 """
 
 from __future__ import annotations
@@ -53,6 +58,32 @@ class FrameReader:
         if self._partial is not None:
             held += 4 + self._partial_bytes
         return held
+
+    @property
+    def partial_size(self) -> int:
+        """The payload size of the frame being gathered; 0 when there is none."""
+        return 0 if self._partial is None else self._partial_bytes + self._remaining
+
+    def partial_head(self, n: int) -> bytes:
+        """Up to the first `n` payload bytes gathered so far of the frame being gathered."""
+        head = b""
+        for part in self._partial or ():
+            if len(head) >= n:
+                break
+            head += bytes(part[:n - len(head)])
+        return head
+
+    def take_partial(self) -> tuple[list[memoryview | bytearray], int]:
+        """Hand over the frame being gathered: the parts of its payload received so far, and
+        how many bytes of it are still to come. The caller takes those from the stream
+        itself; the next `feed` must start where the frame ends."""
+        if self._partial is None:
+            raise ValueError("no frame is being gathered")
+        parts, remaining = self._partial, self._remaining
+        self._partial = None
+        self._partial_bytes = 0
+        self._remaining = 0
+        return parts, remaining
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Take the next bytes of the stream; return the payloads completed by them, in order."""

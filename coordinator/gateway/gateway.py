@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
-from coordinator.gateway.session import GatewaySession
+from coordinator.gateway.session import GatewaySession, StreamingClient
 from coordinator.gateway.versions import merge_api_versions
 
 
@@ -19,8 +19,10 @@ class Gateway:
         self.offsets_topic = offsets_topic
         self.as_kgc = as_kgc           # clients' upstream connections log in as kgc (not in passthrough)
 
-    def session(self, listener_node_id: int | None) -> GatewaySession:
-        return GatewaySession(self.cluster, self.plan, listener_node_id, self.offsets_topic, as_kgc=self.as_kgc)
+    def session(self, listener_node_id: int | None, client: StreamingClient | None = None) -> GatewaySession:
+        """`client`: the connection Fetch responses may stream to."""
+        return GatewaySession(self.cluster, self.plan, listener_node_id, self.offsets_topic, as_kgc=self.as_kgc,
+                              client=client)
 
     def api_versions(self, local: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """ApiVersions ranges for clients: `local` for what kgc serves, upstream's for the rest."""

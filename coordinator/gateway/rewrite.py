@@ -217,9 +217,17 @@ def rewrite_produce(payload: bytes, version: int, address_for: AddressFor) -> by
     return _rewrite_node_endpoints(payload, r, address_for)
 
 
+# KIP-951: from this version a Fetch response's NodeEndpoints name the new leaders of
+# NOT_LEADER partitions.
+FETCH_NODE_ENDPOINTS_VERSION = 16
+
+
+def rewrites_fetch(version: int) -> bool:
+    return version >= FETCH_NODE_ENDPOINTS_VERSION
+
+
 def rewrite_fetch(payload: bytes, version: int, address_for: AddressFor) -> bytes:
-    """KIP-951, Version 16: NodeEndpoints names the new leaders of NOT_LEADER partitions."""
-    if version < 16:
+    if not rewrites_fetch(version):
         return payload
     _check_version(ApiKey.Fetch, version)
     r = _body_reader(payload, True)

@@ -19,6 +19,11 @@ How the network layer must treat the future's failures:
   (a request we cannot forward safely): close the client connection too.
 A Metadata request that finds no upstream at all is not failed but answered locally
 (`unavailable.metadata_without_upstream`), so clients keep their coordinator.
+
+A Fetch response that needs no rewrite (below v16: kgc advertises no newer Fetch, see
+versions.py) may instead be passed on to the client as it arrives (upstream.py,
+"Cut-through"): its bytes are then written by the client connection's `stream` as they
+come, and its future settles with None (nothing left to write) once they all went out.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import logging
 import struct
 import time
 from functools import partial
+from typing import Protocol
 
 from kafka.protocol.api_key import ApiKey
 
@@ -47,18 +53,54 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 
 
+class StreamingClient(Protocol):
+    """The client connection a response can stream to (net/connection.py)."""
+
+    def begin_stream(self, slot: asyncio.Future, source: UpstreamConnection) -> bool: ...
+
+    def stream(self, data: bytes | memoryview) -> None: ...
+
+    def end_stream(self) -> None: ...
+
+
+class ClientStream:
+    """One Fetch response's way to its client when it is passed on as it arrives."""
+
+    __slots__ = ("_client", "_response", "_api_key", "_started")
+
+    def __init__(self, client: StreamingClient, response: asyncio.Future, api_key: int, started: float):
+        self._client = client
+        self._response = response
+        self._api_key = api_key
+        self._started = started
+
+    def begin(self, source: UpstreamConnection) -> bool:
+        return not self._response.done() and self._client.begin_stream(self._response, source)
+
+    def write(self, data: bytes | memoryview) -> None:
+        self._client.stream(data)
+
+    def end(self) -> None:
+        metrics.upstream_answered(self._api_key, self._started)
+        if not self._response.done():
+            self._response.set_result(None)     # every byte went out: nothing left to write
+        self._client.end_stream()
+
+
 class UnforwardableRequest(ValueError):
     """A request the gateway must not pass on as it is."""
 
 
 class GatewaySession:
     def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, listener_node_id: int | None,
-                 offsets_topic: OffsetsTopic | None = None, *, as_kgc: bool = True):
+                 offsets_topic: OffsetsTopic | None = None, *, as_kgc: bool = True,
+                 client: StreamingClient | None = None):
         self._cluster = cluster
         self._as_kgc = as_kgc          # log in upstream as kgc (not under SASL passthrough)
         self._plan = plan
         self._offsets_topic = offsets_topic
         self.listener_node_id = listener_node_id
+        self._client = client          # None: every response is forwarded whole
         self._upstream: UpstreamConnection | UpstreamUnavailable | None = None
         self._loop = asyncio.get_running_loop()
 
@@ -79,14 +121,18 @@ class GatewaySession:
             if routed is not FORWARD:
                 return routed
         upstream = self._connection()
+        response = self._loop.create_future()
+        started = time.perf_counter()
         if isinstance(upstream, UpstreamUnavailable):
             sent = failed_future(self._loop, upstream)
         else:
-            sent = upstream.send(header.correlation_id, payload, expect_response)
+            sink = None
+            if self._client is not None and api_key == ApiKey.Fetch and not rewrite.rewrites_fetch(version):
+                sink = ClientStream(self._client, response, api_key, started)
+            sent = upstream.send(header.correlation_id, payload, expect_response, sink)
             if sent is None:
                 return None
-        response = self._loop.create_future()
-        sent.add_done_callback(partial(self._complete, response, header, payload, time.perf_counter()))
+        sent.add_done_callback(partial(self._complete, response, header, payload, started))
         return response
 
     def _connection(self) -> UpstreamConnection | UpstreamUnavailable:

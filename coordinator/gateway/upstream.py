@@ -18,6 +18,18 @@ Any failure (refused, timed out, closed by the broker, unreadable stream) fails 
 in-flight future with `UpstreamUnavailable`, and every later `send` too: a connection is
 never reopened, because the client on the other side holds in-flight state that only a
 reconnect of its own can reset.
+
+Cut-through: a request sent with a `sink` (session.py gives one to Fetch responses it
+passes on unchanged) may have its response passed on as it arrives rather than once it
+is whole, so a large Fetch response crosses loopback once instead of twice in sequence.
+When at least `STREAM_MIN_BYTES` of it are announced and not all of them are here yet,
+the sink is asked to `begin`: it agrees only when the response is next in line for its
+client. From then on every read is handed to `sink.write` as it came (no join, no
+copy), the sink can `pause`/`resume` this connection's reading (its client reads
+slowly) or `abort` it (its client went away: the rest of the response cannot be
+delivered, nor can anything after it), and `sink.end` is called with the last byte,
+before the response's future is settled with None. A response that is not next in line
+when it starts arriving is gathered as before, and may still begin on a later read.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from coordinator import metrics
 from protocol.framing import FrameError, FrameReader
@@ -39,6 +52,21 @@ _CORRELATION_ID = struct.Struct(">i")
 
 DEFAULT_MAX_RESPONSE_BYTES = 2**30
 _UNANSWERED_IDS_KEPT = 1024
+
+
+# Below this a response is gathered whole: it is one or two reads, and whole it goes out
+# in the same write as the responses completed with it.
+STREAM_MIN_BYTES = 64 * 1024
+
+
+class ResponseSink(Protocol):
+    """Where a streamed response goes (session.py's `ClientStream`)."""
+
+    def begin(self, source: UpstreamConnection) -> bool: ...
+
+    def write(self, data: bytes | memoryview) -> None: ...
+
+    def end(self) -> None: ...
 
 
 class UpstreamUnavailable(ConnectionError):
@@ -70,10 +98,12 @@ class UpstreamConnection(asyncio.Protocol):
         self.port = port
         self._connect_timeout_ms = connect_timeout_ms
         self._reader = FrameReader(max_response_bytes)
-        self._in_flight: deque[tuple[int, asyncio.Future]] = deque()
+        self._in_flight: deque[tuple[int, asyncio.Future, ResponseSink | None]] = deque()
+        self._stream: ResponseSink | None = None    # the sink of the response being passed on
+        self._stream_remaining = 0                  # bytes of it still to come
         self._unanswered: deque[int] = deque(maxlen=_UNANSWERED_IDS_KEPT)  # recent acks=0 ids
-        # Frames sent before the connection is ready, and their futures (None: acks=0).
-        self._backlog: list[tuple[bytes, int, asyncio.Future | None]] | None = []
+        # Frames sent before the connection is ready, their futures (None: acks=0) and sinks.
+        self._backlog: list[tuple[bytes, int, asyncio.Future | None, ResponseSink | None]] | None = []
         self._transport: asyncio.Transport | None = None
         self._failure: UpstreamUnavailable | None = None
         self._on_failure = on_failure
@@ -117,17 +147,19 @@ class UpstreamConnection(asyncio.Protocol):
         if self._failure is None:
             self._release_backlog()
 
-    def send(self, correlation_id: int, payload: bytes, expect_response: bool) -> asyncio.Future | None:
-        """Writes one request payload (header + body); returns the future of its response payload."""
+    def send(self, correlation_id: int, payload: bytes, expect_response: bool,
+             sink: ResponseSink | None = None) -> asyncio.Future | None:
+        """Writes one request payload (header + body); returns the future of its response
+        payload, or of None when the response went to `sink` as it arrived."""
         if self._failure is not None:
             return failed_future(self._loop, self._failure)
         frame = _SIZE.pack(len(payload)) + payload
         metrics.UPSTREAM_SENT.inc(len(frame))
         fut = self._loop.create_future() if expect_response else None
         if self._backlog is not None:
-            self._backlog.append((frame, correlation_id, fut))
+            self._backlog.append((frame, correlation_id, fut, sink))
         else:
-            self._write(frame, correlation_id, fut)
+            self._write(frame, correlation_id, fut, sink)
         return fut
 
     def send_ahead(self, correlation_id: int, payload: bytes, expect_response: bool) -> asyncio.Future | None:
@@ -140,12 +172,13 @@ class UpstreamConnection(asyncio.Protocol):
         self._write(frame, correlation_id, fut)
         return fut
 
-    def _write(self, frame: bytes, correlation_id: int, fut: asyncio.Future | None) -> None:
+    def _write(self, frame: bytes, correlation_id: int, fut: asyncio.Future | None,
+               sink: ResponseSink | None = None) -> None:
         self._transport.write(frame)
         if fut is None:
             self._unanswered.append(correlation_id)
         else:
-            self._in_flight.append((correlation_id, fut))
+            self._in_flight.append((correlation_id, fut, sink))
 
     def _release_backlog(self) -> None:
         backlog, self._backlog = self._backlog, None
@@ -162,6 +195,10 @@ class UpstreamConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         metrics.UPSTREAM_RECEIVED.inc(len(data))
+        if self._stream is not None:
+            data = self._pass_on(data)
+            if not data:
+                return
         try:
             payloads = self._reader.feed(data)
         except FrameError as exc:
@@ -184,6 +221,54 @@ class UpstreamConnection(asyncio.Protocol):
                 self._fail(UpstreamUnavailable(f"response {correlation_id} from {self.host}:{self.port} "
                                                f"where {expected} was due"))
                 return
+        if self._reader.partial_size >= STREAM_MIN_BYTES and self._in_flight and self._in_flight[0][2] is not None:
+            self._begin_stream()
+
+    def _begin_stream(self) -> None:
+        head = self._reader.partial_head(4)
+        correlation_id, _, sink = self._in_flight[0]
+        # Another id here is an acks=0 answer or a stream out of step: the reader's path decides.
+        if len(head) < 4 or _CORRELATION_ID.unpack(head)[0] != correlation_id or not sink.begin(self):
+            return
+        size = self._reader.partial_size
+        parts, self._stream_remaining = self._reader.take_partial()
+        self._stream = sink
+        metrics.UPSTREAM_STREAMED.inc()
+        # What arrived before the stream began is small next to the rest: one write.
+        sink.write(b"".join([_SIZE.pack(size), *parts]))
+
+    def _pass_on(self, data: bytes) -> memoryview | None:
+        """Hands the streamed response's bytes in `data` to its sink; returns what follows it."""
+        sink, remaining = self._stream, self._stream_remaining
+        if len(data) < remaining:
+            self._stream_remaining -= len(data)
+            sink.write(data)
+            return None
+        rest = memoryview(data)[remaining:]
+        sink.write(data if not rest else memoryview(data)[:remaining])
+        if self._failure is not None:
+            return None
+        self._stream = None
+        self._stream_remaining = 0
+        fut = self._in_flight.popleft()[1]
+        sink.end()
+        if not fut.done():
+            fut.set_result(None)
+        return rest
+
+    def pause(self) -> None:
+        """Stop reading: the client the response streams to is not keeping up."""
+        if self._failure is None and self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._failure is None and self._transport is not None:
+            self._transport.resume_reading()
+
+    def abort(self) -> None:
+        """The client the response streams to went away: nothing after it can be delivered."""
+        self._fail(UpstreamUnavailable(f"the client went away during a response from {self.host}:{self.port}"),
+                   by_us=True)
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = f": {exc}" if exc else ""
@@ -199,7 +284,8 @@ class UpstreamConnection(asyncio.Protocol):
                 self.host, self.port, len(self._in_flight), error)
         in_flight, self._in_flight = self._in_flight, deque()
         backlog, self._backlog = self._backlog or [], None
-        for fut in [fut for _, fut in in_flight] + [fut for _, _, fut in backlog if fut is not None]:
+        self._stream = None
+        for fut in [fut for _, fut, _ in in_flight] + [fut for _, _, fut, _ in backlog if fut is not None]:
             if not fut.done():
                 fut.set_exception(error)
         if self._transport is not None:

@@ -8,6 +8,14 @@ kinds of API are held back from upstream's list:
 - rewritten APIs above the newest version `rewrite` knows: a newer layout could carry a
   broker address past us;
 - APIs that carry broker addresses we do not rewrite (KIP-932 share fetches).
+
+Fetch is capped at v15, below what `rewrite` knows. From v16 (KIP-951) every Fetch
+response ends with node endpoints (Tansu sends them in each one, not only after a
+NOT_LEADER error) that kgc must rewrite, and the rewrite changes the response's length,
+which the client reads first: such a response can only be passed on once it is whole.
+Up to v15 nothing in it is rewritten, so it streams through as it arrives (session.py).
+What a client gives up is KIP-951's leader hint on a Fetch: after NOT_LEADER_OR_FOLLOWER
+it refreshes Metadata to find the new leader, as every client did before Kafka 3.7.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from collections.abc import Mapping
 
 from kafka.protocol.api_key import ApiKey
 
-from coordinator.gateway.rewrite import REWRITE_MAX_VERSIONS
+from coordinator.gateway.rewrite import FETCH_NODE_ENDPOINTS_VERSION, REWRITE_MAX_VERSIONS
 
 GROUP_COORDINATOR_APIS = frozenset({
     ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.JoinGroup, ApiKey.Heartbeat,
@@ -31,6 +39,12 @@ GROUP_COORDINATOR_APIS = frozenset({
 # KIP-932 NodeEndpoints in ShareFetch/ShareAcknowledge responses are not rewritten.
 UNREWRITTEN_ADDRESS_APIS = frozenset({ApiKey.ShareFetch, ApiKey.ShareAcknowledge})
 
+# The newest version of each API that clients are offered, where it is below upstream's.
+ADVERTISED_MAX_VERSIONS: dict[int, int] = {
+    **REWRITE_MAX_VERSIONS,
+    ApiKey.Fetch: FETCH_NODE_ENDPOINTS_VERSION - 1,
+}
+
 Ranges = Mapping[int, tuple[int, int]]
 
 
@@ -39,7 +53,7 @@ def merge_api_versions(local: Ranges, upstream: Ranges) -> dict[int, tuple[int, 
     for api_key, (low, high) in upstream.items():
         if api_key in local or api_key in GROUP_COORDINATOR_APIS or api_key in UNREWRITTEN_ADDRESS_APIS:
             continue
-        high = min(high, REWRITE_MAX_VERSIONS.get(api_key, high))
+        high = min(high, ADVERTISED_MAX_VERSIONS.get(api_key, high))
         if low <= high:
             merged[api_key] = (low, high)
     merged.update(local)

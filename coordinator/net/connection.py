@@ -9,6 +9,15 @@ Backpressure: when the slots reach `max_in_flight`, or the transport's write buf
 over its high-water mark, reading pauses until the writer catches up (aiohttp's
 `_pause_msg_queue_reading`).
 
+Streamed responses: a forwarded response can be passed on as it arrives instead of once
+it is whole (the gateway does it for large Fetch responses). Its source asks
+`begin_stream` when its first bytes are in; that writes every response ready ahead of
+it and agrees only if its slot is then at the head. Its bytes then go out through
+`stream` as they come, and later responses wait behind it as behind any slot. While it
+streams, the client's back-pressure reaches the source: `pause_writing` pauses it, and
+a connection that closes aborts it (the rest can reach no one). `end_stream` comes with
+its last byte, its slot settled with None (nothing left to write), and the queue moves on.
+
 Connection states: ACTIVE → (DRAINING →) CLOSING → CLOSED. A protocol violation (bad
 frame, bad header, undecodable request, unknown API) logs why and closes: Kafka does the
 same, and a client that sent garbage cannot be answered in a shape it would understand.
@@ -52,6 +61,16 @@ class ConnectionState(enum.Enum):
 _WRITING = frozenset({ConnectionState.ACTIVE, ConnectionState.DRAINING})
 
 
+class StreamSource(Protocol):
+    """Where a streamed response comes from (the gateway's upstream connection)."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
 class FrameHandler(Protocol):
     """What a connection hands its frames to (`dispatch.Dispatcher` is the one there is)."""
 
@@ -66,7 +85,7 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "_dispatcher", "_reader", "_slots", "_transport", "_session", "_max_in_flight",
         "_reading_paused", "_writing_paused", "state", "peer_host", "listener_node_id", "tls",
-        "peer_certificate", "_dispatching",
+        "peer_certificate", "_dispatching", "_stream_source",
     )
 
     def __init__(self, dispatcher: FrameHandler, *, max_frame_bytes: int, max_in_flight: int,
@@ -85,6 +104,7 @@ class KafkaConnection(asyncio.Protocol):
         self.tls = tls
         self.peer_certificate: bytes | None = None   # DER, when a TLS client presented one
         self._dispatching = False
+        self._stream_source: StreamSource | None = None   # while a response streams
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
@@ -197,11 +217,44 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writing_paused = True
+        if self._stream_source is not None:
+            self._stream_source.pause()
         self._apply_backpressure()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._stream_source is not None:
+            self._stream_source.resume()
         self._apply_backpressure()
+
+    def begin_stream(self, slot: asyncio.Future, source: StreamSource) -> bool:
+        """May `slot`'s response be written as it arrives, from now on? Only when every
+        response ahead of it has been written (they are, here, if they are ready)."""
+        if self._stream_source is not None or self.state not in _WRITING:
+            return False
+        self._flush()
+        if not self._slots or self._slots[0] is not slot or self.state not in _WRITING:
+            return False
+        self._stream_source = source
+        if self._writing_paused:
+            source.pause()
+        return True
+
+    def stream(self, data: bytes | memoryview) -> None:
+        if self.state in _WRITING:
+            self._transport.write(data)
+
+    def end_stream(self) -> None:
+        """The streamed response's last byte went out and its slot is settled: move on."""
+        source, self._stream_source = self._stream_source, None
+        if source is not None and self._writing_paused:
+            source.resume()     # the next response is gathered whole again, as it may be
+        self._flush()
+
+    def _abort_stream(self) -> None:
+        source, self._stream_source = self._stream_source, None
+        if source is not None:
+            source.abort()
 
     def drain(self) -> None:
         """Read no more requests; those already read are still answered."""
@@ -214,11 +267,13 @@ class KafkaConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.state in _WRITING:
             self.state = ConnectionState.CLOSING
+            self._abort_stream()
             if self._transport is not None:
                 self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.state = ConnectionState.CLOSED
+        self._abort_stream()
         for slot in self._slots:
             if isinstance(slot, asyncio.Future):
                 if slot.done() and not slot.cancelled():

@@ -93,7 +93,7 @@ class Dispatcher:
     def open(self, conn: KafkaConnection) -> Session:
         upstream = None
         if self._gateway is not None:
-            upstream = self._gateway.session(conn.listener_node_id)
+            upstream = self._gateway.session(conn.listener_node_id, conn)
         auth = None if self._sasl is None else self._sasl.session(self._clock, conn.peer_host, upstream)
         session = Session(conn, "/" + conn.peer_host, upstream, auth)
         if conn.peer_certificate:

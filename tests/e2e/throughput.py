@@ -87,28 +87,47 @@ def produce(bootstrap: str, topic: str, records: int, *, record_bytes: int = REC
     return elapsed
 
 
+class SequenceCheck:
+    """What a consumer received, checked record by record: right partition, each
+    partition's sequence exactly 0, 1, 2, ... (no loss, no duplicate, order kept)."""
+
+    def __init__(self, records: int, record_bytes: int = RECORD_BYTES):
+        self.records = records
+        self.record_bytes = record_bytes
+        self.next_seq = [0] * PARTITIONS
+        self.received = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.received >= self.records
+
+    def take(self, p: int, value: bytes) -> None:
+        partition, seq, _ = value.split(b":", 2)
+        assert int(partition) == p and int(seq) == self.next_seq[p], (p, self.next_seq[p], value[:32])
+        assert len(value) == self.record_bytes
+        self.next_seq[p] += 1
+        self.received += 1
+
+    def check_deadline(self, start: float) -> None:
+        if time.monotonic() - start > DEADLINE_S:
+            raise TimeoutError(f"{self.received} of {self.records} records after {DEADLINE_S}s: {self.next_seq}")
+
+
 def consume_verified(bootstrap: str, topic: str, records: int, *, record_bytes: int = RECORD_BYTES) -> float:
-    """Fetch every partition from offset 0 until `records` arrived; checks each partition's
-    sequence is exactly 0..n-1 in order. Returns the seconds it took."""
+    """Fetch every partition from offset 0 until `records` arrived, checked by
+    `SequenceCheck`. Returns the seconds it took."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
                          "enable.auto.commit": False, "fetch.max.bytes": 50 * 2**20,
                          "max.partition.fetch.bytes": 10 * 2**20, "queued.max.messages.kbytes": 256 * 1024})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    next_seq = [0] * PARTITIONS
-    received = 0
+    check = SequenceCheck(records, record_bytes)
     start = time.monotonic()
     try:
-        while received < records:
-            if time.monotonic() - start > DEADLINE_S:
-                raise TimeoutError(f"{received} of {records} records after {DEADLINE_S}s: {next_seq}")
+        while not check.complete:
+            check.check_deadline(start)
             for m in consumer.consume(num_messages=10_000, timeout=0.5):
                 assert m.error() is None, m.error()
-                partition, seq, _ = m.value().split(b":", 2)
-                p = m.partition()
-                assert int(partition) == p and int(seq) == next_seq[p], (p, next_seq[p], m.value()[:32])
-                assert len(m.value()) == record_bytes
-                next_seq[p] += 1
-                received += 1
+                check.take(m.partition(), m.value())
         return time.monotonic() - start
     finally:
         consumer.close()

@@ -58,6 +58,7 @@ def test_merged_ranges_are_ours_where_we_serve_and_upstreams_where_we_forward():
         ApiKey.ApiVersions: (0, 3), ApiKey.JoinGroup: (0, 7), ApiKey.FindCoordinator: (0, 5),
         ApiKey.Produce: (3, 12), ApiKey.CreateTopics: (2, 7),
         ApiKey.Metadata: (0, 14),  # newer than the rewriter knows
+        ApiKey.Fetch: (4, 17),  # v16+ would carry node endpoints to rewrite, so no streaming
         ApiKey.OffsetCommit: (2, 9),  # a group API we do not serve here
         ApiKey.ConsumerGroupHeartbeat: (0, 1),
         ApiKey.ShareFetch: (0, 1),  # carries addresses we do not rewrite
@@ -66,4 +67,5 @@ def test_merged_ranges_are_ours_where_we_serve_and_upstreams_where_we_forward():
     assert merge_api_versions(local, upstream) == {
         ApiKey.ApiVersions: (0, 4), ApiKey.JoinGroup: (0, 9), ApiKey.FindCoordinator: (0, 6),
         ApiKey.Produce: (3, 12), ApiKey.CreateTopics: (2, 7), ApiKey.Metadata: (0, 13),
+        ApiKey.Fetch: (4, 15),
     }

@@ -248,3 +248,119 @@ async def test_an_eager_answer_settled_while_requests_are_read_waits_for_earlier
     conn, transport = connect(handler)
     conn.data_received(frame(b"a") + frame(b"b") + frame(b"c"))
     assert transport.written == b"ABC"
+
+
+class FakeSource:
+    """The far side of a streamed answer (the gateway's upstream connection)."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.aborted = False
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+async def test_a_streamed_answer_goes_out_in_its_turn_and_later_answers_wait_behind_it():
+    loop = asyncio.get_running_loop()
+    parked, streamed = loop.create_future(), loop.create_future()
+    handler = ScriptedHandler({b"p": parked, b"fetch": streamed, b"z": b"Z", b"hb": b"HB"})
+    conn, transport = connect(handler)
+    conn.data_received(frame(b"p") + frame(b"fetch") + frame(b"z"))
+    source = FakeSource()
+
+    assert not conn.begin_stream(streamed, source), "an answer owed before it is not written yet"
+    parked.set_result(b"P")     # ready, its callback not run yet: begin_stream writes it first
+    assert conn.begin_stream(streamed, source)
+    assert transport.written == b"P"
+    assert not conn.begin_stream(streamed, FakeSource()), "one stream at a time"
+
+    conn.stream(b"F1")
+    conn.data_received(frame(b"hb"))      # answered at once, but owed after the stream
+    conn.stream(memoryview(b"F2"))
+    await asyncio.sleep(0)
+    assert transport.written == b"PF1F2", "nothing cuts into a streamed answer"
+
+    streamed.set_result(None)   # its bytes all went out: nothing left to write
+    conn.end_stream()
+    assert transport.written == b"PF1F2ZHB"
+    assert conn.in_flight == 0 and not source.aborted
+
+
+async def test_only_the_answer_at_the_head_may_stream():
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    conn, transport = connect(ScriptedHandler({b"1": first, b"2": second}))
+    conn.data_received(frame(b"1") + frame(b"2"))
+    assert not conn.begin_stream(second, FakeSource())
+    assert not conn.begin_stream(loop.create_future(), FakeSource()), "not a slot of this connection"
+    first.set_result(b"ONE")
+    second.set_result(b"TWO")
+    await asyncio.sleep(0)
+    assert transport.written == b"ONETWO"
+
+
+async def test_a_client_that_cannot_keep_up_pauses_the_streams_source():
+    loop = asyncio.get_running_loop()
+    streamed = loop.create_future()
+    conn, transport = connect(ScriptedHandler({b"fetch": streamed}))
+    conn.data_received(frame(b"fetch"))
+    source = FakeSource()
+    conn.pause_writing()
+    assert conn.begin_stream(streamed, source)
+    assert source.paused, "a stream that begins while the client is behind begins paused"
+    conn.resume_writing()
+    assert not source.paused
+    conn.stream(b"F")
+    conn.pause_writing()
+    assert source.paused and not transport.reading
+    conn.resume_writing()
+    assert not source.paused and transport.reading
+
+    conn.pause_writing()        # during the last write: the source resumes gathering whole answers
+    streamed.set_result(None)
+    conn.end_stream()
+    assert not source.paused
+    conn.resume_writing()
+    assert not source.paused
+
+
+@pytest.mark.parametrize("how", ["lost", "closed"])
+async def test_a_client_that_goes_away_mid_stream_aborts_the_source(how):
+    loop = asyncio.get_running_loop()
+    streamed = loop.create_future()
+    handler = ScriptedHandler({b"fetch": streamed, b"z": b"Z"})
+    conn, transport = connect(handler)
+    conn.data_received(frame(b"fetch") + frame(b"z"))
+    source = FakeSource()
+    assert conn.begin_stream(streamed, source)
+    conn.stream(b"F1")
+
+    if how == "lost":
+        conn.connection_lost(ConnectionResetError())
+    else:
+        conn.close()
+    assert source.aborted, "the rest of the answer can reach no one"
+    conn.stream(b"F2")
+    assert transport.written == b"F1"
+    assert not conn.begin_stream(streamed, FakeSource())
+
+
+async def test_a_source_that_fails_mid_stream_closes_the_client_without_writing_what_follows():
+    loop = asyncio.get_running_loop()
+    streamed = loop.create_future()
+    conn, transport = connect(ScriptedHandler({b"fetch": streamed, b"z": b"Z"}))
+    conn.data_received(frame(b"fetch") + frame(b"z"))
+    assert conn.begin_stream(streamed, FakeSource())
+    conn.stream(b"half of F")
+
+    streamed.set_exception(ConnectionError("upstream closed the connection"))
+    await asyncio.sleep(0)
+    assert transport.written == b"half of F", "the client is cut off mid-answer and must reconnect"
+    assert transport.closed and conn.state is ConnectionState.CLOSING

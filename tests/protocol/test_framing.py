@@ -155,3 +155,36 @@ def test_a_mutable_buffer_fed_and_then_changed_does_not_change_the_frame():
     frames = reader.feed(chunk)
     chunk[:] = b"z" * len(chunk)
     assert frames == [b"a" * 200_000]
+
+
+@given(payloads=st.lists(st.binary(max_size=300), min_size=3, max_size=8),
+       taken=st.integers(min_value=0, max_value=7), cut=st.integers(min_value=0, max_value=400))
+@settings(max_examples=200, deadline=None)
+def test_a_frame_taken_over_mid_way_leaves_the_reader_at_the_next_frame(payloads, taken, cut):
+    """Cut-through: the caller takes the frame being gathered and reads its rest itself."""
+    taken %= len(payloads)
+    stream = b"".join(_frame(p) for p in payloads)
+    start = sum(4 + len(p) for p in payloads[:taken])
+    end = start + 4 + len(payloads[taken])
+    cut = start + 4 + min(cut, len(payloads[taken]) - 1) if payloads[taken] else None
+    reader = FrameReader(MAX)
+    if cut is None:     # an empty payload is never partial: nothing to take over
+        assert reader.feed(stream) == payloads
+        return
+
+    assert reader.feed(stream[:cut]) == payloads[:taken]
+    assert reader.partial_size == len(payloads[taken])
+    assert reader.partial_head(4) == payloads[taken][:min(4, cut - start - 4)]
+    parts, remaining = reader.take_partial()
+    assert b"".join(parts) + stream[cut:cut + remaining] == payloads[taken]
+    assert cut + remaining == end and reader.partial_size == 0
+    assert reader.feed(stream[end:]) == payloads[taken + 1:]
+
+
+def test_the_head_of_a_frame_gathered_over_several_reads():
+    reader = FrameReader(2**30)
+    reader.feed(struct.pack(">i", 200_000) + b"ab")
+    reader.feed(b"c" * 100_000)            # kept as a view, after the gathered bytearray
+    assert reader.partial_head(4) == b"abcc"
+    with pytest.raises(ValueError):
+        FrameReader(MAX).take_partial()
