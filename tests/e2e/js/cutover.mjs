@@ -1,7 +1,7 @@
 // kafkajs for the cut-over test (tests/e2e/test_adoption.py): three consumers of GROUP form
 // a group at BOOTSTRAP (Tansu directly, or kgc), then the script produces COUNT records per
 // partition from sequence FROM, and the consumers take them, each batch committed before
-// the next; then all of them leave.
+// the next; then they leave one at a time.
 //
 // Usage: node cutover.mjs BOOTSTRAP TOPIC GROUP PARTITIONS FROM COUNT
 // Prints one JSON line: when the group formed (ms since the epoch) and what each consumer
@@ -53,11 +53,13 @@ async function startMember(name) {
 
 const members = [];
 for (let i = 0; i < 3; i++) members.push(await startMember(`${groupId}-${bootstrap}-${i}`));
-await waitUntil(() => {
-  const owned = members.flatMap((m) => m.assignment).sort((a, b) => a - b);
-  return members.every((m) => m.assignment.length > 0) && owned.length === partitions
+// Every partition owned once by the running members, each owning some.
+function formed(running) {
+  const owned = running.flatMap((m) => m.assignment).sort((a, b) => a - b);
+  return running.every((m) => m.assignment.length > 0) && owned.length === partitions
     && owned.every((p, i) => p === i);
-}, () => JSON.stringify(members.map((m) => m.assignment)));
+}
+await waitUntil(() => formed(members), () => JSON.stringify(members.map((m) => m.assignment)));
 const formedAtMs = Date.now();
 
 const producer = kafka.producer({ maxInFlightRequests: 1 });
@@ -70,5 +72,12 @@ await producer.send({ topic, acks: -1, messages });
 await producer.disconnect();
 
 await waitUntil(() => consumed.length >= partitions * count, () => `${consumed.length} consumed`);
-for (const m of members) await m.consumer.disconnect();
+// One at a time, each once the others have taken over its partitions, as a rolling restart
+// does: Tansu's coordinator keeps naming a departed leader if the leader leaves while the
+// group is rebalancing, and such a group never forms again.
+for (let i = 0; i < members.length; i++) {
+  await members[i].consumer.disconnect();
+  const rest = members.slice(i + 1);
+  if (rest.length) await waitUntil(() => formed(rest), () => JSON.stringify(rest.map((m) => m.assignment)));
+}
 console.log(JSON.stringify({ formedAtMs, consumed }));
