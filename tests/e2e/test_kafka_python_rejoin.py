@@ -25,7 +25,7 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from tests.e2e.admin import admin, create_topic, describe_group, member_assignments, new_name
+from tests.e2e.admin import admin, create_topic, describe_group, member_assignments, new_name, produce_sequenced
 from tests.e2e.clients import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 SESSION_TIMEOUT_MS = 1000
 METADATA_MAX_AGE_MS = 300
 WAIT_S = 15
+RECORDS = 3
 
 
 class CoordinatorLog(logging.Handler):
@@ -110,13 +111,18 @@ def test_a_kafka_python_leader_that_is_not_in_poll_when_its_rejoin_completes_nev
     assert "error_code=0" in answer  # kgc answered the leader's SyncGroup, with its assignment
 
     # The application polls on as usual, well past the session timeout.
+    produce_sequenced(kgc.bootstrap, topic, 1, RECORDS)
+    offsets = []
     deadline = time.monotonic() + 3 * SESSION_TIMEOUT_MS / 1000
     while time.monotonic() < deadline:
-        consumer.poll(timeout_ms=100)
+        offsets += [r.offset for batch in consumer.poll(timeout_ms=100).values() for r in batch]
 
     assert partitions(consumer) == {0}, "the client applied the new assignment: kafka-python is fixed"
     assert not consumer._coordinator.need_rejoin()  # so its poll() never collects the finished join
     assert coordinator_log.count("Enabling heartbeat") == 1  # only the first join's
+    assert offsets == list(range(RECORDS))  # it still reads its old partition, outside the group
+    coordinator_metrics = consumer.metrics()["consumer-coordinator-metrics"]
+    assert coordinator_metrics["last-heartbeat-seconds-ago"] > SESSION_TIMEOUT_MS / 1000  # how to spot it
     with pytest.raises(RebalanceInProgressError):  # and every commit fails, in the client, for good
         consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
     description = describe_group(kgc.bootstrap, group)
