@@ -25,7 +25,14 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from tests.e2e.admin import admin, create_topic, describe_group, member_assignments, new_name, produce_sequenced
+from tests.e2e.admin import (
+    admin,
+    create_topic,
+    describe_group,
+    member_assignments,
+    new_name,
+    produce_sequenced,
+)
 from tests.e2e.clients import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
