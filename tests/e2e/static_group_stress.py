@@ -1,22 +1,22 @@
 """Form a static kafka-python group through kgc again and again, and say how each run went.
 
 Each run is the first half of `test_a_static_member_restarted_within_its_session_...`:
-a fresh 6-partition topic, three static kafka-python members started with a random
-jitter, waited on until kgc calls the group Stable and every member owns its share, and
-again a few seconds later. One
-Tansu and one kgc (at DEBUG) serve all runs; kafka-python's coordinator log (DEBUG) of
-each run goes to its own file, and a failed run's files are kept:
+a fresh 6-partition topic, three static kafka-python members (polling every 50 ms)
+started with a random jitter, waited on until kgc calls the group Stable and every
+member owns its share, and again a few seconds later. One Tansu and one kgc (at DEBUG)
+serve all runs; kafka-python's coordinator log (DEBUG) of each run goes to its own file,
+kept for a run that failed or stalled:
 
     .venv/bin/python -m tests.e2e.static_group_stress --runs 40 --burn 2 --out /tmp/stress
 
-`--burn N` adds N niced busy loops (CPU contention), stopped by PID at the end;
+`--burn N` adds N niced busy loops (CPU contention), stopped by PID at the end.
 `--recreate-topic` then deletes the topic (Tansu recreates it with other partitions), so
 that the leader rejoins because its metadata changed, and waits for the group to settle
-on the new partitions. For each
-run the tool prints whether the group formed, how many times a leader rejoined because
-its metadata changed after it assigned (the trigger of the kafka-python fault in README,
-"Troubleshooting"), and, for a run that failed, which member completed a join (its
-SyncGroup answer is in its log) but never applied it.
+on the new partitions. Each run prints whether the group formed, how often a leader found
+its metadata changed since it assigned (the trigger of the kafka-python fault in README,
+"Troubleshooting: a kafka-python leader stops heartbeating ..."), and which member, if
+any, completed a join (kgc's SyncGroup answer is in its log) but never applied it: that
+member sends no heartbeat again, and its session expires ("STALLED").
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ def main() -> None:
                 failed += not formed
                 stalled += bool(abandoned)
                 rejoins += bool(snapshot_rejoins)
-                print(f"run {run}: {'formed' if formed else 'FAILED'} in {time.monotonic() - started:.1f} s, "
+                status = "FAILED to form" if not formed else "STALLED" if abandoned else "formed"
+                print(f"run {run}: {status} in {time.monotonic() - started:.1f} s, "
                       f"leader rejoins on a metadata change: {snapshot_rejoins}, "
                       f"joins completed but never applied: {abandoned or 'none'}", flush=True)
     print(f"{args.runs} runs, --burn {args.burn}, --recreate-topic {args.recreate_topic}: {failed} failed to form; "

@@ -77,8 +77,9 @@ def leader(kgc, coordinator_log) -> Iterator[tuple[KafkaConsumer, str, str]]:
     topic, group = create_topic(kgc.bootstrap, 1), new_name("rejoin")
     consumer = KafkaConsumer(
         topic, bootstrap_servers=kgc.bootstrap, group_id=group, client_id=group, group_instance_id="instance-0",
-        enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=100,
-        partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=METADATA_MAX_AGE_MS)
+        enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=SESSION_TIMEOUT_MS,
+        heartbeat_interval_ms=100, partition_assignment_strategy=(RoundRobinPartitionAssignor,),
+        metadata_max_age_ms=METADATA_MAX_AGE_MS)
     try:
         deadline = time.monotonic() + WAIT_S
         while not consumer.assignment() and time.monotonic() < deadline:
@@ -97,13 +98,15 @@ def change_partition_count(kgc, consumer: KafkaConsumer, topic: str) -> None:
     """Tansu serves no CreatePartitions, but it creates a topic a Metadata request names:
     deleted, the topic comes back with Tansu's default partition count, and the leader's
     next metadata refresh (in the background) shows it a different topic than it
-    assigned. Waits (not polling) until the leader wants to rejoin for that reason."""
+    assigned. Waits (not polling) until the leader knows the new partitions and wants to
+    rejoin for that reason."""
     client = admin(kgc.bootstrap)
     try:
         client.delete_topics([topic])
     finally:
         client.close()
-    wait_until(consumer._coordinator.need_rejoin, WAIT_S, lambda: "the leader never saw the topic change")
+    wait_until(lambda: len(consumer.partitions_for_topic(topic)) > 1 and consumer._coordinator.need_rejoin(),
+               WAIT_S, lambda: "the leader never saw the topic change")
 
 
 def test_a_kafka_python_leader_that_is_not_in_poll_when_its_rejoin_completes_never_applies_it(
