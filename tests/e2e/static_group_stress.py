@@ -170,10 +170,10 @@ def main() -> None:
                 rejoins += bool(snapshot_rejoins)
                 status = "FAILED to form" if not formed else "STALLED" if abandoned else "formed"
                 print(f"run {run}: {status} in {time.monotonic() - started:.1f} s, "
-                      f"leader rejoins on a metadata change: {snapshot_rejoins}, "
+                      f"need_rejoin() calls that found a leader's metadata changed: {snapshot_rejoins}, "
                       f"joins completed but never applied: {abandoned or 'none'}", flush=True)
     print(f"{args.runs} runs, --burn {args.burn}, --recreate-topic {args.recreate_topic}: {failed} failed to form; "
-          f"{rejoins} had a leader rejoin on a metadata change; in {stalled}, a member completed a join "
+          f"in {rejoins} a leader rejoined on a metadata change; in {stalled}, a member completed a join "
           f"and never applied it (it stops heartbeating: its session expires)", flush=True)
 
 
