@@ -44,6 +44,7 @@ from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.passthrough import PassthroughSettings
 from coordinator.net.server import Listener
+from coordinator.net.topic_ids import TopicIds
 from coordinator.node import CoordinatorNode
 from coordinator.periodic import run_every
 from coordinator.runtime.adoption import Adoption
@@ -153,7 +154,8 @@ class KgcApp:
         answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
-                                      authorizer=self._authorizer(), codec_pool=self._codec_pool)
+                                      authorizer=self._authorizer(), codec_pool=self._codec_pool,
+                                      topic_ids=TopicIds(self._topics, self._topic_id_unknown))
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
@@ -254,6 +256,11 @@ class KgcApp:
     def _topics(self) -> TopicImage:
         """The upstream's topics for KIP-848 groups; none in standalone mode."""
         return self.cluster.topics if self.cluster is not None else NO_TOPICS
+
+    def _topic_id_unknown(self) -> None:
+        """A client named a topic id kgc does not know: perhaps a topic newer than kgc's view."""
+        if self.cluster is not None:
+            self.cluster.refresh_soon()
 
     def _listener(self, port: int, node_id: int | None) -> Listener:
         """A bound listener (bind errors raise here, before anything is served)."""

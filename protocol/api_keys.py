@@ -11,8 +11,8 @@ Version ranges we answer ourselves (Kafka 4.x serves these APIs at the versions 
 | Heartbeat       |  12 | 0-4  | 4              |                                               |
 | LeaveGroup      |  13 | 0-5  | 4              | v3+ batches members                           |
 | SyncGroup       |  14 | 0-5  | 4              |                                               |
-| OffsetCommit    |   8 | 0-9  | 8              | v0-1 removed in Kafka 4.0 (KIP-896)           |
-| OffsetFetch     |   9 | 0-9  | 6              | v0 removed in Kafka 4.0 (KIP-896)             |
+| OffsetCommit    |   8 | 0-10 | 8              | v0-1 removed in Kafka 4.0 (KIP-896); v10 ids  |
+| OffsetFetch     |   9 | 0-10 | 6              | v0 removed in Kafka 4.0 (KIP-896); v10 ids    |
 | DescribeGroups  |  15 | 0-6  | 5              |                                               |
 | ListGroups      |  16 | 0-5  | 3              |                                               |
 | DeleteGroups    |  42 | 0-2  | 2              |                                               |
@@ -29,8 +29,10 @@ versions it removed for good (JoinGroup v0-1 came back in 4.0.1, DeleteGroups v0
 kept); `local_versions("kafka4")` is the table with that cut, for operators who want it
 (the `min_group_api_versions` setting).
 
-OffsetCommit and OffsetFetch v10 name topics by id (uuid) instead of by name; they wait
-until the gateway keeps a topic-id view of the upstream cluster. Metadata v13 only adds a
+OffsetCommit and OffsetFetch v10 name topics by id (uuid) instead of by name (Kafka 4.1+);
+kgc resolves the ids against the upstream's topics (`coordinator/net/topic_ids.py`), which
+the gateway reads with Metadata v10+ (standalone, no topic is known: every id is
+UNKNOWN_TOPIC_ID). Metadata v13 only adds a
 top-level error code; 0-12 is enough for every client we know. kafka-python 3.0.12 encodes
 every version listed here (its schemas go to OffsetCommit/OffsetFetch 10, Metadata 13).
 
@@ -56,8 +58,8 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
     ApiKey.Heartbeat: (0, 4),
     ApiKey.LeaveGroup: (0, 5),
     ApiKey.SyncGroup: (0, 5),
-    ApiKey.OffsetCommit: (0, 9),
-    ApiKey.OffsetFetch: (0, 9),
+    ApiKey.OffsetCommit: (0, 10),
+    ApiKey.OffsetFetch: (0, 10),
     ApiKey.DescribeGroups: (0, 6),
     ApiKey.ListGroups: (0, 5),
     ApiKey.DeleteGroups: (0, 2),

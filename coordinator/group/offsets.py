@@ -388,8 +388,8 @@ def _fetched(partition: int, value: OffsetCommitValue) -> OffsetFetchPartition:
 def _topic_name(version: int, topic) -> str | None:
     if version < 10:
         return topic.name
-    # v10 names topics by id; the service sets `name` from the id it resolved, and a topic
-    # left without one is an unknown id.
+    # v10 names topics by id; the edge (`net/topic_ids.py`) sets `name` from the id it
+    # resolved and answers unknown ids itself, so a topic left without a name is one too.
     return getattr(topic, "name", None) or None
 
 

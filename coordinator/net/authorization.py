@@ -127,7 +127,7 @@ def _commit_like(api_key: int, group_op: Operation):
     def check(version: int, request: Any, caller: Caller) -> Guarded:
         if not caller.group(group_op, request.group_id):
             return _refuse(api_key, version, request)
-        denied = [t for t in request.topics if not caller.topic(Operation.READ, t.name)]
+        denied = [t for t in request.topics if _named(version, t) and not caller.topic(Operation.READ, t.name)]
         if not denied:
             return Guarded(request)
         if api_key == ApiKey.OffsetCommit:
@@ -153,7 +153,7 @@ def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
     if version < 8:
         if not caller.group(Operation.DESCRIBE, request.group_id):
             return _refuse(ApiKey.OffsetFetch, version, request)
-        denied, keep_topic = _fetch_topics(request, caller)
+        denied, keep_topic = _fetch_topics(version, request, caller)
         topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
 
         def finish(response: Any) -> Any:
@@ -169,7 +169,7 @@ def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
     topic_cls = group_cls.OffsetFetchResponseTopics
     denied_topics = {}
     for group in request.groups:
-        denied, keep = _fetch_topics(group, caller)
+        denied, keep = _fetch_topics(version, group, caller)
         denied_topics[group.group_id] = (denied, keep)
     refused = error_response(ApiKey.OffsetFetch, version, SimpleNamespace(groups=denied_groups), GROUP_DENIED).groups
 
@@ -183,11 +183,17 @@ def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
     return Guarded(request, finish, denied=bool(denied_groups) or any(d for d, _ in denied_topics.values()))
 
 
-def _fetch_topics(holder: Any, caller: Caller):
+def _named(version: int, topic: Any) -> bool:
+    """v10 names topics by id: one whose id kgc does not know has no name (no topic has
+    the empty one) and is answered UNKNOWN_TOPIC_ID after this (`net/topic_ids.py`)."""
+    return version < 10 or topic.name != ""
+
+
+def _fetch_topics(version: int, holder: Any, caller: Caller):
     """Topics asked for by name: (denied ones, removed from `holder`); all topics: a filter."""
     if holder.topics is None:
         return [], lambda name: caller.topic(Operation.DESCRIBE, name)
-    denied = [t for t in holder.topics if not caller.topic(Operation.DESCRIBE, t.name)]
+    denied = [t for t in holder.topics if _named(version, t) and not caller.topic(Operation.DESCRIBE, t.name)]
     holder.topics = [t for t in holder.topics if t not in denied]
     return denied, lambda name: True
 

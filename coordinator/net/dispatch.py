@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
@@ -29,11 +30,13 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator import metrics
 from coordinator.group.result import RequestContext
+from coordinator.group.topics import NO_TOPICS
 from coordinator.net import authorization, sasl
 from coordinator.net.authentication import Answer, SaslSession, SaslSettings
 from coordinator.net.authorization import Caller
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
+from coordinator.net.topic_ids import TopicIds
 from coordinator.security.acl import AclSource
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
 from protocol.error_responses import api_versions_error_response, error_response
@@ -78,8 +81,11 @@ class Session:
 class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
                  sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None,
-                 authorizer: AclSource | None = None, clock=None, codec_pool: Executor | None = None):
+                 authorizer: AclSource | None = None, clock=None, codec_pool: Executor | None = None,
+                 topic_ids: TopicIds | None = None):
         self._service = service
+        # OffsetCommit/OffsetFetch v10 name topics by id; without an upstream none is known.
+        self._topic_ids = topic_ids or TopicIds(lambda: NO_TOPICS)
         self._codec_pool = codec_pool       # None: every frame is decoded and encoded on the loop
         self._answers = answers
         self._versions = answers.versions
@@ -238,6 +244,9 @@ class Dispatcher:
         if api_key == ApiKey.FindCoordinator and request.key_type == TRANSACTION_KEY and session.upstream:
             # Transactions stay upstream's business; the gateway points the answer at our listener.
             return session.upstream.forward(header, payload)
+        # OffsetCommit/OffsetFetch v10: topic ids become names before the ACLs, which name
+        # topics; the ids nobody knows are answered after the group's check, as in Kafka.
+        self._topic_ids.name(api_key, version, request)
         finish = None
         if self._authorizer is not None:
             # Before the service: a denied request changes nothing and learns nothing.
@@ -247,6 +256,12 @@ class Dispatcher:
                 metrics.response(request_metrics, api_key, version, guarded.refusal)
                 return encode_response(header, guarded.refusal, version)
             request, finish = guarded.request, guarded.finish
+        resolved = self._topic_ids.resolve(api_key, version, request)
+        if resolved.refusal is not None:
+            refusal = finish(resolved.refusal) if finish is not None else resolved.refusal
+            metrics.response(request_metrics, api_key, version, refusal)
+            return encode_response(header, refusal, version)
+        request, finish = resolved.request, _then(finish, resolved.finish)
         ctx = RequestContext(version, header.client_id or "", session.client_host)
         outcome = self._service.submit(ctx, api_key, request)
         if not isinstance(outcome, asyncio.Future):
@@ -395,6 +410,13 @@ class _Pending:
             _settle(frame, dispatcher._answer(header, self._payload, request, self._metrics, response))
         except Exception as exc:
             frame.set_exception(exc)
+
+
+def _then(first: Callable[[Any], Any] | None, second: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:
+    """`second(first(answer))`, either of them absent."""
+    if first is None or second is None:
+        return first or second
+    return lambda answer: second(first(answer))
 
 
 def _settle(frame: asyncio.Future, outcome: bytes | asyncio.Future | None) -> None:

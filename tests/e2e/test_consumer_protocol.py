@@ -19,9 +19,16 @@ import time
 from collections import Counter
 
 import pytest
+from kafka.protocol.consumer.group import OffsetCommitResponse, OffsetFetchResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from coordinator.probe import request_response
-from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from tests.e2e.admin import (
     committed_offsets,
     create_topic,
@@ -33,6 +40,7 @@ from tests.e2e.clients import CONSUMER_PROTOCOL, Consumed, Member, MemberSetting
 from tests.e2e.conftest import wait_listening
 from tests.ops.support import get_json, scrape
 from tests.support.kgc import KgcProcess, free_port
+from tests.support.topic_id_offsets import commit, committed, fetch, fetched
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -291,3 +299,34 @@ def test_members_continue_with_their_epochs_after_kgc_restarts_mid_reconciliatio
         for m in members:
             with contextlib.suppress(Exception):
                 m.close()
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_tansus_own_ids(kgc848):
+    """No client library sends v10 yet (librdkafka stops at v9, kafka-python at v8): raw
+    requests, by the id Tansu gave the topic, read back by name by a real admin client."""
+    bootstrap = kgc848.bootstrap
+    host, port = bootstrap.rsplit(":", 1)
+    address = (host, int(port))
+    topic, group = create_topic(bootstrap, 2), new_name("kip848-v10")
+    metadata = request_response(address, MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(
+        topic_id=None, name=topic)], allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+        MetadataResponse)
+    topic_id = metadata.topics[0].topic_id
+    joined = request_response(address, ConsumerGroupHeartbeatRequest[1](
+        group_id=group, member_id="raw-member", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=30_000, subscribed_topic_names=[topic], subscribed_topic_regex=None,
+        server_assignor=None, topic_partitions=[]), ConsumerGroupHeartbeatResponse)
+    assert joined.error_code == 0
+
+    def commit_v10(epoch: int) -> dict:
+        return committed(request_response(address, commit(epoch, {topic_id: {0: 4, 1: 5}}, "raw-member",
+                                                          group_id=group), OffsetCommitResponse))
+
+    # kgc learns a new topic's id from its next Metadata read of Tansu (asked for at once).
+    wait_until(lambda: commit_v10(joined.member_epoch) == {(topic_id, 0): 0, (topic_id, 1): 0}, TIMEOUT_S,
+               lambda: f"commit v10 answered {commit_v10(joined.member_epoch)}")
+    assert commit_v10(joined.member_epoch - 1) == {(topic_id, 0): 113, (topic_id, 1): 113}   # STALE_MEMBER_EPOCH
+    answer = request_response(address, fetch(joined.member_epoch, {topic_id: [0, 1]}, "raw-member", group_id=group),
+                              OffsetFetchResponse)
+    assert fetched(answer) == {(topic_id, 0): (4, 0), (topic_id, 1): (5, 0)}
+    assert committed_offsets(bootstrap, group) == {0: 4, 1: 5}      # by name, OffsetFetch v8

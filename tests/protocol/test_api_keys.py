@@ -14,7 +14,7 @@ from protocol.messages import request_class
 def test_local_ranges_are_the_decided_ones():
     assert {ApiKey(k).name: v for k, v in LOCAL_VERSIONS.items()} == {
         "ApiVersions": (0, 4), "FindCoordinator": (0, 6), "JoinGroup": (0, 9), "Heartbeat": (0, 4),
-        "LeaveGroup": (0, 5), "SyncGroup": (0, 5), "OffsetCommit": (0, 9), "OffsetFetch": (0, 9),
+        "LeaveGroup": (0, 5), "SyncGroup": (0, 5), "OffsetCommit": (0, 10), "OffsetFetch": (0, 10),
         "DescribeGroups": (0, 6), "ListGroups": (0, 5), "DeleteGroups": (0, 2), "OffsetDelete": (0, 0),
         "Metadata": (0, 12), "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 1)}
 
@@ -23,7 +23,7 @@ def test_kafka_3_floor_serves_every_version_and_kafka_4_floor_cuts_what_kip_896_
     assert local_versions("kafka3") == LOCAL_VERSIONS
     kafka4 = local_versions("kafka4")
     assert {ApiKey(k).name: v for k, v in kafka4.items() if v != LOCAL_VERSIONS[k]} == {
-        "OffsetCommit": (2, 9), "OffsetFetch": (1, 9)}
+        "OffsetCommit": (2, 10), "OffsetFetch": (1, 10)}
     assert set(GROUP_API_FLOORS) == {"kafka3", "kafka4"}
 
 

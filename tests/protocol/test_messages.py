@@ -7,6 +7,7 @@ from kafka.protocol.consumer.group import HeartbeatRequest, JoinGroupRequest
 from protocol.api_keys import LOCAL_VERSIONS
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response, request_class, response_class
+from protocol.offset_commit_codec import offset_commit_response
 from tests.protocol.samples import sample_request, sample_response, served_versions
 
 SERVED = served_versions()
@@ -205,3 +206,48 @@ def test_request_and_response_class_lookups_name_the_unknown_key():
     with pytest.raises(KeyError, match="api key 0"):
         response_class(ApiKey.Produce)
     assert request_class(ApiKey.Heartbeat) is HeartbeatRequest
+
+
+# OffsetCommit v10 (Kafka 4.1+ OffsetCommitRequest.json / OffsetCommitResponse.json): the
+# topic name gives way to a 16-byte topic id; everything else as v9. Bytes laid out by hand.
+_TOPIC_ID = bytes(range(1, 17))
+
+
+def test_offset_commit_v10_request_names_its_topic_by_id_as_kafkas_schema_says():
+    body = (b"\x02g" + struct.pack(">i", 3) + b"\x02m" + b"\x00"     # group, epoch, member, null instance
+            + b"\x02" + _TOPIC_ID                                      # one topic, by id
+            + b"\x02" + struct.pack(">iqi", 2, 5, -1) + b"\x01" + b"\x00"  # one partition, "" metadata
+            + b"\x00" + b"\x00")                                       # topic and request tags
+    request = decode_request(ApiKey.OffsetCommit, 10, body)
+    topic = request.topics[0]
+    assert (request.group_id, request.generation_id_or_member_epoch, request.member_id) == ("g", 3, "m")
+    assert topic.topic_id.bytes == _TOPIC_ID and topic.name == ""
+    assert [(p.partition_index, p.committed_offset) for p in topic.partitions] == [(2, 5)]
+
+
+def test_offset_commit_v10_response_answers_by_topic_id_as_kafkas_schema_says():
+    request = decode_request(ApiKey.OffsetCommit, 10, b"\x02g" + struct.pack(">i", 3) + b"\x02m\x00\x02" + _TOPIC_ID
+                             + b"\x02" + struct.pack(">iqi", 2, 5, -1) + b"\x01\x00\x00\x00")
+    frame = encode_response(_header(ApiKey.OffsetCommit, 10), offset_commit_response(10, request, {(0, 2): 100}), 10)
+    assert frame[8:] == (b"\x00" + struct.pack(">i", 0) + b"\x02" + _TOPIC_ID     # header tags, throttle, topic id
+                         + b"\x02" + struct.pack(">ih", 2, 100) + b"\x00\x00\x00")
+
+
+def test_offset_fetch_v10_names_topics_by_id_both_ways_as_kafkas_schema_says():
+    body = (b"\x02\x02g" + b"\x02a" + struct.pack(">i", 4)                # one group "g", member "a", epoch 4
+            + b"\x02" + _TOPIC_ID + b"\x02" + struct.pack(">i", 1) + b"\x00"  # one topic by id: partition 1
+            + b"\x00" + b"\x00" + b"\x00")                                # group tags, require_stable, tags
+    group = decode_request(ApiKey.OffsetFetch, 10, body).groups[0]
+    assert (group.group_id, group.member_id, group.member_epoch) == ("g", "a", 4)
+    assert group.topics[0].topic_id.bytes == _TOPIC_ID and group.topics[0].partition_indexes == [1]
+    cls = response_class(ApiKey.OffsetFetch)
+    topic_cls = cls.OffsetFetchResponseGroup.OffsetFetchResponseTopics
+    response = cls(version=10, throttle_time_ms=0, groups=[cls.OffsetFetchResponseGroup(
+        version=10, group_id="g", error_code=0, topics=[topic_cls(
+            version=10, name="t", topic_id=group.topics[0].topic_id, partitions=[topic_cls.OffsetFetchResponsePartitions(
+                version=10, partition_index=1, committed_offset=7, committed_leader_epoch=-1, metadata="",
+                error_code=0)])])])
+    assert encode_response(_header(ApiKey.OffsetFetch, 10), response, 10)[8:] == (
+        b"\x00" + struct.pack(">i", 0) + b"\x02\x02g" + b"\x02" + _TOPIC_ID
+        + b"\x02" + struct.pack(">iqi", 1, 7, -1) + b"\x01" + struct.pack(">h", 0) + b"\x00"
+        + b"\x00" + struct.pack(">h", 0) + b"\x00" + b"\x00")

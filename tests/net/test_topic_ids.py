@@ -1,0 +1,94 @@
+"""OffsetCommit and OffsetFetch v10 (topics by id) through a running kgc, over its socket.
+
+kgc runs in-process with a fixed upstream topic image (`t`, `u`) standing in for the
+gateway's Metadata reads (tests/e2e/test_consumer_protocol.py does it with Tansu's own
+ids); everything else is real: the wire codecs, the id resolution at the edge, the service,
+the partition runtime, the KIP-848 member epochs, the records.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import ApiVersionsRequest
+
+from coordinator.app import KgcApp
+from coordinator.group.topics import TopicImage, TopicMetadata
+from protocol.errors import ErrorCode
+from tests.support.builders import consumer_heartbeat_request, topic_id
+from tests.support.kgc import running_kgc
+from tests.support.topic_id_offsets import commit, committed, fetch, fetched
+from tests.support.wire_client import WireClient
+
+E = ErrorCode
+IMAGE = TopicImage.of(1, [TopicMetadata(topic_id("t"), "t", 4), TopicMetadata(topic_id("u"), "u", 2)])
+T, U, NOWHERE = topic_id("t"), topic_id("u"), uuid.uuid5(uuid.NAMESPACE_URL, "no such topic")
+
+
+@pytest.fixture
+async def client(monkeypatch):
+    monkeypatch.setattr(KgcApp, "_topics", lambda self: IMAGE)
+    async with running_kgc() as app:
+        wire = await WireClient.open(app.port)
+        try:
+            yield wire
+        finally:
+            wire.close()
+
+
+async def join(client: WireClient) -> int:
+    """Member `a` of consumer group `g`, subscribed to `t`: its epoch."""
+    response = await client.call(consumer_heartbeat_request(1, IMAGE, member_id="a"))
+    assert response.error_code == 0
+    return response.member_epoch
+
+
+async def test_v10_is_advertised(client):
+    versions = {k.api_key: (k.min_version, k.max_version)
+                for k in (await client.call(ApiVersionsRequest(version=3, client_software_name="t",
+                                                               client_software_version="1"))).api_keys}
+    assert versions[ApiKey.OffsetCommit] == (0, 10) and versions[ApiKey.OffsetFetch] == (0, 10)
+
+
+async def test_a_v10_commit_is_stored_by_name_and_fetched_by_id(client):
+    epoch = await join(client)
+    assert committed(await client.call(commit(epoch, {T: {0: 5, 1: 6}}))) == {(T, 0): 0, (T, 1): 0}
+    # Stored by topic name, as Kafka's records key them: a v9 fetch by name sees it.
+    assert fetched(await client.call(fetch(epoch, {"t": [0, 1]}, version=9))) == {("t", 0): (5, 0), ("t", 1): (6, 0)}
+    assert fetched(await client.call(fetch(epoch, {T: [0, 1, 2]}))) == {(T, 0): (5, 0), (T, 1): (6, 0),
+                                                                        (T, 2): (-1, 0)}
+    # A v9 commit by name reads back by id.
+    await client.call(commit(epoch, {"t": {2: 7}}, version=9))
+    assert fetched(await client.call(fetch(epoch, {T: [2]}))) == {(T, 2): (7, 0)}
+
+
+async def test_an_unknown_topic_id_is_answered_alone(client):
+    epoch = await join(client)
+    answer = await client.call(commit(epoch, {NOWHERE: {0: 1, 1: 1}, T: {0: 9}}))
+    assert committed(answer) == {(NOWHERE, 0): E.UNKNOWN_TOPIC_ID, (NOWHERE, 1): E.UNKNOWN_TOPIC_ID, (T, 0): 0}
+    assert fetched(await client.call(fetch(epoch, {T: [0], NOWHERE: [3]}))) == {
+        (T, 0): (9, 0), (NOWHERE, 3): (-1, E.UNKNOWN_TOPIC_ID)}
+    # Nothing but unknown ids: answered without the group, which stays as it was.
+    assert committed(await client.call(commit(epoch, {NOWHERE: {0: 2}}))) == {(NOWHERE, 0): E.UNKNOWN_TOPIC_ID}
+    assert fetched(await client.call(fetch(epoch, {T: [0]}))) == {(T, 0): (9, 0)}
+
+
+async def test_member_epochs_are_checked_as_in_v9(client):
+    epoch = await join(client)
+    assert committed(await client.call(commit(epoch - 1, {T: {0: 3}}))) == {(T, 0): E.STALE_MEMBER_EPOCH}
+    assert committed(await client.call(commit(epoch, {T: {0: 3}}, member_id="ghost"))) == {
+        (T, 0): E.UNKNOWN_MEMBER_ID}
+    stale = await client.call(fetch(epoch + 1, {T: [0], NOWHERE: [0]}))
+    assert (stale.groups[0].error_code, stale.groups[0].topics) == (E.STALE_MEMBER_EPOCH, [])
+    assert fetched(await client.call(fetch(epoch, {T: [0]}))) == {(T, 0): (-1, 0)}
+
+
+async def test_all_topics_by_id_leave_out_a_topic_the_upstream_no_longer_has(client):
+    epoch = await join(client)
+    await client.call(commit(epoch, {"t": {0: 1}, "gone": {0: 2}}, version=9))
+    await client.call(commit(epoch, {U: {1: 3}}))
+    assert fetched(await client.call(fetch(epoch, None))) == {(T, 0): (1, 0), (U, 1): (3, 0)}
+    assert fetched(await client.call(fetch(epoch, None, version=9))) == {
+        ("gone", 0): (2, 0), ("t", 0): (1, 0), ("u", 1): (3, 0)}
