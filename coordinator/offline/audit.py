@@ -9,7 +9,13 @@ unknown key types skipped) and checks, record by record:
   generation in the last GroupMetadata before it. The coordinator writes GroupMetadata
   when a generation becomes stable and refuses commits from older generations from the
   moment the join completes, so such a commit should never be in the log. Records
-  without audit headers (a log Kafka wrote) carry no generation: not judged.
+  without audit headers (a log Kafka wrote) carry no generation: not judged;
+- stale member epoch (KIP-848 consumer groups, the same finding type): a commit whose
+  member's last current-assignment record (type 8) before it gives a newer member epoch
+  than the commit's `generation` header, which carries the member epoch for these groups.
+  A commit at the member's previous epoch is not judged: the coordinator accepts it for
+  partitions the member still holds (part of KIP-1251), which the log cannot tell without
+  the topic ids' names.
 
 At the end, over the final state, offsets whose group has no GroupMetadata:
 
@@ -95,6 +101,10 @@ def _from_a_member(writer: Writer) -> bool:
     return writer.generation >= 0 or bool(writer.member_id)
 
 
+def stale_epoch_detail(epoch: int, member: MemberEpoch) -> str:
+    return f"member epoch {epoch}, member at {member.epoch} since offset {member.record_offset}"
+
+
 def _has_audit_headers(writer: Writer) -> bool:
     return writer.generation is not None or writer.member_id is not None
 
@@ -109,6 +119,19 @@ class Committed:
     record_offset: int
     timestamp_ms: int
     writer: Writer
+
+
+@dataclass(frozen=True, slots=True)
+class MemberEpoch:
+    """A KIP-848 member's epochs from its last current-assignment record (type 8)."""
+    epoch: int
+    previous_epoch: int
+    record_offset: int
+
+    def refuses(self, epoch: int) -> bool:
+        """Whether the coordinator refuses a commit at `epoch` from this member
+        (STALE_MEMBER_EPOCH), as far as the log can tell."""
+        return epoch < self.epoch and not (epoch == self.previous_epoch > 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +179,7 @@ class PartitionAudit:
     groups: dict[str, GroupRecord] = field(default_factory=dict)
     deleted: dict[str, int] = field(default_factory=dict)      # group -> offset of its GroupMetadata tombstone
     other_protocol: set[str] = field(default_factory=set)      # groups with type 3+ records
+    member_epochs: dict[tuple[str, str], MemberEpoch] = field(default_factory=dict)   # (group, member id)
     history: dict[str, list] = field(default_factory=lambda: {c: [] for c in HISTORY_COLUMNS})
     rebalances: list[dict] = field(default_factory=list)
     records: int = 0
@@ -193,7 +217,7 @@ class PartitionAudit:
                 self._offset_commit(key, value, stored.offset, stored.timestamp_ms,
                                     Writer.from_headers(stored.headers))
             elif isinstance(key, records.ConsumerGroupKey):
-                self.consumer_group_record(key, value is None, stored.offset)
+                self.consumer_group_record(key, value, stored.offset)
             else:
                 self.group_metadata(key.group, value, stored.offset, stored.timestamp_ms)
 
@@ -219,8 +243,16 @@ class PartitionAudit:
         record_type, group = found
         self._other_protocol(record_type == records.CONSUMER_GROUP_METADATA_KEY_TYPE, group, tombstone, record_offset)
 
-    def consumer_group_record(self, key: records.ConsumerGroupKey, tombstone: bool, record_offset: int) -> None:
-        self._other_protocol(isinstance(key, records.ConsumerGroupMetadataKey), key.group, tombstone, record_offset)
+    def consumer_group_record(self, key: records.ConsumerGroupKey, value: records.ConsumerGroupValue | None,
+                              record_offset: int) -> None:
+        if isinstance(key, records.ConsumerGroupCurrentMemberAssignmentKey):
+            if value is None:
+                self.member_epochs.pop((key.group, key.member_id), None)
+            else:
+                self.member_epochs[key.group, key.member_id] = MemberEpoch(
+                    value.member_epoch, value.previous_member_epoch, record_offset)
+        self._other_protocol(isinstance(key, records.ConsumerGroupMetadataKey), key.group, value is None,
+                             record_offset)
 
     def _other_protocol(self, group_record: bool, group: str, tombstone: bool, record_offset: int) -> None:
         """A record of a KIP-848 (or share, streams) group: the group exists until its
@@ -252,6 +284,11 @@ class PartitionAudit:
             self._finding(FindingType.STALE_GENERATION_COMMIT, key, value, record_offset, timestamp_ms, writer,
                           detail=f"generation {writer.generation}, group at {group.value.generation} "
                                  f"since offset {group.record_offset}")
+        member = self.member_epochs.get((key.group, writer.member_id)) if writer.member_id else None
+        if (reported and member is not None and writer.generation is not None and writer.generation >= 0
+                and member.refuses(writer.generation)):
+            self._finding(FindingType.STALE_GENERATION_COMMIT, key, value, record_offset, timestamp_ms, writer,
+                          detail=stale_epoch_detail(writer.generation, member))
         self.offsets[tp] = Committed(value, record_offset, timestamp_ms, writer)
 
     def _record_history(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_offset: int,

@@ -12,7 +12,9 @@ Then, per record, what the replay would have said:
   below the one just before it, when that one was not a tombstone;
 - stale generation: the group's last GroupMetadata before the commit (an as-of lookup
   in the group's metadata records by offset; a tombstone ends it) has a newer generation
-  than the commit's header.
+  than the commit's header;
+- stale member epoch: the same as-of lookup, by (group, member id), in the KIP-848
+  members' current-assignment records (type 8), with `MemberEpoch.refuses`'s rule.
 
 The final state (latest commit per key, the groups' last metadata) goes to
 `PartitionAudit.finish`, which judges it exactly as after a replay.
@@ -25,7 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from coordinator import records
-from coordinator.offline.audit import AuditResult, Committed, PartitionAudit, Writer
+from coordinator.offline.audit import (
+    AuditResult,
+    Committed,
+    MemberEpoch,
+    PartitionAudit,
+    Writer,
+    stale_epoch_detail,
+)
 from coordinator.offline.columns import PartitionColumns
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
@@ -57,10 +66,11 @@ def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
     commit_rows, commit_keys = commit_rows[good], commit_keys[good]
     offset, tombstone = values.offset[good], values.tombstone[good]
     group_events = _group_metadata(cols, rows[keys.kind == _GROUP], keys, audit)
-    _replay_groups(cols, rows, keys, group_events, audit)
+    epoch_events = _replay_groups(cols, rows, keys, group_events, audit)
     writer = writers.take(commit_rows)
     _regressions(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer)
     _stale_generations(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, group_events)
+    _stale_member_epochs(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, epoch_events)
     _final_offsets(cols, audit, keys, commit_rows, commit_keys, values, good, writer)
     shown = _reported(cols, audit, commit_rows)
     good_shown = good.copy()
@@ -216,9 +226,11 @@ def _group_metadata(cols: PartitionColumns, rows: np.ndarray, keys: _Keys,
 
 
 def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_events: list,
-                   audit: PartitionAudit) -> None:
+                   audit: PartitionAudit) -> list[tuple[int, str, str, MemberEpoch | None]]:
     """GroupMetadata, KIP-848 consumer groups' records and the other protocols' records,
-    replayed in offset order as the record-by-record audit does (they are few)."""
+    replayed in offset order as the record-by-record audit does (they are few). Returns
+    the members' epochs as their current-assignment records set them: (row, group, member
+    id, epochs or None for a tombstone), in offset order."""
     spans, raw = cols.records, cols.buf.data
     others = rows[keys.kind == _OTHER]
     audit.skipped_records += len(others)
@@ -230,6 +242,7 @@ def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_
     steps += [(row, _CONSUMER, keys.decoded[k])
               for row, k in zip(rows[consumer].tolist(), keys.index[consumer].tolist(), strict=True)]
     steps.sort(key=lambda step: step[0])
+    epochs: list[tuple[int, str, str, MemberEpoch | None]] = []
     for row, kind, payload in steps:
         offset = int(cols.offset[row])
         tombstone = spans.value_len[row] < 0
@@ -239,14 +252,19 @@ def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_
         elif kind == _OTHER:
             audit.other_record(payload, tombstone, offset)
         else:
+            value = None
             if not tombstone:
                 start = int(spans.value_pos[row])
                 try:
-                    records.deserialize_value(payload, bytes(raw[start:start + int(spans.value_len[row])]))
+                    value = records.deserialize_value(payload, bytes(raw[start:start + int(spans.value_len[row])]))
                 except records.RecordDecodeError as e:
                     _undecodable(audit, cols, row, str(e))
                     continue
-            audit.consumer_group_record(payload, tombstone, offset)
+            audit.consumer_group_record(payload, value, offset)
+            if isinstance(payload, records.ConsumerGroupCurrentMemberAssignmentKey):
+                epochs.append((row, payload.group, payload.member_id, audit.member_epochs.get(
+                    (payload.group, payload.member_id))))
+    return epochs
 
 
 def _regressions(cols, audit, keys, rows, key_index, offset, tombstone, writer: _Writers) -> None:
@@ -291,6 +309,47 @@ def _stale_generations(cols, audit, keys, rows, key_index, offset, tombstone, wr
         _commit_finding(cols, audit, keys, FindingType.STALE_GENERATION_COMMIT, rows, key_index, offset, writer, c,
                         detail=f"generation {int(commit_generation[c])}, group at {int(event_generation[e])} "
                                f"since offset {int(record_offset[event_row[e]])}")
+
+
+def _stale_member_epochs(cols, audit, keys, rows, key_index, offset, tombstone, writer: _Writers,
+                         epoch_events: list[tuple[int, str, str, MemberEpoch | None]]) -> None:
+    """Commits whose member (group, member id header) had a newer epoch at the time."""
+    member_code: dict[str, int] = {}
+    block_member = np.asarray([member_code.setdefault(w.member_id, len(member_code)) if w.member_id else -1
+                               for w in writer.writers], np.int64)
+    # A (group, member) pair as one number: group id (from the keys) and member id code.
+    width = len(member_code) + 1
+    events = [(row, keys.group_ids[group] * width + member_code[member], epochs)
+              for row, group, member, epochs in epoch_events
+              if group in keys.group_ids and member in member_code]
+    if not events:
+        return
+    commit_epoch = writer.generation()
+    commit_member = block_member[writer.block]
+    candidates = np.flatnonzero(~tombstone & (commit_epoch >= 0) & (commit_member >= 0) & _reported(cols, audit, rows))
+    if not candidates.size:
+        return
+    record_offset = cols.offset
+    span = int(record_offset.max()) + 1
+    if (len(keys.group_ids) + 1) * width * span >= 2**62:
+        raise ValueError("offsets too large for the columnar audit: use the records scanner")
+    event_row = np.asarray([row for row, _pair, _e in events], np.int64)
+    event_pair = np.asarray([pair for _row, pair, _e in events], np.int64)
+    event_epochs = [e for _row, _pair, e in events]
+    event_at = event_pair * span + record_offset[event_row]
+    order = np.argsort(event_at, kind="stable")
+    event_at, event_pair = event_at[order], event_pair[order]
+    commit_pair = keys.key_group[key_index[candidates]] * width + commit_member[candidates]
+    at = np.searchsorted(event_at, commit_pair * span + record_offset[rows[candidates]], side="left") - 1
+    found = at >= 0
+    at = np.where(found, at, 0)
+    found &= event_pair[at] == commit_pair
+    for c, e in zip(candidates[found].tolist(), order[at[found]].tolist(), strict=True):
+        member = event_epochs[e]
+        epoch = int(commit_epoch[c])
+        if member is not None and member.refuses(epoch):
+            _commit_finding(cols, audit, keys, FindingType.STALE_GENERATION_COMMIT, rows, key_index, offset, writer,
+                            c, detail=stale_epoch_detail(epoch, member))
 
 
 def _reported(cols: PartitionColumns, audit: PartitionAudit, rows: np.ndarray) -> np.ndarray:

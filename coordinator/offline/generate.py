@@ -16,6 +16,10 @@ generation and members); one group in ten ends Empty (recently), one in ten is d
 Injected anomalies, `per_type` of each:
 - offset_regression: a member commits below its previous commit;
 - stale_generation_commit: just after a rebalance, a member of the old generation commits;
+  and in a KIP-848 consumer group (its records: member, group epoch, target assignment,
+  each member's current assignment, in Kafka's order), a member commits with an epoch
+  older than its previous one, beside its commits at its current and (accepted for
+  partitions it holds) previous epoch, which are not findings;
 - orphaned_offset: a group whose members commit with a generation but whose GroupMetadata
   is not in the log (every one of its offsets is a finding); beside them, simple groups
   (generation -1, no member, no GroupMetadata, as Kafka has them) that must not be reported;
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import json
 import random
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -232,7 +237,7 @@ class _Plan:
 
 def _plans(config: GeneratorConfig) -> list[_Plan]:
     plans = [_Plan(f"group-{i:05d}", "normal", i) for i in range(config.groups)]
-    for kind in ("orphan", "retired", "abandoned", "below", "above", "simple", "leftover"):
+    for kind in ("orphan", "retired", "abandoned", "below", "above", "simple", "leftover", "epochs"):
         plans += [_Plan(f"{kind}-{i}", kind, i) for i in range(config.per_type)]
     return plans
 
@@ -352,6 +357,47 @@ def _abandoned_life(g: _Group, config: GeneratorConfig, expected: list[Finding])
     expected += [Finding(FindingType.OFFSET_PAST_RETENTION, g.log_partition, g.name, t, p) for t, p in g.positions]
 
 
+def _member_epochs_life(g: _Group, config: GeneratorConfig) -> None:
+    """A KIP-848 consumer group of two members whose epochs move on three times; member
+    a commits at each epoch, then at its previous one (accepted), then at an older one
+    (the finding). Recent, so retention does not apply."""
+    g.clock_ms = config.now_ms - 3_600_000
+    topic = ("topic-0", config.partitions_per_topic)
+    g.topics = [topic]
+    topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"kgc-generated-topic/{topic[0]}")
+    a, b = (_Member(f"{g.name}-{m}-{g.rng.getrandbits(48):012x}", f"{g.name}-{m}", "/10.2.2.2") for m in "ab")
+    keys = [(topic[0], p) for p in range(topic[1])]
+    owned = {a.member_id: keys[: len(keys) // 2], b.member_id: keys[len(keys) // 2:]}
+    until_ms = config.now_ms - 60_000
+
+    def bump(epoch: int) -> None:
+        """Group epoch `epoch`: both members (re)stated, their targets, and each member at it."""
+        now = g.tick(g.clock_ms + 1000, 1)
+        batch = [CoordinatorRecord(records.ConsumerGroupMemberMetadataKey(g.name, m.member_id),
+                                   records.ConsumerGroupMemberMetadataValue(None, None, m.client_id, m.client_host,
+                                                                            (topic[0],), None, 30_000, "uniform"))
+                 for m in (a, b)]
+        batch.append(CoordinatorRecord(records.ConsumerGroupMetadataKey(g.name), records.ConsumerGroupMetadataValue(epoch)))
+        partitions = {m.member_id: ((topic_id, tuple(p for _t, p in owned[m.member_id])),) for m in (a, b)}
+        batch += [CoordinatorRecord(records.ConsumerGroupTargetAssignmentMemberKey(g.name, m.member_id),
+                                    records.ConsumerGroupTargetAssignmentMemberValue(partitions[m.member_id])) for m in (a, b)]
+        batch.append(CoordinatorRecord(records.ConsumerGroupTargetAssignmentMetadataKey(g.name),
+                                       records.ConsumerGroupTargetAssignmentMetadataValue(epoch)))
+        batch += [CoordinatorRecord(records.ConsumerGroupCurrentMemberAssignmentKey(g.name, m.member_id),
+                                    records.ConsumerGroupCurrentMemberAssignmentValue(epoch, epoch - 1, 0,
+                                                                                      partitions[m.member_id],
+                                                                                      ())) for m in (a, b)]
+        g.events.append(_Event(now, batch))
+
+    for epoch in (1, 2, 3):
+        bump(epoch)
+        for m in (a, b):
+            g.commit(m, owned[m.member_id], generation=epoch, until_ms=until_ms, steps_left=4)
+    g.commit(a, owned[a.member_id], generation=2, until_ms=until_ms, steps_left=3)     # previous epoch: accepted
+    stale = g.commit(a, owned[a.member_id][:1], generation=1, until_ms=until_ms, steps_left=2)
+    expected_event(stale, 0, Finding(FindingType.STALE_GENERATION_COMMIT, g.log_partition, g.name, *keys[0]))
+
+
 # ---------------------------------------------------------------------- writing
 
 
@@ -465,6 +511,8 @@ def generate(data_dir: str | Path, config: GeneratorConfig = GeneratorConfig()) 
                 _retired_life(g, config, manifest.expected)
             elif plan.kind == "abandoned":
                 _abandoned_life(g, config, manifest.expected)
+            elif plan.kind == "epochs":
+                _member_epochs_life(g, config)
             else:
                 _normal_life(g, config, budget, plan.kind, plan)
             _upstream_expectations(g, plan, manifest, top_offsets)

@@ -35,7 +35,8 @@ GUIDES: dict[FindingType, Guide] = {
         "usually a reset (kgc groups reset-offsets) or a consumer that seeked back; if nobody did, the "
         "member and client named show who re-read data"),
     FindingType.STALE_GENERATION_COMMIT: Guide(
-        "a commit written by a member of an older generation than the group's",
+        "a commit written by a member of an older generation than the group's (KIP-848 groups: with an "
+        "older member epoch than the member's own)",
         "a consumer that missed a rebalance (long pauses, session timeouts): look at its client and "
         "max.poll.interval.ms; duplicates downstream are possible"),
     FindingType.ORPHANED_OFFSET: Guide(

@@ -73,7 +73,12 @@ def test_findings_say_who_when_and_what(dirty_audit):
         assert f.member_id and f.client_id and f.client_host and f.generation >= 1
         assert f.timestamp_ms is not None and f.record_offset is not None
     stale = [f for f in findings if f.type is FindingType.STALE_GENERATION_COMMIT]
-    assert stale and all("-gone" in f.member_id and f.generation >= 1 for f in stale)
+    classic = [f for f in stale if not f.group.startswith("epochs-")]
+    assert classic and all("-gone" in f.member_id and f.generation >= 1 for f in classic)
+    # KIP-848 members: the epoch the commit carried, and the member's epoch then.
+    epochs = [f for f in stale if f.group.startswith("epochs-")]
+    assert epochs and all(f.member_id.startswith(f"{f.group}-a-") and f.generation == 1
+                          and f.detail.startswith("member epoch 1, member at 3 since offset ") for f in epochs)
     damaged = [f for f in findings if f.type is FindingType.BAD_CRC]
     assert damaged and all(f.segment.endswith(".log") and "CRC" in f.detail for f in damaged)
 
