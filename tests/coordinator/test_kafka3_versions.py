@@ -84,7 +84,7 @@ async def test_a_sarama_style_group_commits_with_v1_and_reads_back_with_v0_and_v
     async with running_kgc(config(tmp_path)) as app:
         port = app.port
         versions = api_ranges(await call(port, ApiVersionsRequest(version=0)))
-        assert versions[ApiKey.OffsetCommit] == (0, 9) and versions[ApiKey.OffsetFetch] == (0, 9)
+        assert versions[ApiKey.OffsetCommit] == (0, 10) and versions[ApiKey.OffsetFetch] == (0, 10)
 
         found = await call(port, FindCoordinatorRequest(version=0, key=group))
         assert (found.error_code, found.port) == (NONE, port)
@@ -141,7 +141,7 @@ async def test_the_kafka4_floor_refuses_what_kafka_4_removed_and_stores_nothing(
         port = app.port
         versions = api_ranges(await call(port, ApiVersionsRequest(version=3, client_software_name="t",
                                                                   client_software_version="1")))
-        assert versions[ApiKey.OffsetCommit] == (2, 9) and versions[ApiKey.OffsetFetch] == (1, 9)
+        assert versions[ApiKey.OffsetCommit] == (2, 10) and versions[ApiKey.OffsetFetch] == (1, 10)
         for version in (0, 1):
             refused = await call(port, commit(version, group, {0: 5, 3: 6}))
             assert commit_errors(refused) == {0: UNSUPPORTED_VERSION, 3: UNSUPPORTED_VERSION}
