@@ -84,6 +84,11 @@ class Phase:
 
 
 class Member:
+    """An eager classic member: whatever it held is given up at every rebalance, and the
+    leader hands out the topic's partitions round-robin afresh."""
+
+    assignor = messages.ASSIGNOR
+
     def __init__(self, conn: BenchConnection, group: str, *, session_timeout_ms: int,
                  rebalance_timeout_ms: int, heartbeat_interval_ms: int):
         self.conn = conn
@@ -110,7 +115,8 @@ class Member:
                 self.phase.join_sent(time.perf_counter_ns())
             self.joins_sent += 1
             join = messages.decode_join(await self._call(messages.join_request(
-                self.group, self.member_id, self.session_timeout_ms, self.rebalance_timeout_ms, self._metadata)))
+                self.group, self.member_id, self.session_timeout_ms, self.rebalance_timeout_ms, self._subscription(),
+                self.assignor)))
             if join.error_code == ErrorCode.MEMBER_ID_REQUIRED:
                 self.member_id = join.member_id
                 continue
@@ -122,6 +128,8 @@ class Member:
             sync = messages.decode_sync(await self._call(messages.sync_request(
                 self.group, self.generation, self.member_id, self._assign(join))))
             if await self._carry_on(sync.error_code, "SyncGroup"):
+                if not self._assigned(sync.assignment):
+                    continue
                 if self.phase is not None:
                     self.phase.sync_done(self, self.generation, time.perf_counter_ns())
                 return
@@ -138,6 +146,13 @@ class Member:
         elif code not in _REJOIN:
             raise BenchError(f"[group={self.group}] {api} failed: {_error_name(code)}")
         return False
+
+    def _subscription(self) -> bytes:
+        return self._metadata
+
+    def _assigned(self, assignment: bytes) -> bool:
+        """Takes the SyncGroup's assignment; False when the member must rejoin at once."""
+        return True
 
     def _assign(self, join) -> dict[str, bytes]:
         if join.leader != join.member_id:

@@ -117,11 +117,11 @@ def assignment(topic: str, partitions: Sequence[int]) -> bytes:
 
 
 def join_request(group: str, member_id: str, session_timeout_ms: int, rebalance_timeout_ms: int,
-                 metadata: bytes):
+                 metadata: bytes, assignor: str = ASSIGNOR):
     cls = JoinGroupRequest[VERSIONS[ApiKey.JoinGroup]]
     return cls(group_id=group, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
                member_id=member_id, group_instance_id=None, protocol_type=PROTOCOL_TYPE,
-               protocols=[cls.JoinGroupRequestProtocol(name=ASSIGNOR, metadata=metadata)])
+               protocols=[cls.JoinGroupRequestProtocol(name=assignor, metadata=metadata)])
 
 
 def decode_join(payload: bytes):

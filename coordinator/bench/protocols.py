@@ -12,9 +12,13 @@ protocols, since either learns of a change only at its next heartbeat):
 - KIP-848 members send ConsumerGroupHeartbeat v1 with the partitions they hold and
   give up revoked partitions at once. Settled means: every member at one epoch, and the
   topic's partitions split among them within one partition each, none held twice.
-- classic members are eager: JoinGroup, SyncGroup (the leader assigns round robin),
+- classic eager members: JoinGroup, SyncGroup (the leader assigns round robin),
   Heartbeat; a rebalance is settled when every member is synced on the new generation.
-  The classic cooperative protocol (two rebalances in a row) is not simulated.
+- classic cooperative members (`bench/cooperative.py`, cooperative-sticky as the Java
+  client and librdkafka run it): members send what they hold, the leader holds back the
+  partitions that change owner, their owners revoke them and rejoin, and a second
+  rebalance hands them out; settled is every member synced on one generation with its
+  final share (the same topic and partition count as the KIP-848 group).
 
 Figures: time for a group of `--members` to absorb one more member, and to lose one
 (a leave), and heartbeat round trips per second with every member sending flat out. Then,
@@ -38,6 +42,7 @@ import uuid
 from pathlib import Path
 
 from coordinator.bench import messages
+from coordinator.bench.cooperative import CooperativeMember
 from coordinator.bench.member import BenchError, Member, Phase, Swarm
 from coordinator.bench.targets import HOST, Target, probe_api_versions, stop_process, wait_ready
 from coordinator.bench.wire import BenchConnection, Template
@@ -176,10 +181,15 @@ async def consumer_protocol_rebalances(target: Target, members: int, partitions:
         await cg.close()
 
 
-async def classic_rebalances(target: Target, members: int, interval_ms: int, group: str) -> tuple[float, float]:
+async def classic_rebalances(target: Target, members: int, interval_ms: int, group: str,
+                             partitions: int | None = None) -> tuple[float, float]:
+    """Eager members; cooperative-sticky ones on the topic's `partitions` when given."""
     conns = [await target.connect() for _ in range(members + 1)]
-    everyone = [Member(c, group, session_timeout_ms=6_000, rebalance_timeout_ms=6_000,
-                       heartbeat_interval_ms=interval_ms) for c in conns]
+    settings = {"session_timeout_ms": 6_000, "rebalance_timeout_ms": 6_000, "heartbeat_interval_ms": interval_ms}
+    if partitions is None:
+        everyone = [Member(c, group, **settings) for c in conns]
+    else:
+        everyone = [CooperativeMember(c, group, topic=TOPIC, partitions=partitions, **settings) for c in conns]
     swarm = Swarm(everyone[:members])
     try:
         first = Phase(swarm.members)
@@ -306,32 +316,37 @@ async def run(members: int, partitions: int, interval_ms: int, duration_s: float
             await probe.close()
             for r in range(repeats):
                 new = await consumer_protocol_rebalances(target, members, partitions, interval_ms, f"new-{r}")
-                old = await classic_rebalances(target, members, interval_ms, f"classic-{r}")
+                eager = await classic_rebalances(target, members, interval_ms, f"classic-{r}")
+                cooperative = await classic_rebalances(target, members, interval_ms, f"cooperative-{r}", partitions)
                 rates = await heartbeat_rates(target, members, partitions, duration_s, f"hb-{r}")
-                for name, value in ((f"{members}-member group absorbs one member, KIP-848 (ms)", new[0]),
-                                    (f"{members}-member group absorbs one member, classic eager (ms)", old[0]),
-                                    (f"{members}-member group loses one member, KIP-848 (ms)", new[1]),
-                                    (f"{members}-member group loses one member, classic eager (ms)", old[1]),
-                                    (f"heartbeats/s, {members} members flat out, KIP-848", rates[0]),
-                                    (f"heartbeats/s, {members} members flat out, classic", rates[1])):
-                    rows.setdefault(name, []).append(value)
+                for i, change in enumerate(("absorbs one member", "loses one member")):
+                    for protocol, figures in (("KIP-848", new), ("classic eager", eager),
+                                              ("classic cooperative", cooperative)):
+                        rows.setdefault(f"{members}-member group {change}, {protocol} (ms)", []).append(figures[i])
+                rows.setdefault(f"heartbeats/s, {members} members flat out, KIP-848", []).append(rates[0])
+                rows.setdefault(f"heartbeats/s, {members} members flat out, classic", []).append(rates[1])
                 for name, value in assignor_times(assignor_members, assignor_partitions):
                     rows.setdefault(name, []).append(value)
                 print(f"run {r + 1}/{repeats} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+    return _table(rows, members, partitions, interval_ms)
+
+
+def _table(rows: dict[str, list[float]], members: int, partitions: int, interval_ms: int) -> str:
+    """Rebalances and heartbeats (8 rows, in `run`'s order), their ratios, then the assignors."""
+    names = list(rows)
+    median = {name: statistics.median(values) for name, values in rows.items()}
     lines = [f"| figure ({members} members, {partitions} partitions, heartbeat every {interval_ms} ms) "
              f"| median | runs |", "|---|---:|---|"]
-    for name, values in list(rows.items())[:6]:
-        lines.append(f"| {name} | {statistics.median(values):,.0f} | {', '.join(f'{v:,.0f}' for v in values)} |")
-    names = list(rows)
-    for i in range(0, 4, 2):
-        ratio = statistics.median(rows[names[i + 1]]) / statistics.median(rows[names[i]])
-        lines.append(f"| classic / KIP-848, {names[i].split(',')[0]} | {ratio:.2f}× | |")
-    ratio = statistics.median(rows[names[4]]) / statistics.median(rows[names[5]])
-    lines.append(f"| KIP-848 / classic, heartbeats/s | {ratio:.2f}× | |")
-    lines += [f"| {name} | {statistics.median(rows[name]):,.1f} | {', '.join(f'{v:,.1f}' for v in rows[name])} |"
-              for name in names[6:]]
+    for name in names[:8]:
+        lines.append(f"| {name} | {median[name]:,.0f} | {', '.join(f'{v:,.0f}' for v in rows[name])} |")
+    for first in (0, 3):
+        change = names[first].split(",")[0]
+        for other, protocol in ((first + 1, "classic eager"), (first + 2, "classic cooperative")):
+            lines.append(f"| {protocol} / KIP-848, {change} | {median[names[other]] / median[names[first]]:.2f}× | |")
+    lines.append(f"| KIP-848 / classic, heartbeats/s | {median[names[6]] / median[names[7]]:.2f}× | |")
+    lines += [f"| {name} | {median[name]:,.1f} | {', '.join(f'{v:,.1f}' for v in rows[name])} |" for name in names[8:]]
     return "\n".join(lines)
 
 

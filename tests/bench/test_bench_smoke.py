@@ -101,8 +101,9 @@ def test_compare_cli_reports_kgc_beside_tansu_with_ratios(tmp_path):
 
 
 def test_the_protocols_bench_measures_every_figure_through_the_cli():
-    """`kgc bench protocols` at tiny size: KIP-848 and classic groups on one kgc in front of
-    Tansu each absorb and lose a member, and both heartbeat flat out."""
+    """`kgc bench protocols` at tiny size: KIP-848, classic eager and classic cooperative
+    groups on one kgc in front of Tansu each absorb and lose a member, and both heartbeat
+    flat out."""
     out = subprocess.run([sys.executable, "-m", "coordinator", "bench", "protocols", "--members", "3",
                           "--partitions", "6", "--duration-s", "0.3", "--repeats", "1",
                           "--assignor-members", "10", "--assignor-partitions", "40"],
@@ -110,9 +111,11 @@ def test_the_protocols_bench_measures_every_figure_through_the_cli():
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1] for line in out.stdout.splitlines()
             if line.startswith("| ") and not line.startswith("| figure")}
-    for protocol in ("KIP-848", "classic eager"):
+    for protocol in ("KIP-848", "classic eager", "classic cooperative"):
         for change in ("absorbs", "loses"):
             assert float(rows[f"3-member group {change} one member, {protocol} (ms)"].replace(",", "")) > 0
+        if protocol != "KIP-848":
+            assert rows[f"{protocol} / KIP-848, 3-member group absorbs one member"].endswith("×")
     for protocol in ("KIP-848", "classic"):
         assert float(rows[f"heartbeats/s, 3 members flat out, {protocol}"].replace(",", "")) > 0
     assert float(rows["uniform assignor, 10 members x 40 partitions, heterogeneous (ms)"]) > 0
