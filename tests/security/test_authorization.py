@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 
 import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
@@ -24,8 +25,11 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from coordinator.app import KgcApp
+from coordinator.group.topics import TopicImage, TopicMetadata
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
+from tests.support import topic_id_offsets as by_id
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.security import KafkaSocket, TestPki, acl_file, allow, credentials_file
 
@@ -240,3 +244,30 @@ def test_every_api_kgc_answers_has_an_authorization_rule():
 
     # ApiVersions is answered to anyone; Metadata locally only in standalone mode (no topics).
     assert set(LOCAL_VERSIONS) - {ApiKey.ApiVersions, ApiKey.Metadata} <= set(_GUARDS)
+
+
+async def test_topics_named_by_id_are_checked_by_the_name_the_id_has(tmp_path, monkeypatch):
+    """OffsetCommit/OffsetFetch v10: the group is checked first (a denied group hides
+    which ids exist), then each topic by its name; an unknown id is UNKNOWN_TOPIC_ID."""
+    ids = {name: uuid.uuid5(uuid.NAMESPACE_URL, name) for name in ("alice-topic", "payroll", "nowhere")}
+    image = TopicImage.of(1, [TopicMetadata(ids[n], n, 1) for n in ("alice-topic", "payroll")])
+    monkeypatch.setattr(KgcApp, "_topics", lambda self: image)
+    async with guarded_kgc(tmp_path) as app:
+        def scenario():
+            with login(app.port, "alice") as alice:
+                asked = {ids[n]: {0: 5} for n in ids}
+                assert by_id.committed(alice.call(by_id.commit(-1, asked, "", group_id="alice-g"))) == {
+                    (ids["alice-topic"], 0): ErrorCode.NONE,
+                    (ids["payroll"], 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    (ids["nowhere"], 0): ErrorCode.UNKNOWN_TOPIC_ID}
+                assert set(by_id.committed(alice.call(by_id.commit(-1, asked, "", group_id="bob-g"))).values()) == {
+                    DENIED}
+                fetched = alice.call(by_id.fetch(-1, {i: [0] for i in ids.values()}, None, group_id="alice-g"))
+                assert by_id.fetched(fetched) == {
+                    (ids["alice-topic"], 0): (5, ErrorCode.NONE),
+                    (ids["payroll"], 0): (-1, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    (ids["nowhere"], 0): (-1, ErrorCode.UNKNOWN_TOPIC_ID)}
+                everything = alice.call(by_id.fetch(-1, None, None, group_id="alice-g"))
+                assert by_id.fetched(everything) == {(ids["alice-topic"], 0): (5, ErrorCode.NONE)}
+
+        await asyncio.to_thread(scenario)
