@@ -91,6 +91,7 @@ class KgcApp:
         self.listeners: list[Listener] = []
         self.cluster: UpstreamCluster | None = None
         self.upstream_groups: UpstreamGroups | None = None
+        self.adoption: Adoption | None = None
         self.http: HttpServer | None = None
         self.sampler: GroupStatsSampler | None = None
         self.cleaner: CleanerSchedule | None = None
@@ -149,7 +150,8 @@ class KgcApp:
         adoption = None
         if self.cluster is not None and cfg.adopt_from_upstream:
             self.upstream_groups = UpstreamGroups(self.cluster)
-            adoption = Adoption(self.runtime, self.upstream_groups)
+            adoption = self.adoption = Adoption(self.runtime, self.upstream_groups, clock=self._clock,
+                                                default_wait_ms=cfg.group.consumer_session_timeout_ms)
         self.service = GroupCoordinatorService(self.runtime, node, adoption)
         answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
@@ -343,6 +345,8 @@ class KgcApp:
         for listener in self.listeners:
             listener.close_connections()
         self._codec_pool.shutdown(wait=False, cancel_futures=True)
+        if self.adoption is not None:
+            self.adoption.close()
         if self.upstream_groups is not None:
             await self.upstream_groups.close()
         if self.upstream_acls is not None:

@@ -52,7 +52,7 @@ tally per label set, so a client sending garbage grows neither the series nor me
 | kgc_consumer_lag_partition | gauge | group, topic, partition | per partition (setting lag_metrics_per_partition) |
 | kgc_consumer_lag_series_dropped | gauge | | lag series left out past MAX_LAG_SERIES per family |
 | kgc_group_adoptions_total | counter | outcome | first uses of unknown groups: adopted, new (unknown upstream), waiting (live upstream members), unreachable |
-| kgc_adoption_waiting_upstream_members | gauge | group | members a group still has at the upstream while kgc's wait (removed once adopted) |
+| kgc_adoption_waiting_upstream_members | gauge | group | members a group still has at the upstream while kgc's wait (removed once adopted, or once none of kgc's members asked again within its session timeout) |
 """
 
 from __future__ import annotations

@@ -144,8 +144,11 @@ class GroupCoordinatorService:
         adoption = self._adoption
         if adoption is None or request.group_id in adoption.settled:
             return self._single_group_write(op, ctx, request)
+        # A JoinGroup says how long its member lives without asking again; while the group
+        # waits for upstream members, that is how long kgc counts it as waiting.
+        session_timeout_ms = request.session_timeout_ms if op is _join_group else None
         return asyncio.ensure_future(self._after_adoption(
-            (request.group_id,), partial(self._single_group_write, op), ctx, request))
+            (request.group_id,), partial(self._single_group_write, op), ctx, request, session_timeout_ms))
 
     def _adopting(self, group_ids_of: Callable[[RequestContext, Any], Iterable[str | None]],
                   submit: Callable[[RequestContext, Any], Any]) -> Callable[[RequestContext, Any], Any]:
@@ -163,8 +166,8 @@ class GroupCoordinatorService:
         return adopting
 
     async def _after_adoption(self, group_ids: Iterable[str | None], submit: Callable[[RequestContext, Any], Any],
-                              ctx: RequestContext, request: Any) -> Any:
-        await self._adoption.ensure_all(group_ids)
+                              ctx: RequestContext, request: Any, session_timeout_ms: int | None = None) -> Any:
+        await self._adoption.ensure_all(group_ids, session_timeout_ms)
         outcome = submit(ctx, request)
         return await outcome if isinstance(outcome, asyncio.Future) else outcome
 

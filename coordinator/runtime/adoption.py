@@ -9,7 +9,10 @@ a request pays. `ensure`:
 3. while it has live members there, refuses with COORDINATOR_LOAD_IN_PROGRESS, which
    every client retries with its state kept, so no second group forms over the same
    partitions (logged when the waiting members change, and exported as
-   kgc_adoption_waiting_upstream_members{group});
+   kgc_adoption_waiting_upstream_members{group}). The refused members are not members
+   of anything on kgc, so they can neither leave nor time out there; a group stops
+   waiting (log line, gauge removed) once nobody asked about it within the asker's
+   session timeout (a JoinGroup's own, else `default_wait_ms`): its members gave up;
 4. else writes what it found through the partition's normal write path
    (`GroupShard.adopt`: records stamped adopted_from=upstream and the time), durable
    before any request about the group is answered; a group unknown upstream is settled
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -58,6 +61,21 @@ class UpstreamGroup:
         return bool(self.members) or self.state in _LIVE_STATES
 
 
+class StillUpstream(ApiError):
+    """Refused: the group still has live members at the upstream coordinator."""
+
+    def __init__(self, group: UpstreamGroup):
+        super().__init__(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                         f"group {group.group_id} still has {len(group.members)} member(s) at the upstream "
+                         f"coordinator; it forms on kgc once they have left")
+
+
+@dataclass(slots=True)
+class _Waiting:
+    members: tuple[str, ...]   # who the group waits for, upstream
+    until_ms: int              # when its members at kgc count as gone unless one asks again
+
+
 class GroupSource(Protocol):
     """The upstream coordinator (`coordinator.gateway.upstream_groups.UpstreamGroups`);
     raises OSError (ConnectionError, TimeoutError) when it cannot answer."""
@@ -66,30 +84,58 @@ class GroupSource(Protocol):
 
 
 class Adoption:
-    def __init__(self, runtime: RuntimeApi, source: GroupSource):
+    def __init__(self, runtime: RuntimeApi, source: GroupSource, *, clock: Callable[[], int],
+                 default_wait_ms: int):
         self._runtime = runtime
         self._source = source
+        self._clock = clock
+        self._default_wait_ms = default_wait_ms
         self.settled: set[str] = set()
         self._pending: dict[str, asyncio.Future] = {}
-        self._waiting: dict[str, tuple[str, ...]] = {}
+        self._waiting: dict[str, _Waiting] = {}
+        self._expiry: asyncio.TimerHandle | None = None
 
-    async def ensure_all(self, group_ids: Iterable[str | None]) -> None:
+    async def ensure_all(self, group_ids: Iterable[str | None], session_timeout_ms: int | None = None) -> None:
+        """`session_timeout_ms`: how long the asking member lives without asking again
+        (a JoinGroup's); None for requests that say not (`default_wait_ms`)."""
         unsettled = [g for g in dict.fromkeys(group_ids) if g and g not in self.settled]
         if len(unsettled) == 1:
-            await self.ensure(unsettled[0])
+            await self.ensure(unsettled[0], session_timeout_ms)
         elif unsettled:
-            outcomes = await asyncio.gather(*(self.ensure(g) for g in unsettled), return_exceptions=True)
+            outcomes = await asyncio.gather(*(self.ensure(g, session_timeout_ms) for g in unsettled),
+                                            return_exceptions=True)
             error = next((x for x in outcomes if isinstance(x, BaseException)), None)
             if error is not None:
                 raise error
 
-    async def ensure(self, group_id: str) -> None:
+    async def ensure(self, group_id: str, session_timeout_ms: int | None = None) -> None:
         attempt = self._pending.get(group_id)
         if attempt is None:
             attempt = self._pending[group_id] = asyncio.ensure_future(self._settle(group_id))
             attempt.add_done_callback(lambda done: self._forget(group_id, done))
-        # Shielded: one client giving up does not cancel the attempt the others wait on.
-        await asyncio.shield(attempt)
+        try:
+            # Shielded: one client giving up does not cancel the attempt the others wait on.
+            await asyncio.shield(attempt)
+        except StillUpstream:
+            self._asked(group_id, session_timeout_ms or self._default_wait_ms)
+            raise
+
+    def expire_waiting(self) -> None:
+        """Stop waiting for the groups nobody at kgc asked about in time (run by a loop
+        timer at the earliest deadline)."""
+        self._expiry = None
+        now = self._clock()
+        for group_id, waiting in list(self._waiting.items()):
+            if waiting.until_ms <= now:
+                log.info("[group=%s] no member waits on kgc any more (none asked again within its session "
+                         "timeout): stops waiting for its %d upstream member(s)", group_id, len(waiting.members))
+                self._stop_waiting(group_id)
+        self._arm()
+
+    def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
 
     def _forget(self, group_id: str, done: asyncio.Future) -> None:
         if self._pending.get(group_id) is done:
@@ -111,9 +157,7 @@ class Adoption:
                            f"kgc cannot reach the upstream coordinator to adopt group {group_id}: {exc}") from exc
         if upstream.live:
             self._wait(upstream)
-            raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                           f"group {group_id} still has {len(upstream.members)} member(s) at the upstream "
-                           f"coordinator; it forms on kgc once they have left")
+            raise StillUpstream(upstream)
         self._stop_waiting(group_id)
         adopted = await self._runtime.write(partition, lambda shard, handle: shard.adopt(
             group_id, upstream.protocol_type, upstream.offsets, SOURCE_UPSTREAM))
@@ -129,11 +173,29 @@ class Adoption:
     def _wait(self, upstream: UpstreamGroup) -> None:
         group_id, members = upstream.group_id, upstream.members
         metrics.adoption("waiting")
-        if self._waiting.get(group_id) != members:  # logged when who we wait for changes
-            log.info("[group=%s] waits for %d upstream member(s) to leave before it forms on kgc: %s",
-                     group_id, len(members), ", ".join(members) or f"(state {upstream.state})")
-        self._waiting[group_id] = members
+        waiting = self._waiting.get(group_id)
+        if waiting is None:
+            waiting = self._waiting[group_id] = _Waiting(members, self._clock())
+        elif waiting.members == members:
+            return
+        waiting.members = members   # logged when who we wait for changes
+        log.info("[group=%s] waits for %d upstream member(s) to leave before it forms on kgc: %s",
+                 group_id, len(members), ", ".join(members) or f"(state {upstream.state})")
         metrics.adoption_waiting(group_id, len(members))
+
+    def _asked(self, group_id: str, wait_ms: int) -> None:
+        waiting = self._waiting.get(group_id)
+        if waiting is not None:
+            waiting.until_ms = max(waiting.until_ms, self._clock() + wait_ms)
+            self._arm()
+
+    def _arm(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if self._waiting:
+            delay_ms = min(w.until_ms for w in self._waiting.values()) - self._clock()
+            self._expiry = asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, self.expire_waiting)
 
     def _stop_waiting(self, group_id: str) -> None:
         if self._waiting.pop(group_id, None) is not None:

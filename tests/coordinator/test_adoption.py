@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetFetchRequest
+from kafka.protocol.consumer.group import JoinGroupRequest, OffsetFetchRequest
 
 from coordinator import metrics
 from coordinator.group.adopt import AdoptedOffset
@@ -23,6 +23,7 @@ from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from protocol.errors import ErrorCode
 from storage.memory_store import MemoryLogStore
 from tests.coordinator.test_service import CONFIG, NODE, Coordinator, fetch_v0, fetch_v8
+from tests.support.clock import ManualClock
 
 ORDERS = (AdoptedOffset("orders", 0, 42, 3, "m0"), AdoptedOffset("orders", 1, 7, -1, ""))
 
@@ -43,13 +44,20 @@ class ScriptedUpstream:
         return answer
 
 
+DEFAULT_WAIT_MS = 45_000
+
+
 @pytest.fixture
 async def adopting():
     coordinator = Coordinator(MemoryLogStore(num_partitions=CONFIG.num_partitions))
     upstream = ScriptedUpstream()
-    coordinator.service = GroupCoordinatorService(coordinator.runtime, NODE, Adoption(coordinator.runtime, upstream))
+    coordinator.clock = ManualClock(1_000_000)
+    coordinator.adoption = Adoption(coordinator.runtime, upstream, clock=coordinator.clock.now_ms,
+                                    default_wait_ms=DEFAULT_WAIT_MS)
+    coordinator.service = GroupCoordinatorService(coordinator.runtime, NODE, coordinator.adoption)
     await coordinator.start()
     yield coordinator, upstream
+    coordinator.adoption.close()
     await coordinator.runtime.close()
 
 
@@ -144,3 +152,60 @@ async def test_a_kip848_first_heartbeat_adopts_and_a_known_consumer_group_is_nev
     kgc.service._adoption.settled.clear()   # as after a restart: the shard's groups decide
     await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))
     assert upstream.asked == ["g"]
+
+
+async def test_a_group_stops_waiting_once_its_kgc_members_stop_asking_within_their_session_timeout(adopting, caplog):
+    """Members refused while the group lives upstream are members of nothing on kgc: they
+    neither leave nor expire there. The gauge and the waiting state go once none asked
+    again within its session timeout (the JoinGroup's 10 s), not only at adoption."""
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Stable", "consumer", ("m-1",), ())
+    assert (await kgc.join("g")).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    kgc.clock.advance(9_999)
+    kgc.adoption.expire_waiting()
+    assert waiting_upstream_members("g") == 1
+    assert (await kgc.join("g")).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS   # asked again: 10 s more
+    kgc.clock.advance(9_999)
+    kgc.adoption.expire_waiting()
+    assert waiting_upstream_members("g") == 1
+    with caplog.at_level("INFO", logger="coordinator.runtime.adoption"):
+        kgc.clock.advance(1)
+        kgc.adoption.expire_waiting()
+    assert waiting_upstream_members("g") is None
+    assert "[group=g] no member waits on kgc any more" in caplog.text
+    # A member that comes back waits again, and says so again.
+    with caplog.at_level("INFO", logger="coordinator.runtime.adoption"):
+        assert (await kgc.join("g")).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert waiting_upstream_members("g") == 1
+    assert caplog.text.count("[group=g] waits for 1 upstream member(s)") == 1
+
+
+async def test_requests_that_name_no_session_timeout_keep_a_group_waiting_for_the_default(adopting):
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Stable", "consumer", ("m-1", "m-2"), ())
+    assert (await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))).error_code == \
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    kgc.clock.advance(DEFAULT_WAIT_MS - 1)
+    kgc.adoption.expire_waiting()
+    assert waiting_upstream_members("g") == 2
+    kgc.clock.advance(1)
+    kgc.adoption.expire_waiting()
+    assert waiting_upstream_members("g") is None
+
+
+async def test_the_loop_timer_clears_the_gauge_of_a_group_nobody_waits_for_any_more(adopting):
+    """The glue: expiry runs by itself at the earliest deadline (a 1 ms session here)."""
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Stable", "consumer", ("m-1",), ())
+    joined = await kgc.call(ApiKey.JoinGroup, 5, JoinGroupRequest(
+        group_id="g", session_timeout_ms=1, rebalance_timeout_ms=1, member_id="", group_instance_id=None,
+        protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]))
+    assert joined.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    await asyncio.sleep(0.05)
+    assert waiting_upstream_members("g") == 1   # kgc's clock has not moved
+    kgc.clock.advance(1)
+    for _ in range(100):
+        if waiting_upstream_members("g") is None:
+            break
+        await asyncio.sleep(0.01)
+    assert waiting_upstream_members("g") is None
