@@ -52,7 +52,7 @@ from coordinator.group.consumer_group import ConsumerGroup
 from coordinator.group.consumer_heartbeat import ConsumerGroups
 from coordinator.group.membership import Membership
 from coordinator.group.record_limits import check_commit_topics
-from coordinator.group.result import RequestContext, Result, Slices
+from coordinator.group.result import RequestContext, Result, Slices, whole
 from coordinator.group.state import GroupState
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
@@ -77,8 +77,9 @@ _OFFSET_METADATA_TOO_LARGE = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
 # group → topic → partition → committed value
 OffsetMap = dict[str, dict[str, dict[int, OffsetCommitValue]]]
 
-# Partitions (and topics) of a commit decided in one step: a larger commit is decided
-# in slices of this many, the loop let run between them (`result.Slices`).
+# Partitions (and topics) of an OffsetCommit or OffsetDelete decided in one step: a
+# larger one is decided in slices of this many, the loop let run between them
+# (`result.Slices`).
 COMMIT_SLICE = 1_000
 
 
@@ -164,7 +165,7 @@ class OffsetManager:
         if error is not ErrorCode.NONE:
             log.debug("[group=%s] OffsetCommit from %r (generation %d) refused with %s",
                       group_id, member_id, generation, error.name)
-            if _commit_size(request) > COMMIT_SLICE:
+            if _request_size(request) > COMMIT_SLICE:
                 return self._commit_in_slices(version, request, {}, None, int(error))
             return Result(response=offset_commit_response(version, request, default=int(error)))
 
@@ -179,7 +180,7 @@ class OffsetManager:
             version >= 6, version == 1, {"member_id": member_id, "generation": generation,
                                          "client_id": ctx.client_id, "client_host": ctx.client_host})
         errors: dict[tuple[int, int], int] = {}
-        if _commit_size(request) > COMMIT_SLICE:
+        if _request_size(request) > COMMIT_SLICE:
             return self._commit_in_slices(version, request, errors, terms)
         records: list[CoordinatorRecord] = []
         for t_index, topic in enumerate(request.topics):
@@ -291,7 +292,7 @@ class OffsetManager:
 
     # ------------------------------------------------------------ delete
 
-    def delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result:
+    def delete(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result | Slices:
         group_id = request.group_id
 
         def refuse(error: ErrorCode, reason: str) -> Result:
@@ -307,23 +308,40 @@ class OffsetManager:
         if classic is not None and classic.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE) and not classic.uses_consumer_protocol():
             return refuse(ErrorCode.NON_EMPTY_GROUP, "group has members and no consumer subscriptions")
 
+        slices = self._delete_in_slices(ctx, group, request)
+        return slices if _request_size(request) > COMMIT_SLICE else whole(slices)
+
+    def _delete_in_slices(self, ctx: RequestContext, group: ClassicGroup | ConsumerGroup,
+                          request: OffsetDeleteRequest) -> Slices:
+        """The tombstones and answers of about `COMMIT_SLICE` partitions per slice."""
+        group_id = request.group_id
         stored = self.committed.get(group_id, {})
-        records = []
         topic_cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
         part_cls = topic_cls.OffsetDeleteResponsePartition
+        records: list[CoordinatorRecord] = []
         topics = []
+        work = 0
         for topic in request.topics:
-            if group.is_subscribed_to_topic(topic.name):
-                parts = [part_cls(partition_index=p.partition_index,
-                                  error_code=int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)) for p in topic.partitions]
-            else:
-                parts = []
-                for p in topic.partitions:
-                    parts.append(part_cls(partition_index=p.partition_index, error_code=0))
-                    if p.partition_index in stored.get(topic.name, {}):
-                        records.append(new_offset_commit_tombstone(
-                            group_id, topic.name, p.partition_index, client_id=ctx.client_id,
-                            client_host=ctx.client_host))
+            subscribed = group.is_subscribed_to_topic(topic.name)
+            held = stored.get(topic.name, {})
+            partitions = topic.partitions
+            parts = []
+            for start in range(0, max(len(partitions), 1), COMMIT_SLICE):
+                piece = partitions[start:start + COMMIT_SLICE]
+                if subscribed:
+                    parts += (part_cls(partition_index=p.partition_index,
+                                       error_code=int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)) for p in piece)
+                else:
+                    for p in piece:
+                        parts.append(part_cls(partition_index=p.partition_index, error_code=0))
+                        if p.partition_index in held:
+                            records.append(new_offset_commit_tombstone(
+                                group_id, topic.name, p.partition_index, client_id=ctx.client_id,
+                                client_host=ctx.client_host))
+                work += len(piece) + 1
+                if work >= COMMIT_SLICE:
+                    yield tuple(records)
+                    records, work = [], 0
             topics.append(topic_cls(name=topic.name, partitions=parts))
         return Result(records=tuple(records),
                       response=OffsetDeleteResponse(version=ctx.api_version, error_code=0, topics=topics))
@@ -393,6 +411,7 @@ def _topic_name(version: int, topic) -> str | None:
     return getattr(topic, "name", None) or None
 
 
-def _commit_size(request: OffsetCommitRequest) -> int:
-    """The partitions and topics a commit names: its work, in `COMMIT_SLICE` units."""
+def _request_size(request: OffsetCommitRequest | OffsetDeleteRequest) -> int:
+    """The topics and partitions a commit or an OffsetDelete names: its work, in
+    `COMMIT_SLICE` units."""
     return len(request.topics) + sum(len(topic.partitions) for topic in request.topics)

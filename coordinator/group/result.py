@@ -21,7 +21,7 @@ another member's request or from a timer.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from coordinator.records import CoordinatorRecord
@@ -55,3 +55,14 @@ class Result:
 EMPTY_RESULT = Result()
 
 Slices = Generator[tuple[CoordinatorRecord, ...], None, Result]
+
+
+def whole(slices: Slices) -> Result:
+    """`slices` run to the end in one step: the Result of a request small enough for it."""
+    records: list[CoordinatorRecord] = []
+    while True:
+        try:
+            records += next(slices)
+        except StopIteration as end:
+            result: Result = end.value
+            return replace(result, records=(*records, *result.records))

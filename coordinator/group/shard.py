@@ -166,7 +166,7 @@ class GroupShard:
         a large one in slices."""
         return self.offsets.commit(ctx, request)
 
-    def delete_offsets(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result:
+    def delete_offsets(self, ctx: RequestContext, request: OffsetDeleteRequest) -> Result | Slices:
         return self.offsets.delete(ctx, request)
 
     # ------------------------------------------------------------ multi-group and read APIs

@@ -1,11 +1,12 @@
 """How long one client's large requests hold every other member's heartbeat.
 
-`kgc serve` runs in a child process (standalone, in-memory log); a healthy member of
+`kgc serve` runs in a child process (standalone; in-memory log unless `--data-dir`); a healthy member of
 its own group heartbeats back to back on its own connection, timing each round trip,
 while an attacker on another connection sends, one after another, large requests of
 each kind the issue names: a ListGroups whose states filter is `--filter-mb` MB of
 entries, and a FindCoordinator (v4 keys), DescribeGroups, OffsetFetch v8, DeleteGroups
-and OffsetCommit naming `--items` groups or partitions. For each kind the heartbeat
+and OffsetCommit naming `--items` groups or partitions, then an OffsetDelete of all
+the offsets that commit wrote. For each kind the heartbeat
 latency p50/p99/max while that request is in flight is printed beside a baseline with
 no attacker, measured in the same run. The attacker's frames are encoded before the
 clock starts and its answers are not decoded: the healthy member shares this process's
@@ -29,7 +30,7 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from coordinator.bench.wire import BenchConnection
-from tests.support.builders import commit_request
+from tests.support.builders import commit_request, offset_delete_request
 from tests.support.kgc import KgcProcess
 from tests.support.wire_client import RawMember, WireClient
 
@@ -47,6 +48,8 @@ def large_requests(items: int, filter_mb: float) -> dict[str, object]:
             fetch_group(group_id=g, topics=None) for g in groups]),
         "DeleteGroups groups": DeleteGroupsRequest(version=2, groups_names=groups),
         "OffsetCommit partitions": commit_request(8, "attacker-commit", [("t", p, 1, None) for p in range(items)]),
+        # the same group's offsets, every one of them: a tombstone per partition
+        "OffsetDelete partitions": offset_delete_request("attacker-commit", (("t", range(items)),)),
     }
 
 
@@ -89,8 +92,9 @@ def line(name: str, latencies: list[float], elapsed: float, baseline_p99: float 
 
 
 async def run(args: argparse.Namespace) -> None:
+    log_args = ("--data-dir", args.data_dir) if args.data_dir else ()
     kgc = KgcProcess("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "0",
-                     "--max-frame-bytes", str(200 * 2**20)).start()
+                     "--max-frame-bytes", str(200 * 2**20), *log_args).start()
     try:
         client = await WireClient.open(kgc.port, "healthy")
         member = RawMember(client, "healthy-group")
@@ -122,6 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=200_000, help="groups, keys or partitions per request")
     parser.add_argument("--filter-mb", type=float, default=1.5, help="size of the ListGroups states filter")
+    parser.add_argument("--data-dir", help="a fresh directory for kgc's log (default: in memory)")
     parser.add_argument("--baseline-s", type=float, default=2.0, help="baseline heartbeat window")
     asyncio.run(run(parser.parse_args()))
 

@@ -1,7 +1,8 @@
 """An OffsetCommit as large as the frame limit allows, over real sockets: it is decided,
 serialized, replayed and prepared a slice at a time while the partition's executor is
 its own (finding 5 of the hardening issue), so a healthy member keeps being answered
-meanwhile; and it is still one batch: every offset lands, survives kill -9, or none does."""
+meanwhile; and it is still one batch: every offset lands, survives kill -9, or none does.
+An OffsetDelete of as many partitions takes the same path."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from coordinator.partitioning import partition_for
 from coordinator.records import OffsetCommitKey
 from protocol.errors import ErrorCode
 from tests.integration.test_hostile_requests import kgc_with_healthy_group
-from tests.support.builders import commit_request
+from tests.support.builders import commit_request, offset_delete_request
 from tests.support.kgc import KgcProcess
 from tests.support.wire_client import WireClient
 
@@ -93,7 +94,7 @@ async def fetch_all(port: int, group: str) -> dict[int, int]:
     return {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}
 
 
-async def test_a_huge_commit_lands_whole_and_survives_kill_9(tmp_path):
+async def test_a_huge_commit_and_a_huge_offset_delete_land_whole_and_survive_kill_9(tmp_path):
     data_dir = tmp_path / "data"
     kgc = KgcProcess("--data-dir", str(data_dir), "--fsync", "always", "--max-frame-bytes", str(8 * 2**20),
                      log_path=str(tmp_path / "kgc.log")).start()
@@ -102,14 +103,20 @@ async def test_a_huge_commit_lands_whole_and_survives_kill_9(tmp_path):
         # refused as a whole (no such group at generation 7): every partition says so, nothing is written
         refused = await client.call(huge_commit("huge-refused", DURABLE_PARTITIONS, generation_id=7, member_id="m"))
         assert answered_codes(refused) == [ErrorCode.ILLEGAL_GENERATION] * DURABLE_PARTITIONS
-        committed = await client.call(huge_commit("huge", DURABLE_PARTITIONS))
-        assert answered_codes(committed) == [ErrorCode.NONE] * DURABLE_PARTITIONS
+        for group in ("huge", "huge-deleted"):
+            committed = await client.call(huge_commit(group, DURABLE_PARTITIONS))
+            assert answered_codes(committed) == [ErrorCode.NONE] * DURABLE_PARTITIONS
+        # an OffsetDelete of as many partitions takes the same sliced path: a tombstone each
+        deleted = await client.call(offset_delete_request("huge-deleted", (("t", range(DURABLE_PARTITIONS)),)))
+        assert deleted.error_code == ErrorCode.NONE and answered_codes(deleted) == [0] * DURABLE_PARTITIONS
         client.close()
         expected = {p: 3 * p for p in range(DURABLE_PARTITIONS)}
         assert await fetch_all(kgc.port, "huge") == expected
+        assert await fetch_all(kgc.port, "huge-deleted") == {}
         kgc.kill()
         kgc.start()
         assert await fetch_all(kgc.port, "huge") == expected
+        assert await fetch_all(kgc.port, "huge-deleted") == {}
         assert await fetch_all(kgc.port, "huge-refused") == {}
     finally:
         kgc.stop()
