@@ -67,7 +67,8 @@ async def heartbeats(member: RawMember, until: asyncio.Event) -> list[float]:
     latencies = []
     while not until.is_set():
         started = time.perf_counter()
-        assert await member.heartbeat() == 0
+        code = await member.heartbeat()
+        assert code == 0, f"the healthy member's heartbeat was answered {code}"
         latencies.append(time.perf_counter() - started)
     return latencies
 
