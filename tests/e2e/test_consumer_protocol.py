@@ -106,7 +106,14 @@ def test_one_member_consumes_commits_and_new_members_resume_with_either_protocol
     wait_until(lambda: len(first.consumed) == PARTITIONS * 5, TIMEOUT_S, lambda: f"{len(first.consumed)} consumed",
                [first])
     assert first.assignment == frozenset(range(PARTITIONS))
+    before = asyncio.run(scrape(kgc848.http_port))
     first.commit()
+    # librdkafka commits with OffsetCommit v9 (its ceiling) although kgc offers v10.
+    after = asyncio.run(scrape(kgc848.http_port))
+    assert after.total("kgc_requests_total", api="OffsetCommit", version="9") > before.total(
+        "kgc_requests_total", api="OffsetCommit", version="9")
+    assert after.total("kgc_requests_total", api="OffsetCommit", version="10") == before.total(
+        "kgc_requests_total", api="OffsetCommit", version="10")
     first.close()
     assert committed_offsets(bootstrap, group) == {p: 5 for p in range(PARTITIONS)}
 
