@@ -77,8 +77,10 @@ class TopicIds:
         image = self._image()
         if image.version == 0:
             return Guarded(refusal=error_response(api_key, version, request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
-        resolve = _commit if api_key == ApiKey.OffsetCommit else _fetch
-        guarded, unknown = resolve(version, request, image)
+        if api_key == ApiKey.OffsetCommit:
+            guarded, unknown = _commit(version, request)
+        else:
+            guarded, unknown = _fetch(version, request, image)
         if unknown:
             self._unknown()
         return guarded
@@ -92,7 +94,7 @@ def _named(topics: list) -> tuple[list, list]:
     return known, unknown
 
 
-def _commit(version: int, request: Any, image: TopicImage) -> tuple[Guarded, bool]:
+def _commit(version: int, request: Any) -> tuple[Guarded, bool]:
     known, unknown = _named(request.topics)
     if not unknown:
         return Guarded(request), False
@@ -129,8 +131,9 @@ def _fetch(version: int, request: Any, image: TopicImage) -> tuple[Guarded, bool
                     topic.topic_id = meta.topic_id
                     topics.append(topic)
             queue = refused.get(group.group_id)
-            if queue and group.error_code == ErrorCode.NONE:
-                topics += queue.pop(0)
+            unknown = queue.pop(0) if queue else []
+            if group.error_code == ErrorCode.NONE:      # a refused group answers its error alone
+                topics += unknown
             group.topics = topics
         return response
     return Guarded(request, finish), any_unknown

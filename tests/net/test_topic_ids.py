@@ -92,3 +92,18 @@ async def test_all_topics_by_id_leave_out_a_topic_the_upstream_no_longer_has(cli
     assert fetched(await client.call(fetch(epoch, None))) == {(T, 0): (1, 0), (U, 1): (3, 0)}
     assert fetched(await client.call(fetch(epoch, None, version=9))) == {
         ("gone", 0): (2, 0), ("t", 0): (1, 0), ("u", 1): (3, 0)}
+
+
+async def test_each_group_of_a_fetch_gets_its_own_answer(client):
+    epoch = await join(client)
+    await client.call(commit(-1, {T: {0: 8}}, member_id="", group_id="h"))
+    request = fetch(epoch + 1, {NOWHERE: [0], T: [0]})                  # g: a stale epoch
+    request.groups += fetch(-1, {T: [0], NOWHERE: [1]}, member_id=None, group_id="h").groups
+    request.groups += fetch(epoch, {NOWHERE: [2]}).groups              # g again, at its epoch
+    answer = await client.call(request)
+    assert [(g.group_id, g.error_code) for g in answer.groups] == [("g", E.STALE_MEMBER_EPOCH), ("h", 0), ("g", 0)]
+    assert answer.groups[0].topics == []
+    assert {(t.topic_id, p.partition_index): (p.committed_offset, p.error_code)
+            for t in answer.groups[1].topics for p in t.partitions} == {(T, 0): (8, 0), (NOWHERE, 1): (-1, E.UNKNOWN_TOPIC_ID)}
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in answer.groups[2].topics] == [(NOWHERE, [(2, E.UNKNOWN_TOPIC_ID)])]
