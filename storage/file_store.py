@@ -30,7 +30,7 @@ from storage.cleaner import CleanReport, SegmentCleaner
 from storage.clock import wall_clock_ms
 from storage.format import encode_batch, encode_records, frame_records
 from storage.fsync_policy import FsyncPolicy
-from storage.group_commit import CommitObserver, GroupCommitWriter
+from storage.group_commit import CommitObserver, DiskActivity, GroupCommitWriter
 from storage.partition_log import PartitionLog
 from storage.segment import SegmentIO
 
@@ -61,6 +61,7 @@ class FileLogStore:
         self._logs = [PartitionLog(partition_dir(self.data_dir, p), segment_bytes, self._io)
                       for p in range(num_partitions)]
         self._writers: list[GroupCommitWriter | None] = [None] * num_partitions
+        self._disk = DiskActivity()
         self._open_errors: list[StorageError | None] = [None] * num_partitions
         self._exclusive: list[asyncio.Lock] = []
 
@@ -69,7 +70,8 @@ class FileLogStore:
         self._exclusive = [asyncio.Lock() for _ in range(self.num_partitions)]
         for p in range(self.num_partitions):
             await self._open_partition(p)
-            self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy, self._commit_observer)
+            self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy, self._commit_observer,
+                                                self._disk)
 
     async def _open_partition(self, partition: int) -> None:
         try:

@@ -7,14 +7,24 @@
   writes it from the event loop and returns its future already resolved. A write to the
   page cache takes microseconds; a round trip through a thread costs a context switch
   each way, which a client with one commit in flight waits for.
-- Through the writer thread: otherwise the batch queues, and a `_start` scheduled for
-  the end of this loop iteration (so that requests read together share one write and
-  one fsync) hands every queued batch to the thread in one job: one `write` call (more
-  when a segment rolls), then the fsync if the policy says so. The thread's answer runs
-  on the loop as one callback that marks the log durable, resolves every future the
-  write covered in offset order, and hands the thread whatever queued meanwhile. Under
-  load one fsync releases many batches. The futures are `EagerFuture`s: the runtime,
-  registered with `when_done`, releases the answers inside that same callback.
+- Otherwise the batch queues, and a `_start` scheduled for the end of this loop
+  iteration (so that requests read together share one write and one fsync) takes every
+  queued batch: one `write` call (more when a segment rolls), then the fsync if the
+  policy says so. Usually in the writer thread, whose answer runs on the loop as one
+  callback that marks the log durable, resolves every future the write covered in
+  offset order, and hands the thread whatever queued meanwhile. Under load one fsync
+  releases many batches. The futures are `EagerFuture`s: the runtime, registered with
+  `when_done`, releases the answers inside that same callback.
+- On the loop, fsync included: when this writer is the only one of its store with
+  anything to write this iteration, no writer's thread is busy, the group is small, no
+  roll is due, and the store's last fsync took under `LOOP_FSYNC_MAX_S`. Then the
+  process has nothing else for the disk and a client is waiting for exactly this
+  fsync; the thread's hand-off and the loop's wake-up after it cost a few tens of
+  microseconds each, a sizeable share of a fast disk's fsync. The price: requests that
+  arrive during that fsync are read after it (at most one fast fsync later; commits
+  among them would have waited for it anyway). A slow fsync sends the store's next
+  ones to the threads until one is fast again, so a disk that stalls holds the loop
+  once, not for every commit.
 
 A write or fsync that raises fails the partition: the batches of that write, every
 queued batch and every later submit fail with `StorageError` until the owner recovers
@@ -50,6 +60,11 @@ from storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
+# The loop-thread fsync (module docstring): the most the store's last fsync may have
+# taken, and the most bytes one such group may write.
+LOOP_FSYNC_MAX_S = 0.001
+LOOP_FSYNC_MAX_BYTES = 64 * 2**10
+
 
 class CommitObserver(Protocol):
     def group_committed(self, batches: int, size_bytes: int, write_s: float, fsync_s: float | None) -> None: ...
@@ -70,6 +85,21 @@ class Unobserved:
         pass
 
 
+class DiskActivity:
+    """What one store's writers (all on one loop) share to decide whether an fsync may
+    run on the loop thread."""
+
+    __slots__ = ("in_threads", "starting", "last_fsync_s")
+
+    def __init__(self) -> None:
+        self.in_threads = 0          # jobs handed to writer threads, not yet answered
+        self.starting = 0            # `_start`s scheduled for the end of this iteration
+        self.last_fsync_s = 0.0      # the store's latest fsync, from any writer
+
+    def loop_may_fsync(self) -> bool:
+        return self.in_threads == 0 and self.starting == 0 and self.last_fsync_s < LOOP_FSYNC_MAX_S
+
+
 @dataclass(slots=True)
 class _Queued:
     base_offset: int
@@ -82,8 +112,9 @@ class _Queued:
 
 class GroupCommitWriter:
     def __init__(self, partition: int, partition_log: PartitionLog, policy: FsyncPolicy,
-                 observer: CommitObserver | None = None):
+                 observer: CommitObserver | None = None, disk: DiskActivity | None = None):
         self.partition = partition
+        self._disk = disk or DiskActivity()
         self._log = partition_log
         self._policy = policy
         self._observer = observer or Unobserved()
@@ -118,7 +149,8 @@ class GroupCommitWriter:
             # Not started right here: requests read in the same loop iteration (several
             # clients' commits) join this write and share its fsync.
             self._start_pending = True
-            self._loop.call_soon(self._start)
+            self._disk.starting += 1
+            self._loop.call_soon(self._scheduled_start)
         return durable
 
     def reset(self) -> None:
@@ -164,15 +196,40 @@ class GroupCommitWriter:
 
     # -- the thread: writes that fsync or roll, and deferred fsyncs -----------------------
 
-    def _start(self) -> None:
+    def _scheduled_start(self) -> None:
         self._start_pending = False
+        self._disk.starting -= 1
+        self._start()
+
+    def _start(self) -> None:
         if self._busy or not self._queue or self.failure is not None:
             return
         group, self._queue = self._queue, []
         fsync = self._policy.fsync_with_write((self._loop.time() - self._last_fsync) * 1000)
+        batches = [(q.base_offset, q.data) for q in group]
+        if fsync and self._disk.loop_may_fsync() and self._small_and_no_roll(group):
+            try:
+                outcome = self._write_group(batches, fsync)
+            except Exception as e:
+                self._group_done(group, fsync, None, e)
+            else:
+                self._group_done(group, fsync, outcome, None)
+            return
         self._busy = True
-        self._jobs.put((self._loop, self._write_group, ([(q.base_offset, q.data) for q in group], fsync),
-                        partial(self._group_done, group, fsync)))
+        self._to_thread(self._write_group, (batches, fsync), partial(self._group_done, group, fsync))
+
+    def _small_and_no_roll(self, group: list[_Queued]) -> bool:
+        size = sum(len(q.data) for q in group)
+        # `fits` judges one batch; a group no larger than a segment that fits rolls nowhere.
+        return size <= LOOP_FSYNC_MAX_BYTES and size <= self._log.segment_bytes and self._log.fits(size)
+
+    def _to_thread(self, fn: Any, args: tuple, on_done: Any) -> None:
+        self._disk.in_threads += 1
+        self._jobs.put((self._loop, fn, args, partial(self._thread_done, on_done)))
+
+    def _thread_done(self, on_done: Any, outcome: Any, error: BaseException | None) -> None:
+        self._disk.in_threads -= 1
+        on_done(outcome, error)
 
     def _write_group(self, batches: list[tuple[int, bytes]], fsync: bool):
         """In the writer thread: the write, then the fsync, timed apart."""
@@ -196,6 +253,7 @@ class GroupCommitWriter:
             segment, size, write_s, fsync_s = outcome
             if fsync:
                 self._last_fsync = self._loop.time()
+                self._disk.last_fsync_s = fsync_s
             self._unsynced = not fsync
             self._written(group, segment, size, write_s, fsync_s)
         self._next()
@@ -237,14 +295,16 @@ class GroupCommitWriter:
         self._busy = True
         self._idle.clear()
         started = time.perf_counter()
-        self._jobs.put((self._loop, self._log.fsync, (), partial(self._deferred_done, started)))
+        self._to_thread(self._log.fsync, (), partial(self._deferred_done, started))
 
     def _deferred_done(self, started: float, _outcome: Any, error: BaseException | None) -> None:
         self._busy = False
         if error is not None:
             self._fail(error, "deferred fsync")
         else:
-            self._observer.fsynced(time.perf_counter() - started)
+            fsync_s = time.perf_counter() - started
+            self._observer.fsynced(fsync_s)
+            self._disk.last_fsync_s = fsync_s
             self._last_fsync = self._loop.time()
             self._unsynced = False
         self._next()
@@ -252,7 +312,7 @@ class GroupCommitWriter:
     async def _fsync(self) -> None:
         started = time.perf_counter()
         done = self._loop.create_future()
-        self._jobs.put((self._loop, self._log.fsync, (), partial(_answer, done)))
+        self._to_thread(self._log.fsync, (), partial(_answer, done))
         await done
         self._observer.fsynced(time.perf_counter() - started)
 

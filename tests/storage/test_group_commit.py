@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 
+from storage import group_commit
 from storage.api import LogRecord
 from storage.file_store import FileLogStore
 from storage.fsync_policy import FsyncMode, FsyncPolicy
+from storage.group_commit import LOOP_FSYNC_MAX_BYTES
 from tests.storage.seams import CountingIO
 
 
@@ -130,13 +134,114 @@ async def test_never_writes_from_the_loop_so_the_batch_is_durable_when_append_re
         await store.close()
 
 
-async def test_always_never_writes_from_the_loop(tmp_path):
+async def test_always_never_writes_inside_append_so_requests_read_together_share_an_fsync(tmp_path):
     store, io = await open_counting(tmp_path, "always")
     try:
         append = store.append(0, one(0), 0)
         assert not append.durable.done() and io.counts == {}
         assert await append.durable == 0
         assert io.events == ["write", "fsync"]
+    finally:
+        await store.close()
+
+
+class ThreadNotingIO(CountingIO):
+    """Notes which thread each fsync ran on, and fsyncs nothing: these tests are about
+    where an fsync runs, and a real one's time (this disk's) would decide it. `fsync_s`
+    makes every fsync take that long, `hold` (a threading.Event) makes those in writer
+    threads wait for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fsync_threads: list[str] = []
+        self.fsync_s = 0.0
+        self.hold: threading.Event | None = None
+
+    def fsync(self, fd):
+        on_loop = threading.current_thread() is threading.main_thread()
+        self.fsync_threads.append("loop" if on_loop else "thread")
+        if self.hold is not None and not on_loop:
+            assert self.hold.wait(10)
+        time.sleep(self.fsync_s)
+        self._note("fsync")
+
+
+# Far above a no-op fsync's time even on a loaded machine.
+SLOW_S = 0.05
+
+
+async def open_noting(tmp_path, monkeypatch, num_partitions=2):
+    monkeypatch.setattr(group_commit, "LOOP_FSYNC_MAX_S", SLOW_S)
+    io = ThreadNotingIO()
+    store = FileLogStore(tmp_path, num_partitions=num_partitions, fsync="always", io=io)
+    await store.open()
+    io.events.clear()
+    io.counts.clear()
+    io.fsync_threads.clear()
+    return store, io
+
+
+async def test_a_lone_small_commit_fsyncs_on_the_loop_and_is_released_there(tmp_path, monkeypatch):
+    store, io = await open_noting(tmp_path, monkeypatch)
+    try:
+        for i in range(3):
+            append = store.append(0, one(i), i)
+            assert not append.durable.done()
+            await asyncio.sleep(0)          # the end of the iteration: written, fsynced, released
+            assert append.durable.done() and append.durable.result() == i
+        assert io.fsync_threads == ["loop"] * 3
+        assert io.events == ["write", "fsync"] * 3
+    finally:
+        await store.close()
+
+
+async def test_two_partitions_written_in_one_iteration_fsync_in_their_threads(tmp_path, monkeypatch):
+    store, io = await open_noting(tmp_path, monkeypatch)
+    try:
+        appends = [store.append(p, one(0), 0) for p in (0, 1)]
+        assert await asyncio.gather(*(a.durable for a in appends)) == [0, 0]
+        assert io.fsync_threads == ["thread", "thread"]
+    finally:
+        await store.close()
+
+
+async def test_while_a_thread_fsyncs_another_partition_fsyncs_in_its_thread_too(tmp_path, monkeypatch):
+    store, io = await open_noting(tmp_path, monkeypatch)
+    io.hold = threading.Event()
+    try:
+        big = store.append(1, [LogRecord(b"k", b"x" * (LOOP_FSYNC_MAX_BYTES + 1))], 0)   # a thread's
+        await asyncio.sleep(0)
+        small = store.append(0, one(0), 0)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not small.durable.done()             # not fsynced on the loop beside the busy thread
+        io.hold.set()
+        assert await asyncio.gather(big.durable, small.durable) == [0, 0]
+        assert io.fsync_threads == ["thread", "thread"]
+    finally:
+        await store.close()
+
+
+async def test_after_a_slow_fsync_the_next_goes_to_the_thread_until_one_is_fast(tmp_path, monkeypatch):
+    store, io = await open_noting(tmp_path, monkeypatch)
+    try:
+        io.fsync_s = 1.2 * SLOW_S
+        await store.append(0, one(0), 0).durable        # on the loop: nothing said it was slow
+        await store.append(0, one(1), 1).durable        # the last one was slow: a thread
+        io.fsync_s = 0.0
+        await store.append(0, one(2), 2).durable        # still judged by the slow one: a thread
+        await store.append(0, one(3), 3).durable        # the last was fast: the loop again
+        assert io.fsync_threads == ["loop", "thread", "thread", "loop"]
+    finally:
+        await store.close()
+
+
+async def test_a_large_group_fsyncs_in_the_thread(tmp_path, monkeypatch):
+    store, io = await open_noting(tmp_path, monkeypatch)
+    try:
+        big = [LogRecord(b"k", b"x" * (LOOP_FSYNC_MAX_BYTES + 1))]
+        assert await store.append(0, big, 0).durable == 0
+        assert io.fsync_threads == ["thread"]
     finally:
         await store.close()
 
