@@ -10,17 +10,23 @@ the same Tansu, alternating, in one run; the disk's own fsync is timed in the sa
 
     .venv/bin/python -m tests.e2e.sync_commits --seconds 3 --rounds 3
 
-It prints the Markdown table recorded in BENCHMARKS.md ("Synchronous commits").
+It prints the Markdown table recorded in BENCHMARKS.md ("Synchronous commits"), with the
+CPU time the server (kgc, or Tansu directly) and the three clients spent per commit during
+the commit loops, and the requests other than OffsetCommit kgc answered in each run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import resource
 import statistics
 import tempfile
 import threading
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +46,8 @@ class Run:
     commits: int
     seconds: float
     latencies: Latencies
+    server_cpu_s: float             # the server process's CPU time during the commit loops
+    client_cpu_s: float             # this process's (the three clients')
 
     @property
     def rate(self) -> float:
@@ -49,12 +57,20 @@ class Run:
 class _Gate:
     """Every member waits here until all hold their 2 partitions, then they commit together."""
 
-    def __init__(self, members: int):
+    def __init__(self, members: int, server_pid: int):
         self._lock = threading.Lock()
         self._assigned: dict[int, frozenset[int]] = {}
         self.members = members
-        self.barrier = threading.Barrier(members, timeout=ASSIGN_TIMEOUT_S)
+        self.server_pid = server_pid
+        # Each time all members pass (the loops start, the loops and checks are done):
+        # (server CPU s, this process's CPU s).
+        self.cpu_marks: list[tuple[float, float]] = []
+        self.barrier = threading.Barrier(members, action=self._mark_cpu, timeout=ASSIGN_TIMEOUT_S)
         self.errors: list[BaseException] = []
+
+    def _mark_cpu(self) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.cpu_marks.append((process_cpu_s(self.server_pid), usage.ru_utime + usage.ru_stime))
 
     def report(self, member: int, assigned: frozenset[int]) -> bool:
         """Whether the whole group is settled: everyone holds 2, all distinct."""
@@ -138,9 +154,17 @@ def _aiokafka_member(bootstrap: str, group: str, topic: str, member: int, gate: 
 MEMBER: dict[str, Callable[..., None]] = {"confluent-kafka": _confluent_member, "aiokafka": _aiokafka_member}
 
 
-def sync_commits(library: str, bootstrap: str, topic: str, seconds: float) -> Run:
-    """Three members of `library` in a fresh group on `topic`, committing for `seconds`."""
-    gate = _Gate(MEMBERS)
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def sync_commits(library: str, bootstrap: str, topic: str, seconds: float, server_pid: int) -> Run:
+    """Three members of `library` in a fresh group on `topic`, committing for `seconds`;
+    `server_pid` is the process they talk to, whose CPU time is taken."""
+    gate = _Gate(MEMBERS, server_pid)
     latencies = Latencies()
     counts = [0] * MEMBERS
     group = new_name(f"sync-{library}")
@@ -161,7 +185,31 @@ def sync_commits(library: str, bootstrap: str, topic: str, seconds: float) -> Ru
         raise gate.errors[0]
     if any(t.is_alive() for t in threads):
         raise TimeoutError(f"{library} members still running")
-    return Run(sum(counts), seconds, latencies)
+    (server_start, client_start), (server_end, client_end) = gate.cpu_marks
+    return Run(sum(counts), seconds, latencies, server_end - server_start, client_end - client_start)
+
+
+FSYNC_SECONDS = "fsync seconds"
+FSYNCS = "fsyncs"
+
+
+def kgc_counts(metrics_url: str) -> Counter:
+    """From kgc's metrics: `kgc_requests_total` by API name (all versions together), and
+    the sum and count of its fsyncs under FSYNC_SECONDS and FSYNCS."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    counts: Counter = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "kgc_requests_total":
+                counts[sample.labels["api"]] += int(sample.value)
+            elif sample.name == "kgc_log_fsync_duration_seconds_sum":
+                counts[FSYNC_SECONDS] += sample.value
+            elif sample.name == "kgc_log_fsync_duration_seconds_count":
+                counts[FSYNCS] += int(sample.value)
+    return counts
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -178,16 +226,20 @@ def main(argv: list[str] | None = None) -> None:
 
     paths = ("Tansu direct", "kgc fsync=always", "kgc fsync=never")
     results: dict[tuple[str, str], list[Run]] = {(lib, p): [] for lib in libraries for p in paths}
+    kgc_during: dict[tuple[str, str], Counter] = {(lib, p): Counter() for lib in libraries for p in paths}
     disk_p50s, disk_p99s = [], []
     with TansuBroker() as tansu, tempfile.TemporaryDirectory(prefix="kgc-sync-") as tmp, \
             FsyncProbe(Path(tmp)) as probe:
         bootstraps = {"Tansu direct": tansu.bootstrap}
+        servers = {"Tansu direct": (tansu.pid, None)}
         with _kgc_in_front(tansu, Path(tmp) / "always", "always", free_port, kgc_process) as always, \
                 _kgc_in_front(tansu, Path(tmp) / "never", "never", free_port, kgc_process) as never:
             wait_listening(always.broker_port)
             wait_listening(never.broker_port)
             bootstraps["kgc fsync=always"] = always.bootstrap
             bootstraps["kgc fsync=never"] = never.bootstrap
+            servers["kgc fsync=always"] = (always.pid, always.metrics_url)
+            servers["kgc fsync=never"] = (never.pid, never.metrics_url)
             topic = create_topic(tansu.bootstrap, MEMBERS * PARTITIONS_EACH)
             for _ in range(args.rounds):
                 for lib in libraries:
@@ -196,12 +248,17 @@ def main(argv: list[str] | None = None) -> None:
                             disk = probe.latencies()
                             disk_p50s.append(disk.percentile_ms(50))
                             disk_p99s.append(disk.percentile_ms(99))
-                        results[lib, path].append(sync_commits(lib, bootstraps[path], topic, args.seconds))
+                        pid, metrics_url = servers[path]
+                        before = kgc_counts(metrics_url) if metrics_url else Counter()
+                        results[lib, path].append(sync_commits(lib, bootstraps[path], topic, args.seconds, pid))
+                        if metrics_url:
+                            kgc_during[lib, path] += kgc_counts(metrics_url) - before
 
     print(f"{MEMBERS} consumers x {PARTITIONS_EACH} partitions in one group, one synchronous commit in flight "
           f"each, {args.seconds:g} s per run, {args.rounds} round(s); medians over rounds\n")
-    print("| library | path | commits/s | p50 ms | p99 ms | commits/s vs Tansu |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| library | path | commits/s | p50 ms | p99 ms | commits/s vs Tansu | server CPU µs/commit "
+          "| clients' CPU µs/commit |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     p50 = {}
     for lib in libraries:
         direct = statistics.median(r.rate for r in results[lib, "Tansu direct"])
@@ -210,13 +267,25 @@ def main(argv: list[str] | None = None) -> None:
             rate = statistics.median(r.rate for r in runs)
             p50[lib, path] = statistics.median(r.latencies.percentile_ms(50) for r in runs)
             p99 = statistics.median(r.latencies.percentile_ms(99) for r in runs)
-            print(f"| {lib} | {path} | {rate:,.0f} | {p50[lib, path]:.3f} | {p99:.3f} | {rate / direct:.2f} |")
+            server_cpu = statistics.median(r.server_cpu_s / r.commits * 1e6 for r in runs)
+            client_cpu = statistics.median(r.client_cpu_s / r.commits * 1e6 for r in runs)
+            print(f"| {lib} | {path} | {rate:,.0f} | {p50[lib, path]:.3f} | {p99:.3f} | {rate / direct:.2f} "
+                  f"| {server_cpu:.0f} | {client_cpu:.0f} |")
     disk_p50 = statistics.median(disk_p50s)
     print(f"\ndisk fsync of a small append, timed just before each fsync=always run: p50 {disk_p50:.3f} ms, "
           f"p99 {statistics.median(disk_p99s):.3f} ms (medians of {len(disk_p50s)})")
     for lib in libraries:
         extra = p50[lib, "kgc fsync=always"] - p50[lib, "kgc fsync=never"]
-        print(f"- {lib}: p50 always - p50 never = {extra:.3f} ms = {extra / disk_p50:.2f} x disk fsync p50")
+        during = kgc_during[lib, "kgc fsync=always"]
+        own = during[FSYNC_SECONDS] / during[FSYNCS] * 1000 if during[FSYNCS] else float("nan")
+        print(f"- {lib}: p50 always - p50 never = {extra:.3f} ms = {extra / disk_p50:.2f} x disk fsync p50 "
+              f"= {extra / own:.2f} x kgc's mean fsync in its always runs ({own:.3f} ms)")
+    print("\nrequests kgc answered besides OffsetCommit, whole runs (group join and leave included):")
+    for (lib, path), counts in kgc_during.items():
+        if path != "Tansu direct":
+            others = ", ".join(f"{api} {n}" for api, n in sorted(counts.items())
+                               if api not in ("OffsetCommit", FSYNC_SECONDS, FSYNCS))
+            print(f"- {lib}, {path}: {others}")
 
 
 class _kgc_in_front:
@@ -224,12 +293,16 @@ class _kgc_in_front:
 
     def __init__(self, tansu, data_dir: Path, fsync: str, free_port, kgc_process):
         self.broker_port = free_port()
+        http_port = free_port()
+        self.metrics_url = f"http://127.0.0.1:{http_port}/metrics"
         self._cm = kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={self.broker_port}",
-                               "--data-dir", str(data_dir), "--fsync", fsync, "--initial-rebalance-delay-ms", "0")
+                               "--http-port", str(http_port), "--data-dir", str(data_dir), "--fsync", fsync,
+                               "--initial-rebalance-delay-ms", "0")
 
     def __enter__(self):
         kgc = self._cm.__enter__()
         self.bootstrap = kgc.bootstrap
+        self.pid = kgc.proc.pid
         return self
 
     def __exit__(self, *exc):
