@@ -317,33 +317,39 @@ def _stale_member_epochs(cols, audit, keys, rows, key_index, offset, tombstone, 
     member_code: dict[str, int] = {}
     block_member = np.asarray([member_code.setdefault(w.member_id, len(member_code)) if w.member_id else -1
                                for w in writer.writers], np.int64)
-    # A (group, member) pair as one number: group id (from the keys) and member id code.
+    # A (group, member) as one number (group id from the keys, member id code), then as
+    # its index among the pairs that have epochs: few, so the as-of keys stay small.
     width = len(member_code) + 1
     events = [(row, keys.group_ids[group] * width + member_code[member], epochs)
               for row, group, member, epochs in epoch_events
               if group in keys.group_ids and member in member_code]
     if not events:
         return
+    event_key = np.asarray([key for _row, key, _e in events], np.int64)
+    pairs = np.unique(event_key)
     commit_epoch = writer.generation()
     commit_member = block_member[writer.block]
-    candidates = np.flatnonzero(~tombstone & (commit_epoch >= 0) & (commit_member >= 0) & _reported(cols, audit, rows))
+    commit_key = keys.key_group[key_index] * width + commit_member
+    commit_pair = np.minimum(np.searchsorted(pairs, commit_key), len(pairs) - 1)
+    candidates = np.flatnonzero(~tombstone & (commit_epoch >= 0) & (commit_member >= 0)
+                                & (pairs[commit_pair] == commit_key) & _reported(cols, audit, rows))
     if not candidates.size:
         return
     record_offset = cols.offset
     span = int(record_offset.max()) + 1
-    if (len(keys.group_ids) + 1) * width * span >= 2**62:
+    if len(pairs) * span >= 2**62:
         raise ValueError("offsets too large for the columnar audit: use the records scanner")
-    event_row = np.asarray([row for row, _pair, _e in events], np.int64)
-    event_pair = np.asarray([pair for _row, pair, _e in events], np.int64)
-    event_epochs = [e for _row, _pair, e in events]
+    event_row = np.asarray([row for row, _key, _e in events], np.int64)
+    event_pair = np.searchsorted(pairs, event_key)
+    event_epochs = [e for _row, _key, e in events]
     event_at = event_pair * span + record_offset[event_row]
     order = np.argsort(event_at, kind="stable")
     event_at, event_pair = event_at[order], event_pair[order]
-    commit_pair = keys.key_group[key_index[candidates]] * width + commit_member[candidates]
-    at = np.searchsorted(event_at, commit_pair * span + record_offset[rows[candidates]], side="left") - 1
+    wanted = commit_pair[candidates]
+    at = np.searchsorted(event_at, wanted * span + record_offset[rows[candidates]], side="left") - 1
     found = at >= 0
     at = np.where(found, at, 0)
-    found &= event_pair[at] == commit_pair
+    found &= event_pair[at] == wanted
     for c, e in zip(candidates[found].tolist(), order[at[found]].tolist(), strict=True):
         member = event_epochs[e]
         epoch = int(commit_epoch[c])

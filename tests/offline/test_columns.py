@@ -242,3 +242,43 @@ def test_kafka_4_group_records_are_judged_the_same(tmp_path):
     assert {f.type.value for f in columns.results[0].findings} == {"offset_of_deleted_group", "undecodable_record",
                                                                     "orphaned_offset"}
     assert columns.summary == reference.summary
+
+
+def test_member_epochs_are_judged_the_same(tmp_path):
+    """KIP-848 commits by member epoch: per (group, member), as of each commit; a member
+    gone (tombstone) or in another group is not the one judged; the previous epoch passes."""
+    from coordinator import records
+
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+
+    def log_record(record) -> LogRecord:
+        return LogRecord(records.serialize_key(record.key), records.serialize_value(record.value), record.headers)
+
+    def epoch(group: str, member: str, current: int | None, previous: int = 0) -> LogRecord:
+        value = None if current is None else records.ConsumerGroupCurrentMemberAssignmentValue(
+            current, previous, 0, (), ())
+        return log_record(records.CoordinatorRecord(records.ConsumerGroupCurrentMemberAssignmentKey(group, member),
+                                                    value))
+
+    def commit(group: str, member: str, member_epoch: int, offset: int) -> LogRecord:
+        return log_record(records.new_offset_commit_record(group, "t", 0, records.OffsetCommitValue(offset, -1, "", 1),
+                                                           member_id=member, generation=member_epoch))
+
+    group_epoch = records.serialize_value(records.ConsumerGroupMetadataValue(5))
+    log = [consumer_group_record("g", group_epoch), consumer_group_record("h", group_epoch),
+           commit("g", "a", 3, 1),                  # before a has any epoch: not judged
+           epoch("g", "a", 5, 4), epoch("h", "a", 2, 1),
+           commit("g", "a", 5, 2), commit("g", "a", 4, 3),     # current, previous: fine
+           commit("g", "a", 3, 4),                  # older than the previous: stale
+           commit("h", "a", 2, 5), commit("h", "a", 1, 6),     # h's a is at 2: fine, then previous
+           commit("h", "a", 0, 7),                  # stale in h
+           epoch("g", "a", None),                   # a leaves g
+           commit("g", "a", 1, 8)]                  # no member to judge against
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, log, 1))
+    columns, reference = both_scanners(audit, tmp_path / "data", tmp_path, Options(now_ms=2))
+    assert sorted(map(repr, columns.results[0].findings)) == sorted(map(repr, reference.results[0].findings))
+    stale = [(f.group, f.record_offset, f.detail) for f in reference.results[0].findings
+             if f.type.value == "stale_generation_commit"]
+    assert stale == [("g", 7, "member epoch 3, member at 5 since offset 3"),
+                     ("h", 10, "member epoch 0, member at 2 since offset 4")]
