@@ -24,9 +24,23 @@ def java_string_hash(s: str) -> int:
     return h - 2**32 if h >= 2**31 else h
 
 
-# Every request of a group hashes the same id, and the hash loop in Python showed in the
-# heartbeat profile (BENCHMARKS.md, "Request path"). Bounded, since group ids come from clients.
-@functools.lru_cache(maxsize=65_536)
+# Longer ids are hashed each time: the cache holds its ids, so it is bounded in bytes
+# as well as in entries (65,536 ids of up to 32,767 bytes, which a client may send in a
+# few DescribeGroups, would hold 2 GiB), and real group ids are far shorter.
+CACHED_ID_CHARS = 256
+
+
 def partition_for(group_id: str, num_partitions: int = 50) -> int:
+    if len(group_id) > CACHED_ID_CHARS:
+        return _partition_for(group_id, num_partitions)
+    return _cached_partition_for(group_id, num_partitions)
+
+
+def _partition_for(group_id: str, num_partitions: int) -> int:
     h = java_string_hash(group_id)
     return (0 if h == _INT32_MIN else abs(h)) % num_partitions
+
+
+# Every request of a group hashes the same id, and the hash loop in Python showed in the
+# heartbeat profile (BENCHMARKS.md, "Request path"). Bounded, since group ids come from clients.
+_cached_partition_for = functools.lru_cache(maxsize=65_536)(_partition_for)
