@@ -47,6 +47,8 @@ class MemberSettings:
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 100
     security: ClientSecurity | None = None     # None: plaintext
+    # librdkafka's partition.assignment.strategy ("cooperative-sticky": KIP-429 rebalances)
+    confluent_assignor: str = "roundrobin"
 
 
 class ConfluentDriver:
@@ -56,7 +58,7 @@ class ConfluentDriver:
         conf = {"bootstrap.servers": s.bootstrap, "group.id": s.group, "client.id": s.client_id,
                 "enable.auto.commit": False, "auto.offset.reset": "earliest",
                 "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": s.heartbeat_interval_ms,
-                "partition.assignment.strategy": "roundrobin", "topic.metadata.refresh.interval.ms": 1000}
+                "partition.assignment.strategy": s.confluent_assignor, "topic.metadata.refresh.interval.ms": 1000}
         if s.instance_id:
             conf["group.instance.id"] = s.instance_id
         if s.security:

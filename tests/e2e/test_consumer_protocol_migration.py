@@ -117,19 +117,30 @@ def assert_exactly_once(members: list[Member], batches: int) -> None:
         p: list(range(BATCH * batches)) for p in range(PARTITIONS)}
 
 
-def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc_mixed):
+# The classic members: eager rebalances (three libraries sharing "roundrobin"), or
+# librdkafka's cooperative-sticky (KIP-429), whose members keep their partitions while
+# they rejoin and give up only those the server's assignment takes away.
+CLASSIC = {
+    "eager": (LIBRARIES, "roundrobin"),
+    "cooperative": (("confluent-kafka", "confluent-kafka"), "cooperative-sticky"),
+}
+
+
+@pytest.mark.parametrize(("libraries", "assignor"), CLASSIC.values(), ids=CLASSIC.keys())
+def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc_mixed, libraries, assignor):
     bootstrap = kgc_mixed.bootstrap
     topic, group = create_topic(bootstrap, PARTITIONS), new_name("mixed848")
 
     def member(library: str, name: str) -> Member:
-        return Member(library, MemberSettings(bootstrap, group, topic, name)).start()
+        return Member(library, MemberSettings(bootstrap, group, topic, name, confluent_assignor=assignor)).start()
 
-    classic = [member(lib, f"classic-{lib}") for lib in LIBRARIES]
+    classic = [member(lib, f"classic-{i}-{lib}") for i, lib in enumerate(libraries)]
+    n = len(classic)
     everyone = list(classic)
     try:
         with OwnerSampler(bootstrap, group) as sampler:
             show = lambda: str(sampler.view())   # noqa: E731
-            wait_until(lambda: settled(sampler, "classic", 3), TIMEOUT_S, show, classic)
+            wait_until(lambda: settled(sampler, "classic", n), TIMEOUT_S, show, classic)
             classic_ids = set(sampler.view()[2])
             produce_sequenced(bootstrap, topic, PARTITIONS, BATCH)
             wait_until(lambda: consumed_all(classic, 1), TIMEOUT_S, show, classic)
@@ -139,11 +150,11 @@ def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc
             # Upgrade: the first KIP-848 member joins the live classic group.
             new = member(CONSUMER_PROTOCOL, "kip848")
             everyone.append(new)
-            wait_until(lambda: settled(sampler, "consumer", 4), TIMEOUT_S, show, everyone)
+            wait_until(lambda: settled(sampler, "consumer", n + 1), TIMEOUT_S, show, everyone)
             group_view = describe(bootstrap, group)
             # Online: the classic members went on under their member ids, as classic members.
             assert {m.member_id for m in group_view.members if m.member_type == 0} == classic_ids
-            assert sorted(m.member_type for m in group_view.members) == [0, 0, 0, 1]
+            assert sorted(m.member_type for m in group_view.members) == [0] * n + [1]
             assert held(group_view)[next(m.member_id for m in group_view.members if m.member_type == 1)]
             produce_sequenced(bootstrap, topic, PARTITIONS, BATCH, first_sequence=BATCH)
             wait_until(lambda: consumed_all(everyone, 2), TIMEOUT_S, show, everyone)
@@ -154,7 +165,7 @@ def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc
 
             # Downgrade: the last KIP-848 member leaves; the classic members go on as a classic group.
             new.close()
-            wait_until(lambda: settled(sampler, "classic", 3), TIMEOUT_S, show, classic)
+            wait_until(lambda: settled(sampler, "classic", n), TIMEOUT_S, show, classic)
             assert set(sampler.view()[2]) == classic_ids
             produce_sequenced(bootstrap, topic, PARTITIONS, BATCH, first_sequence=2 * BATCH)
             wait_until(lambda: consumed_all(everyone, 3), TIMEOUT_S, show, classic)
