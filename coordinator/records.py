@@ -80,6 +80,10 @@ CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_TYPE = 6
 CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_TYPE = 7
 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_TYPE = 8
 CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_TYPE = 16
+# kgc's own record type (Kafka's loader skips key types it does not know, with a warning):
+# a group kgc adopted from another coordinator (`AdoptedGroupKey`).
+ADOPTED_GROUP_KEY_TYPE = 0x4B41
+ADOPTED_GROUP_VALUE_VERSION = 0
 CONSUMER_GROUP_VALUE_VERSION = 0
 
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -236,6 +240,20 @@ class ConsumerGroupRegularExpressionValue:
     timestamp_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class AdoptedGroupKey:
+    """A group kgc adopted (`coordinator.group.adopt`). Never tombstoned, so compaction
+    keeps it after the group itself is deleted or expires: kgc adopts a group at most
+    once, and never brings back offsets older than its own, restarts included."""
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptedGroupValue:
+    source: str          # where the group came from: "upstream", "kafka-log"
+    adopted_at_ms: int
+
+
 ConsumerGroupKey = (ConsumerGroupMetadataKey | ConsumerGroupMemberMetadataKey
                     | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
                     | ConsumerGroupCurrentMemberAssignmentKey | ConsumerGroupRegularExpressionKey)
@@ -253,8 +271,8 @@ _CONSUMER_KEY_TYPES: dict[type, int] = {
 }
 _CONSUMER_KEY_CLASSES = {record_type: cls for cls, record_type in _CONSUMER_KEY_TYPES.items()}
 
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | AdoptedGroupKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue | AdoptedGroupValue
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -292,6 +310,8 @@ def serialize_key(key: RecordKey) -> bytes:
         return _offset_commit_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
     if isinstance(key, GroupMetadataKey):
         return _I16.pack(GROUP_METADATA_KEY_TYPE) + _string(key.group)
+    if isinstance(key, AdoptedGroupKey):
+        return _I16.pack(ADOPTED_GROUP_KEY_TYPE) + _string(key.group)
     record_type = _CONSUMER_KEY_TYPES.get(type(key))
     if record_type is not None:
         # Keys are never flexible: int16-length strings, like the classic keys.
@@ -337,6 +357,8 @@ def serialize_value(value: RecordValue | None) -> bytes | None:
         return b"".join(parts)
     if isinstance(value, ConsumerGroupValue):
         return _I16.pack(CONSUMER_GROUP_VALUE_VERSION) + _serialize_consumer_value(value)
+    if isinstance(value, AdoptedGroupValue):
+        return _I16.pack(ADOPTED_GROUP_VALUE_VERSION) + _string(value.source) + _I64.pack(value.adopted_at_ms)
     raise TypeError(f"not a record value: {value!r}")
 
 
@@ -620,6 +642,8 @@ def deserialize_key(key_bytes: bytes) -> RecordKey | None:
         key = OffsetCommitKey(kr.string(), kr.string(), kr.int32())
     elif record_type == GROUP_METADATA_KEY_TYPE:
         key = GroupMetadataKey(kr.string())
+    elif record_type == ADOPTED_GROUP_KEY_TYPE:
+        key = AdoptedGroupKey(kr.string())
     elif record_type in _CONSUMER_KEY_CLASSES:
         cls = _CONSUMER_KEY_CLASSES[record_type]
         group = kr.string()
@@ -643,7 +667,8 @@ def other_record_group(key_bytes: bytes) -> tuple[int, str] | None:
     try:
         kr = _Reader(key_bytes)
         record_type = kr.int16()
-        return (record_type, kr.string()) if record_type > GROUP_METADATA_KEY_TYPE else None
+        return (record_type, kr.string()) if GROUP_METADATA_KEY_TYPE < record_type != ADOPTED_GROUP_KEY_TYPE \
+            else None
     except RecordDecodeError:
         return None
 
@@ -656,6 +681,12 @@ def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
             return fast
     vr = _Reader(value_bytes)
     version = vr.int16()
+    if isinstance(key, AdoptedGroupKey):
+        if version != ADOPTED_GROUP_VALUE_VERSION:
+            raise RecordDecodeError(f"unknown value version {version} for record type {ADOPTED_GROUP_KEY_TYPE}")
+        adopted = AdoptedGroupValue(vr.string(), vr.int64())
+        vr.done()
+        return adopted
     if type(key) in _CONSUMER_KEY_TYPES:
         if version != CONSUMER_GROUP_VALUE_VERSION:
             raise RecordDecodeError(f"unknown value version {version} for record type {_CONSUMER_KEY_TYPES[type(key)]}")

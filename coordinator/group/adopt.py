@@ -3,9 +3,11 @@
 Pure: the runtime's `Adoption` (coordinator/runtime/adoption.py) or `kgc import` fetches
 the state; `adoption_records` turns it into the records kgc would have written itself,
 with audit headers that say where they came from (`records.adoption_headers`), and the
-shard replays them through the normal write path. A group with a protocol type (a
-"consumer" group) gets an Empty GroupMetadata record first, so it exists even before its
-first member joins; a simple group (no protocol type) is its offsets alone, as in Kafka.
+shard replays them through the normal write path. First comes kgc's own AdoptedGroup
+record, which outlives the group (adoption happens once per group, restarts included);
+then a group with a protocol type (a "consumer" group) gets an Empty GroupMetadata record,
+so it exists even before its first member joins; a simple group (no protocol type) is its
+offsets alone, as in Kafka.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from coordinator.records import (
+    AdoptedGroupKey,
+    AdoptedGroupValue,
     CoordinatorRecord,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -33,7 +37,7 @@ class AdoptedOffset(NamedTuple):
 def adoption_records(group_id: str, protocol_type: str, offsets: tuple[AdoptedOffset, ...], *, source: str,
                      now_ms: int) -> tuple[CoordinatorRecord, ...]:
     headers = adoption_headers(source, now_ms)
-    records: list[CoordinatorRecord] = []
+    records = [CoordinatorRecord(AdoptedGroupKey(group_id), AdoptedGroupValue(source, now_ms), headers)]
     if protocol_type:
         records.append(CoordinatorRecord(GroupMetadataKey(group_id), GroupMetadataValue(
             protocol_type=protocol_type, generation=0, protocol=None, leader=None,

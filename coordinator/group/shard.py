@@ -58,6 +58,7 @@ from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbe
 from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
+    AdoptedGroupKey,
     ConsumerGroupKey,
     ConsumerGroupMetadataKey,
     CoordinatorRecord,
@@ -81,6 +82,7 @@ class GroupShard:
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.adopted: set[str] = set()   # groups ever adopted, deleted since or not
         self.membership = Membership(self.groups, config, timer, clock, new_member_id)
         self.consumer = ConsumerGroups(self.consumer_groups, config, timer, clock, new_member_id, topics, stopwatch)
         self.classic_members = ClassicMembers(self.consumer, config, timer)
@@ -221,7 +223,9 @@ class GroupShard:
     # ------------------------------------------------------------ adoption
 
     def knows(self, group_id: str) -> bool:
-        return group_id in self.groups or group_id in self.consumer_groups
+        """Whether kgc has the group, or adopted it once (its later deletion or expiry does
+        not make it adoptable again: the upstream's offsets are older than kgc's were)."""
+        return group_id in self.groups or group_id in self.consumer_groups or group_id in self.adopted
 
     def adopt(self, group_id: str, protocol_type: str, offsets: tuple[AdoptedOffset, ...], source: str) -> Result:
         """A group's state from another coordinator, as records of kgc's own; `response` says
@@ -266,6 +270,11 @@ class GroupShard:
             self._replay_group_metadata(offset, key.group, record.value)
         elif isinstance(key, ConsumerGroupKey):
             self._replay_consumer_group(offset, key, record.value)
+        elif isinstance(key, AdoptedGroupKey):
+            if record.value is None:
+                self.adopted.discard(key.group)
+            else:
+                self.adopted.add(key.group)
         else:
             raise CorruptStateError(f"record at offset {offset} has an unknown key {key!r}")
 

@@ -208,7 +208,7 @@ class PartitionAudit:
                     timestamp_ms=stored.timestamp_ms, segment=scanned.segment, position=scanned.position,
                     detail=str(e)))
                 continue
-            if decoded is None:
+            if decoded is None or isinstance(decoded[0], records.AdoptedGroupKey):   # kgc's own bookkeeping
                 self.skipped_records += 1
                 self.other_record(stored.key, stored.value is None, stored.offset)
                 continue

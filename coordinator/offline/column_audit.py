@@ -97,7 +97,7 @@ class _Keys:
                 key, code = e, _BAD
             else:
                 code = _COMMIT if isinstance(key, OffsetCommitKey) else _GROUP if isinstance(key, GroupMetadataKey) \
-                    else _OTHER if key is None else _CONSUMER
+                    else _OTHER if key is None or isinstance(key, records.AdoptedGroupKey) else _CONSUMER
             self.decoded.append(key)
             codes.append(code)
         self.kind = np.asarray(codes, np.int64)[self.index]

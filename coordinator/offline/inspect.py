@@ -274,7 +274,7 @@ def materialize(partitions: list[InspectedPartition], group: str | None = None) 
                             state.offsets[tp] = rec.value
                     elif isinstance(rec.key, records.ConsumerGroupKey):
                         _replay_consumer(state, rec)
-                    else:
+                    elif isinstance(rec.key, records.GroupMetadataKey):
                         state.metadata = rec.value
                         state.metadata_offset = rec.offset
     return {g: s for g, s in sorted(groups.items())
@@ -345,7 +345,7 @@ def _offset_json(v: records.OffsetCommitValue) -> dict[str, Any]:
 def _key_json(key: records.RecordKey) -> dict[str, Any]:
     if isinstance(key, records.OffsetCommitKey):
         return {"type": "OffsetCommitKey", "group": key.group, "topic": key.topic, "partition": key.partition}
-    if isinstance(key, records.ConsumerGroupKey):
+    if isinstance(key, records.ConsumerGroupKey | records.AdoptedGroupKey):
         return {"type": type(key).__name__, **dataclasses.asdict(key)}
     return {"type": "GroupMetadataKey", "group": key.group}
 
@@ -367,7 +367,7 @@ def _value_json(value: records.RecordValue | None) -> dict[str, Any] | None:
         return None
     if isinstance(value, records.OffsetCommitValue):
         return {"type": "OffsetCommitValue", **_offset_json(value)}
-    if isinstance(value, records.ConsumerGroupValue):
+    if isinstance(value, records.ConsumerGroupValue | records.AdoptedGroupValue):
         return {"type": type(value).__name__,
                 **{f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     return {"type": "GroupMetadataValue", **_metadata_json(value)}
@@ -471,7 +471,7 @@ def _record_line(rec: InspectedRecord) -> str:
             line += "tombstone"
         elif isinstance(rec.value, records.OffsetCommitValue):
             line += f"OffsetCommitValue {_fields(_offset_json(rec.value))}"
-        elif isinstance(rec.value, records.ConsumerGroupValue):
+        elif isinstance(rec.value, records.ConsumerGroupValue | records.AdoptedGroupValue):
             value = _value_json(rec.value)
             line += f"{value.pop('type')} {_fields(value)}"
         else:

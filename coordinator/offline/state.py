@@ -35,6 +35,8 @@ def replay_state(data_dir: str | Path) -> ReplayedState:
                 if decoded is None:
                     continue
                 key, value = decoded
+                if isinstance(key, records.AdoptedGroupKey):
+                    continue
                 if isinstance(key, OffsetCommitKey):
                     tp = (key.group, key.topic, key.partition)
                     if value is None:

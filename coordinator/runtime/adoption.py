@@ -21,9 +21,11 @@ An upstream that cannot be reached or answers an error refuses the request the s
 retriable way: a failure is never taken for an empty group. Concurrent requests about one
 group share one attempt.
 
-Settled groups are remembered for the life of the process, so a group deleted on kgc is
-not adopted again until a restart; after one, a group absent from kgc's log is asked
-about again (the README's migration section says to turn adoption off once done).
+What survives a restart is the log: a group kgc adopted keeps its AdoptedGroup record
+after it is deleted or expires (`coordinator.group.adopt`), so `knows` stays true and kgc
+never adopts it twice over offsets of its own. A group found unknown upstream is settled
+with nothing written: after a restart it is asked about again, which is harmless, kgc
+having no offsets of its own for it that the upstream's could be older than.
 """
 
 from __future__ import annotations

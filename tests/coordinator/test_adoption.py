@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from kafka.protocol.admin.groups import DeleteGroupsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import JoinGroupRequest, OffsetFetchRequest
 
@@ -47,18 +48,27 @@ class ScriptedUpstream:
 DEFAULT_WAIT_MS = 45_000
 
 
-@pytest.fixture
-async def adopting():
-    coordinator = Coordinator(MemoryLogStore(num_partitions=CONFIG.num_partitions))
-    upstream = ScriptedUpstream()
+async def adopting_coordinator(store: MemoryLogStore, upstream: ScriptedUpstream) -> Coordinator:
+    coordinator = Coordinator(store)
     coordinator.clock = ManualClock(1_000_000)
     coordinator.adoption = Adoption(coordinator.runtime, upstream, clock=coordinator.clock.now_ms,
                                     default_wait_ms=DEFAULT_WAIT_MS)
     coordinator.service = GroupCoordinatorService(coordinator.runtime, NODE, coordinator.adoption)
     await coordinator.start()
-    yield coordinator, upstream
+    return coordinator
+
+
+async def stop(coordinator: Coordinator) -> None:
     coordinator.adoption.close()
     await coordinator.runtime.close()
+
+
+@pytest.fixture
+async def adopting():
+    upstream = ScriptedUpstream()
+    coordinator = await adopting_coordinator(MemoryLogStore(num_partitions=CONFIG.num_partitions), upstream)
+    yield coordinator, upstream
+    await stop(coordinator)
 
 
 def waiting_upstream_members(group: str) -> float | None:
@@ -209,3 +219,44 @@ async def test_the_loop_timer_clears_the_gauge_of_a_group_nobody_waits_for_any_m
             break
         await asyncio.sleep(0.01)
     assert waiting_upstream_members("g") is None
+
+
+async def test_a_group_adopted_then_deleted_on_kgc_is_not_adopted_again_after_a_restart():
+    """kgc's AdoptedGroup record outlives the group: after kgc moved the group's offsets on
+    and the group was deleted, a restart must not bring the upstream's older offsets back."""
+    store, upstream = MemoryLogStore(num_partitions=CONFIG.num_partitions), ScriptedUpstream()
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "consumer", (), ORDERS)
+    kgc = await adopting_coordinator(store, upstream)
+    try:
+        assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: 7}
+        assert (await kgc.commit("g", 50)).topics[0].partitions[0].error_code == ErrorCode.NONE
+        deleted = await kgc.call(ApiKey.DeleteGroups, 2, DeleteGroupsRequest(groups_names=["g"]))
+        assert deleted.results[0].error_code == ErrorCode.NONE
+    finally:
+        await stop(kgc)
+    restarted = await adopting_coordinator(store, upstream)
+    try:
+        fetched = await restarted.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))
+        assert fetched.error_code == ErrorCode.NONE and offsets_of(fetched) == {0: -1, 1: -1}
+        assert upstream.asked == ["g"]
+    finally:
+        await stop(restarted)
+
+
+async def test_a_group_found_unknown_upstream_is_asked_about_again_after_a_restart_as_kgc_wrote_nothing_for_it():
+    """Nothing to persist for it: kgc has no offsets of its own that the upstream's could
+    be older than, so asking again (and adopting what the upstream has by then) is right."""
+    store, upstream = MemoryLogStore(num_partitions=CONFIG.num_partitions), ScriptedUpstream()
+    kgc = await adopting_coordinator(store, upstream)
+    try:
+        assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: -1, 1: -1}
+    finally:
+        await stop(kgc)
+    assert list(store.read(partition_for("g"))) == []
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "", (), ORDERS)
+    restarted = await adopting_coordinator(store, upstream)
+    try:
+        assert offsets_of(await restarted.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: 7}
+        assert upstream.asked == ["g", "g"]
+    finally:
+        await stop(restarted)

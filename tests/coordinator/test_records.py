@@ -171,3 +171,15 @@ def test_a_classic_members_metadata_is_a_nullable_struct_in_tagged_field_0():
     assert deserialize(serialize_key(key), expected) == (key, value)
     plain = ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None, 5_000, None)
     assert serialize_value(plain) == expected[:len(expected) - len(struct_bytes) - 3] + H("00")
+
+
+def test_kgc_adopted_group_record_round_trips_as_its_own_key_type():
+    from coordinator import records
+
+    key, value = records.AdoptedGroupKey("g"), records.AdoptedGroupValue("upstream", 1_700_000_000_000)
+    key_bytes, value_bytes = records.serialize_key(key), records.serialize_value(value)
+    assert key_bytes[:2] == records.ADOPTED_GROUP_KEY_TYPE.to_bytes(2, "big")
+    assert records.deserialize(key_bytes, value_bytes) == (key, value)
+    assert records.other_record_group(key_bytes) is None   # kgc's own, not another protocol's group
+    with pytest.raises(records.RecordDecodeError, match="unknown value version 1"):
+        records.deserialize(key_bytes, b"\x00\x01" + value_bytes[2:])

@@ -282,3 +282,22 @@ def test_member_epochs_are_judged_the_same(tmp_path):
              if f.type.value == "stale_generation_commit"]
     assert stale == [("g", 7, "member epoch 3, member at 5 since offset 3"),
                      ("h", 10, "member epoch 0, member at 2 since offset 4")]
+
+
+def test_kgc_adopted_group_records_are_bookkeeping_to_both_audits(tmp_path):
+    """kgc's AdoptedGroup record (kept after its group is deleted) is neither a group nor a
+    finding to either scanner: counted as skipped, as Kafka's loader skips it."""
+    from coordinator import records
+    from coordinator.group.adopt import AdoptedOffset, adoption_records
+
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+    adopted = adoption_records("moved", "consumer", (AdoptedOffset("t", 0, 5, -1, ""),), source="upstream", now_ms=1)
+    deleted = [records.new_offset_commit_tombstone("moved", "t", 0), records.new_group_metadata_tombstone("moved")]
+    log = [LogRecord(records.serialize_key(r.key), records.serialize_value(r.value), r.headers)
+           for r in (*adopted, *deleted)]
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, log, 1))
+    columns, reference = both_scanners(audit, tmp_path / "data", tmp_path, Options(now_ms=2))
+    for result in (columns.results[0], reference.results[0]):
+        assert result.findings == [] and result.skipped_records == 1
+    assert columns.summary == reference.summary
