@@ -68,7 +68,7 @@ from coordinator.group.responses import (
 )
 from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
 from coordinator.group.timer import Timer
-from coordinator.records import ClassicMemberMetadata
+from coordinator.records import ClassicMemberMetadata, ConsumerGroupMetadataKey
 from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -128,11 +128,23 @@ class ClassicMembers:
         records: list = []
         reconciled = self.consumer.advance(group, image, old, base, updated, replaced,
                                            owned_partitions(subscription, image), records)
+        answer = join_response(version, JoinAnswer(ErrorCode.NONE, member_id, reconciled.member_epoch, _CONSUMER,
+                                                   protocols[0][0]))
+        if (replaced is not None and not replaced.uses_classic_protocol and self.consumer.downgrade is not None
+                and self.consumer.may_downgrade(group, {replaced.member_id}, reconciled)):
+            # It replaced the last consumer-protocol member: the group becomes classic. A
+            # new subscription (a new group epoch) needs a classic rebalance; else the
+            # member takes its predecessor's assignment as it is.
+            for mid in (*group.members, member_id):
+                self.consumer.cancel_timers(group_id, mid)
+            bumped = any(isinstance(r.key, ConsumerGroupMetadataKey) for r in records)
+            downgraded = self.consumer.downgrade(group, set(), joining=reconciled, replaced=replaced,
+                                                 rebalance=bumped)
+            return replace(downgraded, records=(*records, *downgraded.records), response=answer)
         self.timer.cancel(classic_join_key(group_id, member_id))
         self.timer.schedule(classic_sync_key(group_id, member_id), rebalance_timeout_ms,
                             functools.partial(self._expired, group_id, member_id, "did not sync"))
-        answer = JoinAnswer(ErrorCode.NONE, member_id, reconciled.member_epoch, _CONSUMER, protocols[0][0])
-        return Result(records=tuple(records), response=join_response(version, answer))
+        return Result(records=tuple(records), response=answer)
 
     @staticmethod
     def _member_for_join(group: ConsumerGroup, member_id: str, instance_id: str | None, unknown: bool

@@ -129,7 +129,7 @@ class ConsumerGroups:
         self.assignor_runs: collections.deque[tuple[str, float]] = collections.deque(maxlen=1024)
         # (group, members leaving) → the Result that makes the rest a classic group; the
         # shard sets it (`migration.Migration.downgrade`), as it owns the classic side.
-        self.downgrade: Callable[[ConsumerGroup, set[str]], Result] | None = None
+        self.downgrade: Callable[..., Result] | None = None
 
     # ------------------------------------------------------------ validation
 
@@ -227,7 +227,7 @@ class ConsumerGroups:
         # 1. the member (a static replacement first retires its departed predecessor)
         if replaced is not None:
             records += _member_tombstones(group.group_id, replaced.member_id)
-            self._cancel_timers(group.group_id, replaced.member_id)
+            self.cancel_timers(group.group_id, replaced.member_id)
         if is_new or updated.metadata_value() != base.metadata_value() or replaced is not None:
             records.append(CoordinatorRecord(ConsumerGroupMemberMetadataKey(group.group_id, member_id),
                                              updated.metadata_value()))
@@ -394,15 +394,19 @@ class ConsumerGroups:
         gone = set(member_ids)
         if not gone:
             return EMPTY_RESULT
-        if self.downgrade is not None and self._may_downgrade(group, gone):
+        if self.downgrade is not None and self.may_downgrade(group, gone):
             for mid in group.members:
-                self._cancel_timers(group.group_id, mid)
+                self.cancel_timers(group.group_id, mid)
             return self.downgrade(group, gone)
         return Result(records=tuple(self.fence_records(group, gone)))
 
-    def _may_downgrade(self, group: ConsumerGroup, gone: set[str]) -> bool:
-        """Kafka's `validateOnlineDowngradeWithFencedMembers`."""
+    def may_downgrade(self, group: ConsumerGroup, gone: set[str],
+                      joining: ConsumerGroupMember | None = None) -> bool:
+        """Kafka's `validateOnlineDowngradeWithFencedMembers` (members leaving) and
+        `...WithReplacedMember` (a classic static member `joining` in place of one)."""
         remaining = [m for mid, m in group.members.items() if mid not in gone]
+        if joining is not None:
+            remaining.append(joining)
         if not remaining or not all(m.uses_classic_protocol for m in remaining):
             return False
         if not self.config.downgrade_enabled:
@@ -423,7 +427,7 @@ class ConsumerGroups:
         records: list[CoordinatorRecord] = []
         for mid in sorted(gone):
             records += _member_tombstones(group.group_id, mid)
-            self._cancel_timers(group.group_id, mid)
+            self.cancel_timers(group.group_id, mid)
         remaining = [m for mid, m in group.members.items() if mid not in gone]
         in_use = {m.subscribed_topic_regex for m in remaining if m.subscribed_topic_regex}
         for rx in sorted(group.regexes.keys() - in_use):
@@ -439,13 +443,18 @@ class ConsumerGroups:
                                              ConsumerGroupTargetAssignmentMetadataValue(epoch)))
         return records
 
-    def group_tombstones(self, group: ConsumerGroup) -> list[CoordinatorRecord]:
-        """DeleteGroups of an empty group, in Kafka's order."""
+    def group_tombstones(self, group: ConsumerGroup, renamed: dict[str, str] | None = None) -> list[CoordinatorRecord]:
+        """The group's deletion, in Kafka's order (DeleteGroups of an empty group, or a
+        downgrade); `renamed`: member ids written in place of others earlier in the same
+        batch (a static member's successor)."""
         gid = group.group_id
-        records = [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in sorted(group.members)]
-        records += [CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in sorted(group.target)]
+        renamed = renamed or {}
+        members = sorted(renamed.get(m, m) for m in group.members)
+        targets = sorted(renamed.get(m, m) for m in group.target)
+        records = [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in members]
+        records += [CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in targets]
         records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(gid), None))
-        records += [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, m), None) for m in sorted(group.members)]
+        records += [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, m), None) for m in members]
         records += [CoordinatorRecord(ConsumerGroupRegularExpressionKey(gid, rx), None) for rx in sorted(group.regexes)]
         records.append(CoordinatorRecord(ConsumerGroupMetadataKey(gid), None))
         return records
@@ -471,7 +480,7 @@ class ConsumerGroups:
         self.timer.schedule(key, max(new.rebalance_timeout_ms, 0),
                             functools.partial(self._rebalance_expired, group_id, new.member_id, new.member_epoch))
 
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
         for key in (session_key, rebalance_key, classic_join_key, classic_sync_key):
             self.timer.cancel(key(group_id, member_id))
 
@@ -501,7 +510,7 @@ class ConsumerGroups:
     def on_unloaded(self) -> None:
         for group in self.groups.values():
             for member_id in group.members:
-                self._cancel_timers(group.group_id, member_id)
+                self.cancel_timers(group.group_id, member_id)
         self.groups.clear()
 
     # ------------------------------------------------------------ offsets

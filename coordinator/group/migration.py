@@ -146,14 +146,21 @@ class Migration:
 
     # ------------------------------------------------------------ consumer → classic
 
-    def downgrade(self, group: ConsumerGroup, leaving: set[str]) -> Result:
-        """The consumer group's remaining (all classic) members as a classic group, then a
-        rebalance among them."""
+    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, joining: ConsumerGroupMember | None = None,
+                  replaced: ConsumerGroupMember | None = None, rebalance: bool = True) -> Result:
+        """The consumer group's remaining (all classic) members as a classic group, then
+        (`rebalance`) a rebalance among them. `joining` is a classic static member that
+        took `replaced`'s place in the same batch: it joins with `replaced`'s target."""
         group_id = group.group_id
         image = self.consumer.topics()
         classic = ClassicGroup(group_id, GroupState.STABLE, self.clock(), generation=group.group_epoch,
                                protocol_type="consumer")
-        remaining = [m for mid, m in sorted(group.members.items()) if mid not in leaving]
+        gone = leaving | ({replaced.member_id} if replaced is not None else set())
+        remaining = [m for mid, m in sorted(group.members.items()) if mid not in gone]
+        targets = dict(group.target)
+        if joining is not None:
+            remaining.append(joining)
+            targets[joining.member_id] = targets.get(replaced.member_id, {})
         for m in remaining:
             classic.add(ClassicGroupMember(
                 m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
@@ -165,19 +172,22 @@ class Migration:
                 version = subscription_version(m.metadata(classic.protocol_name))
             except MalformedProtocol:
                 version = 0
-            assignments[m.member_id] = encode_assignment(group.target.get(m.member_id, {}), image, version)
-        records = self.consumer.group_tombstones(group)
+            assignments[m.member_id] = encode_assignment(targets.get(m.member_id, {}), image, version)
+        renamed = {replaced.member_id: joining.member_id} if joining is not None else None
+        records = self.consumer.group_tombstones(group, renamed)
         records.append(new_group_metadata_record(group_id, group_metadata_value(classic, assignments)))
-        log.info("[group=%s] the last consumer-protocol member left: %d classic members continue as a "
+        log.info("[group=%s] no consumer-protocol member left: %d classic members continue as a "
                  "classic group at generation %d", group_id, len(remaining), classic.generation)
 
-        def rebalance() -> Result:
+        def after_commit() -> Result:
             downgraded = self.membership.groups.get(group_id)
             if downgraded is None or not downgraded.is_in(GroupState.STABLE):
                 return EMPTY_RESULT
             for member in downgraded.members.values():
                 self.membership.reschedule_heartbeat(downgraded, member)
+            if not rebalance:
+                return EMPTY_RESULT
             return self.membership.finish(self.membership.prepare_rebalance(
                 downgraded, "downgraded from a consumer group as its last consumer-protocol member left"))
 
-        return Result(records=tuple(records), after_commit=rebalance)
+        return Result(records=tuple(records), after_commit=after_commit)

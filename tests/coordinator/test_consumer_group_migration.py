@@ -205,6 +205,32 @@ def test_a_classic_member_joins_a_consumer_group_with_members(ctx):
     assert sorted(m.member_type for m in described.members) == [0, 1]
 
 
+def test_a_static_classic_member_restarting_takes_over_its_partitions(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    first = ctx.join(version=5, group_instance_id="i1", protocols=PROTOCOLS)
+    old_id = first.response.member_id
+    ctx.sync(version=5, member_id=old_id, generation_id=2, group_instance_id="i1")
+    kept = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}}).assignment["t"]
+    ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": kept})
+    join = ctx.join(version=5, member_id=old_id, group_instance_id="i1", protocols=PROTOCOLS)
+    mine = assigned(ctx.sync(version=5, member_id=old_id, generation_id=join.response.generation_id,
+                             group_instance_id="i1"))
+    assert mine == {0, 1, 2, 3} - kept
+    # The process restarts: a new member id under the same instance id takes the partitions over.
+    again = ctx.join(version=5, group_instance_id="i1", protocols=PROTOCOLS)
+    new_id = again.response.member_id
+    assert again.error == 0 and new_id != old_id
+    group = ctx.consumer_group()
+    assert old_id not in group.members and group.static_members["i1"] == new_id
+    assert assigned(ctx.sync(version=5, member_id=new_id, generation_id=again.response.generation_id,
+                             group_instance_id="i1")) == mine
+    # The old process is fenced.
+    with pytest.raises(ApiError) as err:
+        ctx.heartbeat(version=4, member_id=old_id, generation_id=again.response.generation_id, group_instance_id="i1")
+    assert err.value.code == E.FENCED_INSTANCE_ID
+    owners_are_unique(ctx)
+
+
 def test_a_classic_member_commits_with_its_generation(ctx):
     ctx.consumer_heartbeat(member_id="a")
     member_id, _ = ctx.join_dynamic(protocols=PROTOCOLS)
@@ -300,6 +326,32 @@ def test_the_last_consumer_protocol_member_leaving_downgrades_the_group(ctx):
     assert ctx.state() == "CompletingRebalance" and ctx.group().generation == epoch + 1
     fresh = ctx.reload()
     assert "g" in fresh.shard.groups and fresh.shard.consumer_groups == {}
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group(ctx):
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1")
+    k, _ = ctx.join_dynamic(protocols=PROTOCOLS)
+    kept = ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1,
+                                  owned={"t": {0, 1, 2, 3}}).assignment["t"]
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1, owned={"t": kept})
+    rejoin(ctx, k)
+    group = ctx.consumer_group()
+    assert group.state == "Stable"
+    epoch = group.group_epoch
+    # The consumer-protocol static member goes away for a while; its process comes back
+    # with the classic protocol under the same instance id.
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=-2)
+    join = ctx.join(version=5, group_instance_id="i1", protocols=PROTOCOLS)
+    assert join.error == 0 and join.response.generation_id == epoch
+    new_id = join.response.member_id
+    assert ctx.shard.consumer_groups == {} and set(ctx.group().members) == {k, new_id}
+    # Same subscription: no rebalance, the successor has its predecessor's partitions.
+    assert ctx.state() == "Stable" and ctx.group().generation == epoch
+    sync = ctx.sync(version=5, member_id=new_id, generation_id=epoch, group_instance_id="i1")
+    assert assigned(sync) == kept
+    assert ctx.heartbeat(member_id=k, generation_id=epoch).error == 0
+    fresh = ctx.reload()
+    assert fresh.shard.consumer_groups == {} and set(fresh.group().members) == {k, new_id}
 
 
 def test_no_downgrade_when_the_policy_allows_only_upgrades():
