@@ -21,8 +21,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.offline.guide import (
@@ -40,7 +38,8 @@ from coordinator.offline.tables import (
     FINDINGS,
     GROUP_HISTORY,
     GROUPS,
-    read_history,
+    CommitTimes,
+    read_commit_times,
     write_rows,
 )
 from coordinator.offline.timeline import timelines
@@ -110,7 +109,7 @@ def _summary(results, findings: list[Finding], final_offsets: list[dict], groups
 def _html(report_dir: Path, summary: dict, findings: list[Finding], final_offsets: list[dict],
           rebalances: list[dict], upstream: str | None) -> str:
     e = html.escape
-    history = read_history(report_dir, ["group", "timestamp_ms"])
+    history = read_commit_times(report_dir)
     group_timelines = timelines(history, rebalances, findings)
     commits_chart = _commits_chart(history)
     lag_chart = _lag_chart(final_offsets) if upstream else \
@@ -213,22 +212,18 @@ def _utc(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _commits_chart(table: pa.Table) -> str:
-    if table.num_rows == 0:
+def _commits_chart(history: CommitTimes) -> str:
+    if not len(history.code):
         return '<p class="note">No commits.</p>'
-    counts = pc.value_counts(table["group"]).to_pylist()
-    top = [c["values"] for c in sorted(counts, key=lambda c: -c["counts"])[:TOP_GROUPS]]
-    ts = table["timestamp_ms"].to_numpy()
+    top = history.busiest[:TOP_GROUPS]
+    ts = history.timestamp_ms
     # A few very old commits would squeeze everything else into the last buckets: they
     # are counted in the first one instead.
     lo, hi = int(np.quantile(ts, 0.01)), int(ts.max()) + 1
-    ts = np.maximum(ts, lo)
     edges = np.linspace(lo, hi, TIME_BUCKETS + 1)
-    # One pass over the groups' names, not one per group: each commit's place in `top`.
-    place = pc.fill_null(pc.index_in(table["group"], value_set=pa.array(top, pa.string())), -1).to_numpy()
     series = []
-    for index, group in enumerate(top):
-        hist, _ = np.histogram(ts[place == index], bins=edges)
+    for group, stamps in zip(top, history.times_of(top), strict=True):
+        hist, _ = np.histogram(np.maximum(stamps, lo), bins=edges)
         series.append((group, hist.tolist()))
     return _line_chart(series, lo, hi)
 

@@ -17,10 +17,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from coordinator.offline.findings import Finding
+from coordinator.offline.tables import CommitTimes
 
 COMMITS_COLOR = "#8fb3d9"
 REBALANCE_COLOR = "#e6550d"
@@ -32,27 +31,23 @@ WIDTH, LEFT, RIGHT, HEIGHT = 1000, 10, 10, 92
 PLOT_TOP, PLOT_BOTTOM = 22, 70            # commit bars between these; findings below
 
 
-def timelines(history: pa.Table, rebalances: Sequence[dict], findings: Sequence[Finding],
+def timelines(history: CommitTimes, rebalances: Sequence[dict], findings: Sequence[Finding],
               max_groups: int = MAX_GROUPS) -> str:
     """The timelines section's body: one SVG per chosen group."""
     per_group: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         if f.group is not None:
             per_group[f.group].append(f)
-    busiest = sorted(pc.value_counts(history["group"]).to_pylist(), key=lambda c: (-c["counts"], c["values"]))
     chosen = sorted(per_group, key=lambda g: (-len(per_group[g]), g))[:max_groups]
-    chosen += [c["values"] for c in busiest if c["values"] not in per_group][:max_groups - len(chosen)]
+    chosen += [g for g in history.busiest if g not in per_group][:max_groups - len(chosen)]
     if not chosen:
         return '<p class="note">No groups.</p>'
     changes: dict[str, list[dict]] = defaultdict(list)
     for r in rebalances:
         if r["group"] in chosen:
             changes[r["group"]].append(r)
-    # One pass over the (possibly millions of) commits: the chosen groups' commit times.
-    shown = history.filter(pc.is_in(history["group"], value_set=pa.array(chosen, pa.string())))
-    names = shown["group"].to_numpy(zero_copy_only=False)
-    stamps = shown["timestamp_ms"].to_numpy()
-    return "".join(_strip(g, stamps[names == g], changes[g], per_group[g]) for g in chosen)
+    stamps = history.times_of(chosen)
+    return "".join(_strip(g, times, changes[g], per_group[g]) for g, times in zip(chosen, stamps, strict=True))
 
 
 def _x(ms: int, lo: int, hi: int) -> float:
