@@ -103,7 +103,9 @@ def scan_columns(partition: int, directory: Path) -> PartitionColumns:
     decoded = np.ones(len(position), bool)
     walked = [(plain, spans, blocks, {name: values[plain] for name, values in head.items()})]
     # The rest: compressed, or not framed cleanly here. The reference decoder decides.
-    rest = np.setdiff1d(np.arange(len(position)), plain[ok])
+    needs_reference = np.ones(len(position), bool)
+    needs_reference[plain[ok]] = False
+    rest = np.flatnonzero(needs_reference)
     copies: list[bytes] = []
     for batch in rest.tolist():
         start = int(position[batch])
