@@ -75,22 +75,23 @@ class PartitionColumns:
 
 def scan_columns(partition: int, directory: Path) -> PartitionColumns:
     scan = PartitionScan(partition, directory)
-    chunks: list[bytes] = []
+    # The segments are read straight into one buffer, with the zero bytes the columnar
+    # reads need after them.
+    whole = bytearray(scan.segments_size() + columnar.PAD)
     names: list[str] = []
     bounds: list[int] = []
     runs: list[np.ndarray] = []
     segments: list[np.ndarray] = []
     at = 0
-    for name, data, active in scan.segments():
+    for name, data, active in scan.segments(memoryview(whole)[:-columnar.PAD]):
         for run in scan.sound_runs(name, data, active):
             runs.append(np.asarray(run, np.int64) + at)
             segments.append(np.full(len(run), len(names), np.int64))
         names.append(name)
         bounds.append(at)
-        chunks.append(data)
         at += len(data)
     scan.torn_files()
-    buf = columnar.padded(chunks)
+    buf = np.frombuffer(whole, np.uint8)
     joined = buf.data[:at]
     position = np.concatenate(runs) if runs else np.zeros(0, np.int64)
     segment = np.concatenate(segments) if segments else np.zeros(0, np.int64)

@@ -63,6 +63,17 @@ def segment_files(directory: Path) -> list[tuple[int, Path]]:
     return sorted((base, directory / name) for base, name in named if base is not None)
 
 
+def _read_into(f, space: memoryview) -> int:
+    """Fill `space` from `f` up to its end; the bytes read."""
+    done = 0
+    while done < len(space):
+        n = f.readinto(space[done:])
+        if not n:
+            break
+        done += n
+    return done
+
+
 @dataclass(frozen=True, slots=True)
 class ScannedBatch:
     segment: str
@@ -94,15 +105,26 @@ class PartitionScan:
             yield from self._scan_segment(name, data, active)
         self.torn_files()
 
-    def segments(self) -> Iterator[tuple[str, bytes, bool]]:
-        """(name, bytes, active?) of each segment, in offset order."""
+    def segments_size(self) -> int:
+        """The segments' bytes now (the active segment of a live partition may grow)."""
+        return sum(path.stat().st_size for _base, path in segment_files(self.directory))
+
+    def segments(self, into: memoryview | None = None) -> Iterator[tuple[str, bytes | memoryview, bool]]:
+        """(name, bytes, active?) of each segment, in offset order. With `into`, each
+        segment is read into it after the one before and given as a view of it: as much
+        as fits, so an active segment that grew since `into` was sized is read as it was."""
         segments = segment_files(self.directory)
+        at = 0
         for index, (base, path) in enumerate(segments):
             # A segment's name is at most its first offset: an empty active segment
             # still says where the next offset is.
             self.next_offset = max(self.next_offset, base)
             with open(path, "rb") as f:
-                data = f.read()
+                if into is None:
+                    data = f.read()
+                else:
+                    data = into[at:at + _read_into(f, into[at:])]
+                    at += len(data)
             self.bytes_read += len(data)
             yield path.name, data, index == len(segments) - 1
 
