@@ -254,3 +254,32 @@ def test_progress_bar_counts_partition_tasks_on_a_terminal():
     local_map(lambda task: task, [1, 2, 3], off)
     off.close()
     assert quiet.getvalue() == ""
+
+
+def test_a_group_migrated_between_protocols_and_back_has_no_findings(tmp_path):
+    """A classic group upgraded online (its GroupMetadata deleted, KIP-848 records after
+    it), commits from its classic and KIP-848 members at their epochs, then downgraded
+    (its type-3 record deleted, GroupMetadata again): nothing orphaned, deleted or stale."""
+    import asyncio
+
+    from tests.coordinator.test_consumer_group_migration import classic_group, rejoin
+    from tests.offline.test_inspect import write
+    from tests.support.group_context import GroupTestContext
+
+    ctx = GroupTestContext()
+    ctx.set_topics(t=4)
+    a, b = classic_group(ctx)
+    ctx.commit(version=7, member_id=a, generation_id=1, offsets=(("t", 0, 5, None),))
+    ctx.consumer_heartbeat(member_id="c")
+    for m in (a, b):
+        rejoin(ctx, m)
+    ctx.consumer_heartbeat(member_id="c", member_epoch=2, owned={})
+    assert ctx.commit(version=7, member_id=a, generation_id=2, offsets=(("t", 0, 7, None),)).response \
+        .topics[0].partitions[0].error_code == 0
+    assert ctx.commit(version=9, member_id="c", generation_id=2, offsets=(("t", 1, 3, None),)).response \
+        .topics[0].partitions[0].error_code == 0
+    ctx.consumer_heartbeat(member_id="c", member_epoch=-1)
+    assert "g" in ctx.shard.groups
+    asyncio.run(write(tmp_path / "data", [ctx.written], "g"))
+    run = audit(tmp_path / "data", tmp_path / "report", Options(now_ms=ctx.clock.now_ms()))
+    assert [f for r in run.results for f in r.findings] == []
