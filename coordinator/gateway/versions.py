@@ -9,11 +9,12 @@ kinds of API are held back from upstream's list:
   broker address past us;
 - APIs that carry broker addresses we do not rewrite (KIP-932 share fetches).
 
-Fetch is capped at v15, below what `rewrite` knows. From v16 (KIP-951) every Fetch
-response ends with node endpoints (Tansu sends them in each one, not only after a
-NOT_LEADER error) that kgc must rewrite, and the rewrite changes the response's length,
-which the client reads first: such a response can only be passed on once it is whole.
-Up to v15 nothing in it is rewritten, so it streams through as it arrives (session.py).
+Fetch is capped at v15, below what `rewrite` knows. From v16 (KIP-951) a Fetch response
+ends with node endpoints (Tansu sends the field in every one, empty unless a partition's
+leader moved) that kgc must rewrite. A non-empty list's rewrite changes the response's
+length, which the client reads first, and the list comes last: a v16 response can only
+be passed on once kgc has seen its end. Up to v15 nothing in a Fetch response is
+rewritten, so it streams through as it arrives (session.py).
 What a client gives up is KIP-951's leader hint on a Fetch: after NOT_LEADER_OR_FOLLOWER
 it refreshes Metadata to find the new leader, as every client did before Kafka 3.7.
 """
