@@ -112,7 +112,7 @@ def expected_values(first_sequence: int, count: int) -> list[str]:
 def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_after_a_restart(
         sarama_group, tansu):
     with kgc_before(tansu) as (kgc, http_port):
-        assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((0, 9), (0, 9))
+        assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((0, 10), (0, 10))
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
@@ -154,7 +154,7 @@ def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_ev
     "kafka4"` restores: every commit refused with UNSUPPORTED_VERSION, which sarama reports
     only in its log, and the restarted member starts over."""
     with kgc_before(tansu, "--min-group-api-versions", "kafka4") as (kgc, http_port):
-        assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((2, 9), (1, 9))
+        assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((2, 10), (1, 10))
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama-cut")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)

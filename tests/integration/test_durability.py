@@ -106,7 +106,8 @@ def kafka_python_committer(bootstrap: str, ledger: Ledger, stop: threading.Event
                     name=TOPIC, partitions=[
                         OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                             partition_index=p, committed_offset=value, committed_leader_epoch=-1,
-                            committed_metadata="kp") for p in range(PARTS)])])
+                            committed_metadata="kp") for p in range(PARTS)])],
+                max_version=9)      # by name: v10 names topics by id
             response = client.send_and_receive(node, request, timeout_ms=5_000)
             errors = [p.error_code for t in response.topics for p in t.partitions]
             if errors == [0] * PARTS:

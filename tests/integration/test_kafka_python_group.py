@@ -106,7 +106,8 @@ def test_kafka_python_coordinators_form_rebalance_commit_and_fetch(tmp_path):
             topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
                 name="t", partitions=[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                     partition_index=p, committed_offset=10 * p, committed_leader_epoch=-1,
-                    committed_metadata="kp") for p in parts])])
+                    committed_metadata="kp") for p in parts])],
+            max_version=9)      # v10 names topics by id: by name, kafka-python must stop at v9 (as its consumer does at 8)
         # Members' clients are busy in their own threads (kafka-python clients are not
         # thread-safe); a member's commit may arrive on any connection.
         tool = KafkaNetClient(bootstrap_servers=kgc.bootstrap, client_id="kp-tool")
@@ -115,11 +116,11 @@ def test_kafka_python_coordinators_form_rebalance_commit_and_fetch(tmp_path):
         resp = tool.send_and_receive(node, commit)
         assert [p.error_code for t in resp.topics for p in t.partitions] == [0] * len(parts)
 
-        # kgc serves OffsetFetch v9, so kafka-python sends the v8+ multi-group form.
+        # kgc serves OffsetFetch v8+, so kafka-python sends the multi-group form (by name: v9 at most).
         fetch = OffsetFetchRequest(require_stable=False, groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
             group_id="g-kp", member_id=None, member_epoch=-1, topics=[
                 OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
-                    name="t", partition_indexes=list(range(PARTITIONS)))])])
+                    name="t", partition_indexes=list(range(PARTITIONS)))])], max_version=9)
         resp = tool.send_and_receive(node, fetch)
         assert [g.group_id for g in resp.groups] == ["g-kp"]
         offsets = {p.partition_index: p.committed_offset for t in resp.groups[0].topics for p in t.partitions}
