@@ -8,6 +8,12 @@ all requests are printed per stage, beside the client's round trip: what is left
 the kernel's share (loopback, waking each side).
 
     .venv/bin/python -m tests.bench.commit_trace --fsync always --seconds 3
+    .venv/bin/python -m tests.bench.commit_trace --fsync never --version 3   # aiokafka's OffsetCommit
+
+By default the client sends OffsetCommit v7 (the bench workloads' own encoder, a new
+offset each time); `--version N` sends kafka-python's encoding of vN instead (the same
+offset each time), so the versions real clients send can be compared: aiokafka 0.14
+sends v3, confluent-kafka v9.
 
 A benchmark tool, not a test: the wrappers cost a few microseconds of their own.
 """
@@ -43,18 +49,40 @@ STAGES = [
 ]
 
 
-def _client(port: int, partitions: int, seconds: float, out) -> None:
+def _versioned_frames(version: int, partitions: int):
+    """`(correlation id, offset) -> frame` for OffsetCommit `version`, encoded once by
+    kafka-python (the offset stays that of the first frame)."""
+    from kafka.protocol.consumer.group import OffsetCommitRequest
+
+    from coordinator.bench import messages
+    from coordinator.bench.wire import Template
+
+    cls = OffsetCommitRequest[version]
+    topic_cls = cls.OffsetCommitRequestTopic
+    partition_cls = topic_cls.OffsetCommitRequestPartition
+    request = cls(group_id="trace-group", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                  retention_time_ms=-1, topics=[topic_cls(name="trace-topic", partitions=[
+                      partition_cls(partition_index=p, committed_offset=1, committed_leader_epoch=-1,
+                                    commit_timestamp=-1, committed_metadata="") for p in range(partitions)])])
+    template = Template(messages.encode(request, 0))
+    return lambda correlation_id, _offset: template.frame(correlation_id)
+
+
+def _client(port: int, partitions: int, seconds: float, version: int | None, out) -> None:
     from coordinator.bench import messages
 
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    encoder = messages.OffsetCommitEncoder("trace-group", "trace-topic", partitions)
+    if version is None:
+        frame_of = messages.OffsetCommitEncoder("trace-group", "trace-topic", partitions).frame
+    else:
+        frame_of = _versioned_frames(version, partitions)
     rtts = []
     end = time.perf_counter() + seconds
     offset = 0
     while time.perf_counter() < end:
         offset += 1
-        frame = encoder.frame(offset & 0x7FFFFFFF, offset)
+        frame = frame_of(offset & 0x7FFFFFFF, offset)
         started = time.perf_counter_ns()
         sock.sendall(frame)
         size = struct.unpack(">i", _recv(sock, 4))[0]
@@ -134,7 +162,8 @@ def _instrument(timelines: list[dict[str, int]]) -> None:
     assert partition  # imported so the runtime is the one wrapped above
 
 
-async def _serve_and_trace(fsync: str, partitions: int, seconds: float) -> tuple[list[dict[str, int]], list[int]]:
+async def _serve_and_trace(fsync: str, partitions: int, seconds: float,
+                           version: int | None) -> tuple[list[dict[str, int]], list[int]]:
     from coordinator.app import KgcApp
     from coordinator.settings import ServerConfig
     from tests.support.kgc import TEST_GROUP_CONFIG
@@ -148,7 +177,7 @@ async def _serve_and_trace(fsync: str, partitions: int, seconds: float) -> tuple
         try:
             receiver, sender = multiprocessing.Pipe(duplex=False)
             child = multiprocessing.get_context("spawn").Process(
-                target=_client, args=(app.port, partitions, seconds, sender))
+                target=_client, args=(app.port, partitions, seconds, version, sender))
             child.start()
             if not await asyncio.to_thread(receiver.poll, seconds + 30):
                 raise TimeoutError(f"the client sent no round trips (exit code {child.exitcode})")
@@ -166,9 +195,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fsync", default="always")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--version", type=int, default=None,
+                        help="OffsetCommit version, encoded by kafka-python (default: v7, the bench encoder)")
     args = parser.parse_args(argv)
-    timelines, rtts = uvloop.run(_serve_and_trace(args.fsync, args.partitions, args.seconds))
-    print(f"fsync {args.fsync}, 1 client, {args.partitions} partitions per commit, {len(rtts)} commits; "
+    timelines, rtts = uvloop.run(_serve_and_trace(args.fsync, args.partitions, args.seconds, args.version))
+    version = "v7" if args.version is None else f"v{args.version}"
+    print(f"fsync {args.fsync}, 1 client, OffsetCommit {version} of {args.partitions} partitions, {len(rtts)} commits; "
           "medians in microseconds\n")
     print("| stage | median µs |")
     print("|---|---:|")
