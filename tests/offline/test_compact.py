@@ -125,3 +125,37 @@ def test_bytes_a_recovery_cut_off_are_reported_but_do_not_block_compaction(clean
     run = audit(copy, tmp_path / "report", Options(now_ms=CLEAN.now_ms))
     assert [(f.type, f.segment) for r in run.results for f in r.findings] == \
         [(FindingType.TORN_BATCH, active.name + ".torn-1")]
+
+
+def test_an_adopted_group_deleted_on_kgc_stays_adopted_through_compaction(tmp_path):
+    """Its AdoptedGroup record has no tombstone: compaction past every tombstone's
+    retention leaves it alone, and the shard loaded from the result still knows the group
+    (so adoption never brings the upstream's older offsets back)."""
+    from coordinator import records
+    from coordinator.group.adopt import AdoptedOffset, adoption_records
+    from storage.api import LogRecord
+    from storage.format import encode_batch
+
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+    adopted = adoption_records("moved", "consumer", (AdoptedOffset("t", 0, 5, -1, ""),), source="upstream", now_ms=1)
+    deleted = (records.new_offset_commit_tombstone("moved", "t", 0), records.new_group_metadata_tombstone("moved"))
+    log = [LogRecord(records.serialize_key(r.key), records.serialize_value(r.value), r.headers)
+           for r in (*adopted, *deleted)]
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, log, 1))
+    compact(tmp_path / "data", tmp_path / "out", Options(now_ms=2 * DAY_MS, delete_retention_ms=DAY_MS))
+    assert tombstones(tmp_path / "out") == 0
+
+    async def load() -> GroupShard:
+        store = FileLogStore(tmp_path / "out", num_partitions=1, fsync="never")
+        await store.open()
+        try:
+            clock = ManualClock(2 * DAY_MS)
+            shard = GroupShard(0, GroupConfig(), ManualTimer(clock.now_ms), clock.now_ms, lambda c: c)
+            await load_partition(store, 0, shard, KafkaRecordSerde())
+            return shard
+        finally:
+            await store.close()
+
+    shard = asyncio.run(load())
+    assert shard.knows("moved") and not shard.groups and not shard.offsets.committed
