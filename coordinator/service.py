@@ -258,9 +258,9 @@ class GroupCoordinatorService:
                 for g in groups])
 
         outcomes = await self._per_partition(ApiKey.OffsetFetch, request.groups, lambda g: g.group_id, fetch)
+        groups = request.groups
         return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=await _sliced(
-            list(zip(request.groups, outcomes, strict=True)),
-            lambda pair: _fetched_group_v8(version, pair[0].group_id, pair[1])))
+            range(len(groups)), lambda i: _fetched_group_v8(version, groups[i].group_id, outcomes[i])))
 
     # ---- DescribeGroups / ListGroups / DeleteGroups ----------------------------------
 
@@ -273,7 +273,7 @@ class GroupCoordinatorService:
 
         outcomes = await self._per_partition(ApiKey.DescribeGroups, request.groups, lambda g: g, describe)
         return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=await _sliced(
-            list(zip(request.groups, outcomes, strict=True)), lambda pair: _described_group(version, *pair)))
+            range(len(outcomes)), lambda i: _described_group(version, request.groups[i], outcomes[i])))
 
     async def _consumer_group_describe(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version

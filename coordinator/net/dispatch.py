@@ -305,7 +305,7 @@ class Dispatcher:
         if self._codec_pool is None or len(payload) <= LARGE_FRAME_BYTES:
             return self._encode(header, payload, request, request_metrics, response)
         frame = self._loop.create_future()
-        encoding = asyncio.wrap_future(self._codec_pool.submit(encode_response, header, response, header.api_version),
+        encoding = asyncio.wrap_future(self._codec_pool.submit(_encoded_and_counted, header, response),
                                        loop=self._loop)
         encoding.add_done_callback(partial(self._encoded, header, payload, request, request_metrics, response, frame))
         return frame
@@ -320,8 +320,9 @@ class Dispatcher:
             return      # the client went away
         try:
             if exc is None:
-                metrics.response(request_metrics, header.api_key, header.api_version, response)
-                frame.set_result(encoding.result())
+                encoded, codes = encoding.result()
+                metrics.count_response_codes(request_metrics, codes)
+                frame.set_result(encoded)
             else:
                 frame.set_result(self._unencodable(header, payload, request, request_metrics, exc))
         except Exception as failure:
@@ -465,3 +466,9 @@ def _sasl_answered(header, frame: asyncio.Future, answer: asyncio.Future) -> Non
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:
     if not fut.cancelled():     # cancelled: the client went away, nothing was answered
         request_metrics.answered(started)
+
+
+def _encoded_and_counted(header, response: Any) -> tuple[bytes, tuple]:
+    """On the codec thread: a large answer's frame, and its error codes counted."""
+    encoded = encode_response(header, response, header.api_version)
+    return encoded, metrics.response_codes(header.api_key, header.api_version, response)

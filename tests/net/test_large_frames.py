@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kafka.protocol.api_key import ApiKey
 
+from coordinator import metrics
 from coordinator.net.connection import ConnectionState, KafkaConnection
 from coordinator.net.dispatch import LARGE_FRAME_BYTES, Dispatcher
 from coordinator.net.local_answers import LocalAnswers
@@ -83,6 +84,7 @@ async def test_a_large_frame_is_decoded_off_the_loop_and_a_small_one_after_it_ke
         assert len(large) > LARGE_FRAME_BYTES
         small = framed(heartbeat_request(4, "small", "m"), 2)
 
+        committed = metrics.REGISTRY.get_sample_value("kgc_offsets_committed_total")
         conn.data_received(large + small)
         await asyncio.sleep(0.05)
         # The loop ran on while the large frame waited for its decode; the heartbeat read
@@ -94,7 +96,9 @@ async def test_a_large_frame_is_decoded_off_the_loop_and_a_small_one_after_it_ke
         await wait_until(lambda: len(correlation_ids(transport.written)) == 2, timeout_s=10)
         assert service.seen == [ApiKey.OffsetCommit, ApiKey.Heartbeat]
         assert correlation_ids(transport.written) == [1, 2]
-        assert [name for name, _ in pool.ran] == ["_decode", "encode_response"]
+        # its answer's codes are counted there too (10,000 of them), and added on the loop
+        assert [name for name, _ in pool.ran] == ["_decode", "_encoded_and_counted"]
+        assert metrics.REGISTRY.get_sample_value("kgc_offsets_committed_total") == committed + 10_000
         assert all(thread.startswith("test-codec") for _, thread in pool.ran)
     finally:
         pool.go.set()
