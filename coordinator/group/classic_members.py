@@ -47,6 +47,7 @@ from coordinator.group.consumer_group import (
 )
 from coordinator.group.consumer_heartbeat import (
     ConsumerGroups,
+    check_static_holder,
     classic_join_key,
     classic_sync_key,
     successor_of,
@@ -166,12 +167,7 @@ class ClassicMembers:
                                f"Static member {holder_id} with instance id {instance_id} is present in the "
                                f"consumer group.")
             return None, holder
-        if holder_id is None:
-            raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-        if holder_id != member_id:
-            raise ApiError(ErrorCode.FENCED_INSTANCE_ID,
-                           f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                           f"{holder_id}.")
+        check_static_holder(group, instance_id, member_id)
         return group.members[member_id], None
 
     # ------------------------------------------------------------ SyncGroup and Heartbeat
@@ -214,13 +210,7 @@ class ClassicMembers:
     def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
                         generation: int) -> ConsumerGroupMember:
         if instance_id is not None:
-            holder_id = group.static_members.get(instance_id)
-            if holder_id is None:
-                raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-            if holder_id != member_id:
-                raise ApiError(ErrorCode.FENCED_INSTANCE_ID,
-                               f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                               f"{holder_id}.")
+            check_static_holder(group, instance_id, member_id)
         member = group.members.get(member_id)
         if member is None or not member.uses_classic_protocol:
             raise ApiError(ErrorCode.UNKNOWN_MEMBER_ID,

@@ -332,7 +332,7 @@ class ConsumerGroups:
                                        f"in the consumer group.")
                     return group.members.get(member_id), holder
                 return group.members.get(member_id), None
-            _check_static_holder(group, instance_id, member_id)
+            check_static_holder(group, instance_id, member_id)
         if epoch == 0:
             return group.members.get(member_id), None
         member = _known_member(group, member_id)
@@ -372,7 +372,7 @@ class ConsumerGroups:
     def _leave(self, ctx: RequestContext, request, group: ConsumerGroup) -> Result:
         member_id = request.member_id
         if request.instance_id is not None:
-            _check_static_holder(group, request.instance_id, member_id)
+            check_static_holder(group, request.instance_id, member_id)
         member = _known_member(group, member_id)
         epoch = request.member_epoch
         response = ConsumerGroupHeartbeatResponse(
@@ -564,7 +564,7 @@ class ConsumerGroups:
         return ErrorCode.NONE
 
 
-def _check_static_holder(group: ConsumerGroup, instance_id: str, member_id: str) -> None:
+def check_static_holder(group: ConsumerGroup, instance_id: str, member_id: str) -> None:
     """A static member's heartbeat (not a join) must come from the member holding its instance id."""
     holder_id = group.static_members.get(instance_id)
     if holder_id is None:

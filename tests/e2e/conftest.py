@@ -11,9 +11,11 @@ from tests.support.kgc import free_port, kgc_process
 
 JS_DIR = pathlib.Path(__file__).parent / "js"
 
-# Fast-moving groups: session timeouts down to 0.5 s are accepted, and a short initial
-# rebalance delay lets three members that start together form one generation.
-KGC_GROUP_FLAGS = ("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "200")
+# Fast-moving groups: session timeouts down to 0.5 s are accepted, a short initial
+# rebalance delay lets three members that start together form one generation, and
+# KIP-848 members heartbeat (and so pick up released partitions) every 0.5 s.
+KGC_GROUP_FLAGS = ("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "200",
+                   "--consumer-heartbeat-interval-ms", "500")
 
 
 def wait_listening(port: int, timeout_s: float = 10.0) -> None:

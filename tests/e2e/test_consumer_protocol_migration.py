@@ -28,25 +28,13 @@ from tests.e2e.admin import (
     sequences_by_partition,
 )
 from tests.e2e.clients import CONSUMER_PROTOCOL, LIBRARIES, Member, MemberSettings, wait_until
-from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
 from tests.e2e.test_consumer_protocol import describe, held
-from tests.support.kgc import free_port, kgc_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 PARTITIONS = 6
 BATCH = 20
 TIMEOUT_S = 60
-
-
-@pytest.fixture(scope="module")
-def kgc_mixed(tansu, tmp_path_factory):
-    broker_port = free_port()
-    log_path = tmp_path_factory.mktemp("kgc-mixed") / "kgc.log"
-    with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
-                     *KGC_GROUP_FLAGS, "--consumer-heartbeat-interval-ms", "500", log_path=str(log_path)) as proc:
-        wait_listening(broker_port)
-        yield proc
 
 
 def classic_view(bootstrap: str, group: str) -> tuple[str, dict[str, list[int]]]:
@@ -127,8 +115,8 @@ CLASSIC = {
 
 
 @pytest.mark.parametrize(("libraries", "assignor"), CLASSIC.values(), ids=CLASSIC.keys())
-def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc_mixed, libraries, assignor):
-    bootstrap = kgc_mixed.bootstrap
+def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc, libraries, assignor):
+    bootstrap = kgc.bootstrap
     topic, group = create_topic(bootstrap, PARTITIONS), new_name("mixed848")
 
     def member(library: str, name: str) -> Member:
@@ -139,7 +127,9 @@ def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc
     everyone = list(classic)
     try:
         with OwnerSampler(bootstrap, group) as sampler:
-            show = lambda: str(sampler.view())   # noqa: E731
+            def show() -> str:
+                return str(sampler.view())
+
             wait_until(lambda: settled(sampler, "classic", n), TIMEOUT_S, show, classic)
             classic_ids = set(sampler.view()[2])
             produce_sequenced(bootstrap, topic, PARTITIONS, BATCH)
