@@ -119,14 +119,14 @@ class CommitTimes:
 
 def read_commit_times(report_dir: Path) -> CommitTimes:
     parts = _history_parts(report_dir)
-    if not parts:
-        return CommitTimes([], np.zeros(0, np.int64), np.zeros(0, np.int64), [])
     # The group column as a dictionary per part, unified into one: codes, not strings.
     table = pa.concat_tables(pq.read_table(p, columns=["group", "timestamp_ms"], read_dictionary=["group"])
-                             for p in parts).unify_dictionaries()
+                             for p in parts).unify_dictionaries() if parts else None
+    if table is None or not table["group"].num_chunks:
+        return CommitTimes([], np.zeros(0, np.int32), np.zeros(0, np.int64), [])
     column = table["group"]
-    groups = column.chunk(0).dictionary.to_pylist() if column.num_chunks else []
-    code = np.concatenate([np.zeros(0, np.int64), *(c.indices.to_numpy() for c in column.chunks)])
+    groups = column.chunk(0).dictionary.to_pylist()
+    code = np.concatenate([c.indices.to_numpy() for c in column.chunks])
     counts = np.bincount(code, minlength=len(groups)).tolist()
     busiest = sorted((i for i in range(len(groups)) if counts[i]), key=lambda i: (-counts[i], groups[i]))
     return CommitTimes(groups, code, table["timestamp_ms"].to_numpy(), [groups[i] for i in busiest])
