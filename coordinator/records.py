@@ -679,6 +679,10 @@ def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
         fast = _plain_offset_commit_value(value_bytes)
         if fast is not None:
             return fast
+    elif type(key) is GroupMetadataKey:
+        plain = _plain_group_metadata_value(value_bytes)
+        if plain is not None:
+            return plain
     vr = _Reader(value_bytes)
     version = vr.int16()
     if isinstance(key, AdoptedGroupKey):
@@ -749,6 +753,78 @@ def _plain_offset_commit_value(buf: bytes) -> OffsetCommitValue | None:
     except UnicodeDecodeError:
         return None
     return OffsetCommitValue(offset, leader_epoch, metadata, _I64.unpack_from(buf, end)[0])
+
+
+# GroupMetadata values (one per rebalance; an audit of a large log reads hundreds of
+# thousands) of the versions that are not flexible, read straight with struct calls.
+# None for anything that does not decode exactly: `_Reader` then words the error.
+def _plain_group_metadata_value(buf: bytes) -> GroupMetadataValue | None:
+    try:
+        (version,) = _I16.unpack_from(buf, 0)
+        if not 0 <= version < FLEXIBLE_VERSION:
+            return None
+        protocol_type, pos = _plain_string(buf, 2)
+        (generation,) = _I32.unpack_from(buf, pos)
+        protocol, pos = _plain_string(buf, pos + 4, nullable=True)
+        leader, pos = _plain_string(buf, pos, nullable=True)
+        current_state_timestamp_ms = -1
+        if version >= 2:
+            (current_state_timestamp_ms,) = _I64.unpack_from(buf, pos)
+            pos += 8
+        (count,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        if count < 0:
+            return None
+        members = []
+        for _ in range(count):
+            member_id, pos = _plain_string(buf, pos)
+            group_instance_id = None
+            if version >= 3:
+                group_instance_id, pos = _plain_string(buf, pos, nullable=True)
+            client_id, pos = _plain_string(buf, pos)
+            client_host, pos = _plain_string(buf, pos)
+            rebalance_timeout_ms = -1
+            if version >= 1:
+                (rebalance_timeout_ms,) = _I32.unpack_from(buf, pos)
+                pos += 4
+            (session_timeout_ms,) = _I32.unpack_from(buf, pos)
+            subscription, pos = _plain_bytes(buf, pos + 4)
+            assignment, pos = _plain_bytes(buf, pos)
+            members.append(MemberMetadata(member_id, group_instance_id, client_id, client_host,
+                                          rebalance_timeout_ms, session_timeout_ms, subscription, assignment))
+    except (struct.error, UnicodeDecodeError, _NotPlain):
+        return None
+    if pos != len(buf):
+        return None
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp_ms, tuple(members))
+
+
+class _NotPlain(Exception):
+    """A field `_Reader` would refuse: it decodes the value again and says why."""
+
+
+def _plain_string(buf: bytes, pos: int, nullable: bool = False) -> tuple[str | None, int]:
+    """The string (int16 length) at `pos` and the position after it; None for null if `nullable`."""
+    (n,) = _I16.unpack_from(buf, pos)
+    pos += 2
+    if n < 0:
+        if n == -1 and nullable:
+            return None, pos
+        raise _NotPlain
+    end = pos + n
+    if end > len(buf):
+        raise _NotPlain
+    return buf[pos:end].decode("utf-8"), end
+
+
+def _plain_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+    """The bytes (int32 length, not null) at `pos` and the position after them."""
+    (n,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    end = pos + n
+    if n < 0 or end > len(buf):
+        raise _NotPlain
+    return bytes(buf[pos:end]), end
 
 
 # ---------------------------------------------------------------- record constructors

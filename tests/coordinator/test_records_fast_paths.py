@@ -4,6 +4,7 @@ the loader's key memo) against a plain reference reading of the same layout."""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -114,3 +115,68 @@ def test_the_audit_headers_of_one_commit_are_one_shared_tuple():
                                              client_host="/h") for p in (0, 1))
     assert a.headers is b.headers
     assert a.headers == (("member_id", b"m"), ("generation", b"2"), ("client_id", b"c"), ("client_host", b"/h"))
+
+
+# GroupMetadata values of versions 0-3 (not flexible), read straight by the fast path,
+# against `_Reader`'s field-by-field decoding of the same bytes.
+
+def nullable(s: str | None) -> bytes:
+    return struct.pack(">h", -1) if s is None else string(s)
+
+
+def group_metadata_value(version: int, value: records.GroupMetadataValue) -> bytes:
+    out = [struct.pack(">h", version), string(value.protocol_type), struct.pack(">i", value.generation),
+           nullable(value.protocol), nullable(value.leader)]
+    if version >= 2:
+        out.append(struct.pack(">q", value.current_state_timestamp_ms))
+    out.append(struct.pack(">i", len(value.members)))
+    for m in value.members:
+        out += [string(m.member_id), nullable(m.group_instance_id) if version >= 3 else b"", string(m.client_id),
+                string(m.client_host), struct.pack(">i", m.rebalance_timeout_ms) if version >= 1 else b"",
+                struct.pack(">i", m.session_timeout_ms), struct.pack(">i", len(m.subscription)), m.subscription,
+                struct.pack(">i", len(m.assignment)), m.assignment]
+    return b"".join(out)
+
+
+def reader_value(buf: bytes) -> records.GroupMetadataValue:
+    reader = records._Reader(buf)
+    version = reader.int16()
+    assert 0 <= version < records.FLEXIBLE_VERSION
+    value = records._decode_group_metadata_value(reader, version)
+    reader.done()
+    return value
+
+
+versions = st.integers(0, records.FLEXIBLE_VERSION - 1)
+optional = st.one_of(st.none(), names)
+members = st.lists(st.builds(records.MemberMetadata, names, optional, names, names, int32, int32,
+                             st.binary(max_size=40), st.binary(max_size=40)), max_size=3)
+
+
+@st.composite
+def group_metadata_values(draw) -> tuple[int, records.GroupMetadataValue]:
+    version = draw(versions)
+    value = records.GroupMetadataValue(draw(names), draw(int32), draw(optional), draw(optional),
+                                       draw(int64) if version >= 2 else -1, tuple(draw(members)))
+    # Fields a version does not carry read back as their defaults.
+    shown = tuple(replace(m, group_instance_id=m.group_instance_id if version >= 3 else None,
+                          rebalance_timeout_ms=m.rebalance_timeout_ms if version >= 1 else -1) for m in value.members)
+    return version, replace(value, members=shown)
+
+
+@given(drawn=group_metadata_values())
+def test_group_metadata_values_of_every_plain_version_decode_as_written(drawn):
+    version, value = drawn
+    buf = group_metadata_value(version, value)
+    assert records._plain_group_metadata_value(buf) == value
+    assert records.deserialize_value(records.GroupMetadataKey("g"), buf) == value == reader_value(buf)
+
+
+@settings(max_examples=300)
+@given(data=st.data(), drawn=group_metadata_values())
+def test_damaged_group_metadata_values_decode_as_the_reader_reads_them_or_are_refused(data, drawn):
+    buf = data.draw(damaged(group_metadata_value(*drawn)))
+    got, expected = outcome(lambda b: records.deserialize_value(records.GroupMetadataKey("g"), b), reader_value, buf)
+    assert got == expected
+    if expected is None:
+        assert records._plain_group_metadata_value(buf) is None
