@@ -13,10 +13,11 @@ and the classic APIs carry that to it.
   assignment is the server's. A dynamic member without id gets MEMBER_ID_REQUIRED first.
 - SyncGroup: answers the member's assigned partitions as a ConsumerProtocolAssignment, in
   the version of its subscription; the leader's assignments, if any, are ignored.
-- Heartbeat: REBALANCE_IN_PROGRESS when the member must rejoin: a newer target assignment
-  exists, it has partitions to revoke, or partitions it waits for have been released. A
-  classic member learns of revocations only so: partitions pending revocation stay its
-  own until a JoinGroup shows it let them go, so no partition has two owners.
+- Heartbeat: REBALANCE_IN_PROGRESS when the member must rejoin: the group has a newer
+  epoch (its JoinGroup computes the new target if nobody has yet), it has partitions to
+  revoke, or partitions it waits for have been released. A classic member learns of
+  revocations only so: partitions pending revocation stay its own until a JoinGroup
+  shows it let them go, so no partition has two owners.
 - LeaveGroup: the members are fenced as a ConsumerGroupHeartbeat leave would be (and the
   group becomes a classic group if only classic members remain, `migration.py`).
 
@@ -184,7 +185,7 @@ class ClassicMembers:
             raise ApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                            f"The protocol of member {member.member_id}'s SyncGroup ({protocol_type}, "
                            f"{protocol_name}) is not the one of its JoinGroup ({_CONSUMER}, {name}).")
-        if group.assignment_epoch > member.member_epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
+        if group.group_epoch > member.member_epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
             self._expect_rejoin(group.group_id, member)
             raise ApiError(ErrorCode.REBALANCE_IN_PROGRESS,
                            f"A new rebalance is triggered in group {group.group_id} and member {member.member_id} "
@@ -201,7 +202,10 @@ class ClassicMembers:
                                       request.generation_id)
         self.consumer.schedule_session(group.group_id, member)
         error = ErrorCode.NONE
-        if (member.member_epoch < group.assignment_epoch or member.state == MemberState.UNREVOKED_PARTITIONS
+        # Against the group epoch, not the assignment epoch (as Kafka 4.3+ does, whose
+        # assignor may run in the background): here a target is computed only when a
+        # member's request asks, so with only classic members left nobody else would.
+        if (member.member_epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS
                 or (member.state == MemberState.UNRELEASED_PARTITIONS and not _waits_for_others(group, member))):
             error = ErrorCode.REBALANCE_IN_PROGRESS
             self._expect_rejoin(group.group_id, member)

@@ -359,9 +359,18 @@ def test_no_downgrade_when_the_policy_allows_only_upgrades():
     ctx.set_topics(t=4)
     a, b = classic_group(ctx)
     ctx.consumer_heartbeat(member_id="c")
+    for m in (a, b):
+        rejoin(ctx, m)
     ctx.consumer_heartbeat(member_id="c", member_epoch=-1)
     group = ctx.consumer_group()
     assert set(group.members) == {a, b} and "g" not in ctx.shard.groups
+    # Only classic members now: their heartbeats still lead them to the next assignment
+    # (no member is left whose heartbeat would compute it).
+    ctx.leave(members=[(b, None)])
+    assert ctx.heartbeat(member_id=a, generation_id=2).error == E.REBALANCE_IN_PROGRESS
+    generation, sync = rejoin(ctx, a)
+    assert assigned(sync) == {0, 1, 2, 3} and ctx.consumer_group().state == "Stable"
+    assert ctx.heartbeat(member_id=a, generation_id=generation).error == 0
 
 
 def test_the_last_consumer_member_fenced_by_its_session_downgrades_the_group(ctx):
