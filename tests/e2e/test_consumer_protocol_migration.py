@@ -28,7 +28,7 @@ from tests.e2e.admin import (
     sequences_by_partition,
 )
 from tests.e2e.clients import CONSUMER_PROTOCOL, LIBRARIES, Member, MemberSettings, wait_until
-from tests.e2e.test_consumer_protocol import describe, held
+from tests.e2e.test_consumer_protocol import describe, held, kgc848  # noqa: F401 (kgc with a data dir: a fixture)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -162,6 +162,49 @@ def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc
         assert sampler.violations == [], sampler.violations[:3]
         assert sampler.kinds["consumer"] > 0 and sampler.kinds["classic"] > 0
         assert_exactly_once(everyone, 3)
+    finally:
+        for m in everyone:
+            if m.error is None and m.running:
+                with contextlib.suppress(Exception):
+                    m.close()
+
+
+def test_a_mixed_group_continues_after_kgc_is_killed(kgc848):  # noqa: F811
+    """kgc (with a data dir) SIGKILLed while a group it upgraded has classic and KIP-848
+    members: loaded from the log, the same members of both kinds go on at their epochs,
+    nothing is lost, and the group still downgrades when the KIP-848 member leaves."""
+    bootstrap = kgc848.bootstrap
+    topic, group = create_topic(bootstrap, PARTITIONS), new_name("mixed848-restart")
+
+    def member(library: str, name: str) -> Member:
+        return Member(library, MemberSettings(bootstrap, group, topic, name)).start()
+
+    classic = [member("confluent-kafka", f"classic-{i}") for i in range(2)]
+    everyone = list(classic)
+    try:
+        with OwnerSampler(bootstrap, group) as sampler:
+            def show() -> str:
+                return str(sampler.view())
+
+            wait_until(lambda: settled(sampler, "classic", 2), TIMEOUT_S, show, classic)
+            new = member(CONSUMER_PROTOCOL, "kip848")
+            everyone.append(new)
+            wait_until(lambda: settled(sampler, "consumer", 3), TIMEOUT_S, show, everyone)
+            before = describe(bootstrap, group)
+            kgc848.kill()
+            kgc848.start()
+            after = describe(bootstrap, group)
+            assert after.group_epoch == before.group_epoch
+            assert {(m.member_id, m.member_type) for m in after.members} == {
+                (m.member_id, m.member_type) for m in before.members}
+            produce_sequenced(bootstrap, topic, PARTITIONS, BATCH)
+            wait_until(lambda: {(r.partition, r.value) for m in everyone for r in m.consumed}
+                       >= {(p, b"%d:%d" % (p, s)) for p in range(PARTITIONS) for s in range(BATCH)}, TIMEOUT_S,
+                       lambda: "records lost across the restart", everyone)
+            wait_until(lambda: settled(sampler, "consumer", 3), TIMEOUT_S, show, everyone)
+            new.close()
+            wait_until(lambda: settled(sampler, "classic", 2), TIMEOUT_S, show, classic)
+        assert sampler.violations == [], sampler.violations[:3]
     finally:
         for m in everyone:
             if m.error is None and m.running:
