@@ -13,11 +13,13 @@ allow upgrades, the group is not a `consumer` group, it has more members than
 `consumer_max_size`, an assignment carries user data (a custom assignor's, which the
 server-side assignors would lose), or the embedded protocol does not decode.
 
-Downgrade: the last consumer-protocol member leaves (or is fenced) while classic members
-remain, and the policy allows downgrades. The consumer group's tombstones (its delete
+Downgrade: the last consumer-protocol member leaves (or is fenced), or a classic static
+member takes its place, while classic members remain, the policy allows downgrades and
+they are no more than `group_max_size`. The consumer group's tombstones (its delete
 order), then a classic GroupMetadata record: generation = the group epoch, each remaining
-member with its target assignment; once durable, a classic rebalance starts, so the
-classic members agree on an assignment among themselves again.
+member with its target assignment; once durable, a classic rebalance starts (after a
+static replacement only if the subscription changed), so the classic members agree on
+an assignment among themselves again.
 
 Classic membership is soft state (`membership.py`): the upgrade answers the classic
 group's parked JoinGroup/SyncGroup requests REBALANCE_IN_PROGRESS and cancels its timers
