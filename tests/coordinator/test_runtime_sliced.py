@@ -122,3 +122,20 @@ async def test_an_after_commit_released_during_a_sliced_op_runs_when_it_ends(har
     store.commit(P, 6)
     assert await big == "sliced"
     parker_task.cancel()
+
+
+async def test_closing_waits_for_a_sliced_op_under_way_and_its_batch(harness, store):
+    progress: list[int] = []
+    big = harness.write(sliced(20, 1, progress=progress))
+    while not progress:
+        await asyncio.sleep(0)
+    closing = asyncio.ensure_future(harness.partition.close(drain_timeout_s=5))
+    for _ in range(1_000):      # the op goes on to its end while the close waits
+        if store.end_offset(P) == 20:
+            break
+        await asyncio.sleep(0)
+    assert not closing.done() and not big.done()
+    store.commit(P, 19)
+    await asyncio.wait_for(closing, 5)
+    assert await big == "sliced"
+    assert len(progress) == 20 and [r.offset for b in store.read(P) for r in b.records] == list(range(20))
