@@ -174,10 +174,12 @@ class GroupCoordinatorService:
     async def _per_partition(self, api_key: int, items: Sequence[Any], group_of: Callable[[Any], str | None],
                              run: Callable[[int, list[Any]], Awaitable[list[Any]]]) -> list[Any]:
         """`run(partition, items)` per partition, the partitions concurrently, each in slices
-        of at most `SLICE` items awaited one after another (so a request naming 100,000
-        groups holds the loop, and each partition's executor, for one slice at a time);
-        one outcome per item, in request order: the item's answer, or the `ErrorCode` its
-        partition failed with."""
+        awaited one after another (so a request naming 100,000 groups holds each
+        partition's executor for one slice at a time); one outcome per item, in request
+        order: the item's answer, or the `ErrorCode` its partition failed with. The
+        partitions' slices share `SLICE` items: the loop runs every partition whose slice
+        is ready before it reads a socket again, so 50 partitions' slices of `SLICE` each
+        would hold it for 50 slices at once."""
         outcomes: list[Any] = [None] * len(items)
         by_partition: dict[int, list[int]] = {}
         for index, item in enumerate(items):
@@ -188,9 +190,11 @@ class GroupCoordinatorService:
             except ApiError as exc:
                 outcomes[index] = exc.code
 
+        step = max(1, SLICE // max(1, len(by_partition)))
+
         async def one(partition: int, indexes: list[int]) -> None:
-            for start in range(0, len(indexes), SLICE):
-                chunk = indexes[start:start + SLICE]
+            for start in range(0, len(indexes), step):
+                chunk = indexes[start:start + step]
                 try:
                     answers = await run(partition, [items[i] for i in chunk])
                 except Exception as exc:

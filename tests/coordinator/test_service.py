@@ -31,12 +31,13 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from coordinator.group.config import GroupConfig
 from coordinator.group.result import RequestContext
+from coordinator.group.shard import GroupShard
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.partition import PartitionState
 from coordinator.runtime.runtime import CoordinatorRuntime
-from coordinator.service import GroupCoordinatorService, error_code_for
+from coordinator.service import SLICE, GroupCoordinatorService, error_code_for
 from protocol.errors import ApiError, ErrorCode
 from protocol.messages import decode_request, response_class
 from storage.api import LogRecord, StorageError
@@ -405,3 +406,25 @@ def test_an_unexpected_exception_is_an_unknown_server_error_and_is_logged(caplog
     assert code is ErrorCode.UNKNOWN_SERVER_ERROR
     [record] = caplog.records
     assert record.exc_info is not None and "OffsetFetch" in record.getMessage()
+
+
+async def test_a_request_naming_groups_on_every_partition_does_a_slice_of_work_per_loop_turn(kgc, monkeypatch):
+    # Each partition's executor answers its share of the groups in slices; all partitions'
+    # slices run in the same loop turn, so together they stay within one `SLICE`.
+    described = [0]
+    describe = GroupShard.describe_group
+
+    def counting(shard, ctx, group_id):
+        described[0] += 1
+        return describe(shard, ctx, group_id)
+
+    monkeypatch.setattr(GroupShard, "describe_group", counting)
+    names = [f"absent-{i}" for i in range(10_000)]
+    answer = kgc.send(ApiKey.DescribeGroups, 5, DescribeGroupsRequest(groups=names, include_authorized_operations=False))
+    per_turn, last = [], 0
+    while not answer.done():
+        await asyncio.sleep(0)
+        per_turn.append(described[0] - last)
+        last = described[0]
+    assert [g.group_id for g in (await answer).groups] == names
+    assert described[0] == len(names) and max(per_turn) <= SLICE
