@@ -68,10 +68,11 @@ def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
     group_events = _group_metadata(cols, rows[keys.kind == _GROUP], keys, audit)
     epoch_events = _replay_groups(cols, rows, keys, group_events, audit)
     writer = writers.take(commit_rows)
-    _regressions(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer)
+    by_key = np.argsort(commit_keys, kind="stable")           # offset order within each key
+    _regressions(cols, audit, keys, commit_rows, commit_keys, by_key, offset, tombstone, writer)
     _stale_generations(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, group_events)
     _stale_member_epochs(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, epoch_events)
-    _final_offsets(cols, audit, keys, commit_rows, commit_keys, values, good, writer)
+    _final_offsets(cols, audit, keys, commit_rows, commit_keys, by_key, values, good, writer)
     shown = _reported(cols, audit, commit_rows)
     good_shown = good.copy()
     good_shown[good] = shown
@@ -267,8 +268,7 @@ def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_
     return epochs
 
 
-def _regressions(cols, audit, keys, rows, key_index, offset, tombstone, writer: _Writers) -> None:
-    order = np.argsort(key_index, kind="stable")
+def _regressions(cols, audit, keys, rows, key_index, order, offset, tombstone, writer: _Writers) -> None:
     k, off, tomb = key_index[order], offset[order], tombstone[order]
     hit = np.flatnonzero((k[1:] == k[:-1]) & ~tomb[1:] & ~tomb[:-1] & (off[1:] < off[:-1])
                          & _reported(cols, audit, rows[order[1:]]))
@@ -375,8 +375,7 @@ def _commit_finding(cols, audit, keys, kind, rows, key_index, offset, writer: _W
         detail=detail))
 
 
-def _final_offsets(cols, audit, keys, rows, key_index, values: _CommitValues, good, writer: _Writers) -> None:
-    order = np.argsort(key_index, kind="stable")
+def _final_offsets(cols, audit, keys, rows, key_index, order, values: _CommitValues, good, writer: _Writers) -> None:
     last = np.ones(len(order), bool)
     last[:-1] = key_index[order][1:] != key_index[order][:-1]
     value_index = np.flatnonzero(good)
