@@ -1,10 +1,11 @@
-"""The Spark engine: each partition's task becomes one Spark task.
+"""The Spark engine: the partitions' tasks become Spark tasks.
 
 `kgc audit` / `kgc compact` use it with a local session; under spark-submit the entry is
-this package's `__main__.py` (see there). The tasks go out
-as an RDD of `PartitionTask`s, one per Spark partition; each runs `job.run_partition`
-in a Python worker, reads its own segment files, writes its own outputs and returns a
-small `PartitionResult`. There is no DataFrame, no shuffle, and no record ever crosses
+this package's `__main__.py` (see there). The partitions' `PartitionTask`s go out as an
+RDD, dealt into a few Spark tasks per core (`task_groups`: one partition each on a
+cluster with cores enough); each partition's task runs `job.run_partition` in a Python
+worker, reads its own segment files, writes its own outputs and returns a small
+`PartitionResult`. There is no DataFrame, no shuffle, and no record ever crosses
 into the JVM: on this workload moving rows through Spark costs several times the work
 itself (see BENCHMARKS.md).
 
@@ -66,6 +67,18 @@ def active_session():
 
 
 PROGRESS_POLL_S = 0.5
+# Spark tasks per core. A Spark task has a fixed cost (tens of milliseconds in local
+# mode: the Python worker is handed the command and the data each time), so many more
+# partitions than cores share tasks; a few tasks per core still end close together.
+TASKS_PER_CORE = 4
+
+
+def task_groups(tasks: Sequence[PartitionTask], cores: int) -> list[list[PartitionTask]]:
+    """The partition tasks dealt round robin into at most TASKS_PER_CORE Spark tasks per
+    core, one partition each when there are cores enough: tasks planned largest first
+    (`runner.plan`) so make groups of about equal work."""
+    count = max(1, min(len(tasks), TASKS_PER_CORE * cores))
+    return [list(tasks[i::count]) for i in range(count)]
 
 
 def spark_map(spark) -> TaskMap:
@@ -75,17 +88,23 @@ def spark_map(spark) -> TaskMap:
         if not tasks:
             return []
         context = spark.sparkContext
+        groups = task_groups(tasks, context.defaultParallelism)
+
+        def job() -> list[PartitionResult]:
+            return context.parallelize(groups, len(groups)).flatMap(lambda group: [fn(t) for t in group]).collect()
+
         if progress is None:
-            return context.parallelize(tasks, len(tasks)).map(fn).collect()
+            return job()
         # The job runs in a thread of its own, in a job group, while this one asks the
-        # status tracker how many of its tasks have finished.
+        # status tracker how many of its tasks have finished (each holds about
+        # len(tasks) / len(groups) partitions).
         group = f"kgc-offline-{uuid.uuid4().hex}"
         outcome: dict[str, object] = {}
 
         def collect() -> None:
             context.setJobGroup(group, "kgc offline")
             try:
-                outcome["results"] = context.parallelize(tasks, len(tasks)).map(fn).collect()
+                outcome["results"] = job()
             except BaseException as e:          # re-raised in the caller's thread
                 outcome["error"] = e
 
@@ -94,7 +113,7 @@ def spark_map(spark) -> TaskMap:
         tracker = context.statusTracker()
         while worker.is_alive():
             worker.join(PROGRESS_POLL_S)
-            progress(_completed_tasks(tracker, group))
+            progress(min(len(tasks), _completed_tasks(tracker, group) * len(tasks) // len(groups)))
         if "error" in outcome:
             raise outcome["error"]
         progress(len(tasks))
@@ -112,4 +131,3 @@ def _completed_tasks(tracker, group: str) -> int:
             if stage is not None:
                 done += stage.numCompletedTasks
     return done
-
