@@ -534,12 +534,14 @@ class PartitionRuntime:
     # ---- sliced ops ------------------------------------------------------------------
 
     def _start_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope) -> None:
-        self._sliced = self._loop.create_task(self._run_slices(slices, handle, scope),
+        # The epoch now, not when the task first runs: the partition may fail in between.
+        self._sliced = self._loop.create_task(self._run_slices(slices, handle, scope, self._epoch),
                                               name=f"partition-{self.partition}-sliced-op")
 
-    async def _run_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope) -> None:
+    async def _run_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope,
+                          epoch: int) -> None:
         try:
-            await self._write_slices(slices, handle, scope)
+            await self._write_slices(slices, handle, scope, epoch)
         except Exception as exc:
             # Not the op's own failure (that is isolated): replay or the store failed.
             log.error("partition %d: a sliced write failed: %r", self.partition, exc)
@@ -550,11 +552,14 @@ class PartitionRuntime:
         for parked in deferred:
             self._guarded(partial(self._after_commit, parked))
 
-    async def _write_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope) -> None:
+    async def _write_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope,
+                            epoch: int) -> None:
         """`_apply` of a sliced op, a slice at a time (see "Sliced ops" above). Each step
-        that follows an await first checks that the partition has not failed meanwhile
-        (its waiters, this op's among them, were then answered)."""
-        epoch = self._epoch
+        first checks that the partition has not failed since the op ran (its waiters, this
+        op's among them, were then answered)."""
+        if epoch != self._epoch:
+            slices.close()
+            return
         serialize = self._serde.serialize
         records: list = []
         log_records: list[LogRecord] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from coordinator.group.result import Result
+from coordinator.runtime.api import PartitionNotActive
 from coordinator.runtime.partition import PartitionState
 from protocol.errors import ApiError, ErrorCode
 from tests.coordinator.test_runtime import P, Parker, rec, respond, settle
@@ -139,3 +140,15 @@ async def test_closing_waits_for_a_sliced_op_under_way_and_its_batch(harness, st
     await asyncio.wait_for(closing, 5)
     assert await big == "sliced"
     assert len(progress) == 20 and [r.offset for b in store.read(P) for r in b.records] == list(range(20))
+
+
+async def test_a_partition_failing_before_a_sliced_op_starts_answers_it_and_writes_nothing(harness, store, caplog):
+    answer = harness.partition.submit_write(sliced(3, 1))      # run inline: its slices start next turn
+    harness.partition.fail(RuntimeError("the store found damage"))
+    await settle()
+    assert isinstance(answer.exception(), PartitionNotActive)
+    await harness.partition.wait_loaded()
+    await settle()
+    assert harness.partition.state is PartitionState.ACTIVE
+    assert harness.shard.replayed == [] and store.end_offset(P) == 0
+    assert "sliced write failed" not in caplog.text
