@@ -7,6 +7,10 @@ Each partition is a `PartitionLog` (segments, recovery, roll) fed by a
 Partitions are independent: one that is damaged (`CorruptLogError` at open) or whose
 write failed refuses reads and appends with its error, and the others keep serving.
 `clean` and `recover` of one partition never run at the same time.
+
+Under `fsync always` each active segment is preallocated `preallocate_bytes` ahead of
+its log (`PartitionLog`), so a commit's sync is an `fdatasync` of data only; under the
+other policies nothing syncs per write and segments grow as they are written.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from storage.api import (
 from storage.cleaner import CleanReport, SegmentCleaner
 from storage.clock import wall_clock_ms
 from storage.format import encode_batch, encode_records, frame_records
-from storage.fsync_policy import FsyncPolicy
+from storage.fsync_policy import FsyncMode, FsyncPolicy
 from storage.group_commit import CommitObserver, DiskActivity, GroupCommitWriter
 from storage.partition_log import PartitionLog
 from storage.segment import SegmentIO
@@ -37,6 +41,8 @@ from storage.segment import SegmentIO
 log = logging.getLogger(__name__)
 
 TOPIC = "__consumer_offsets"
+# A chunk of zeros per extension: one fsync of it per this many bytes of log.
+PREALLOCATE_BYTES = 2**20
 
 
 def partition_dir(data_dir: Path, partition: int) -> Path:
@@ -47,7 +53,7 @@ class FileLogStore:
     def __init__(self, data_dir: str | Path, num_partitions: int = 50, fsync: str = "always",
                  segment_bytes: int = 100 * 2**20, delete_retention_ms: int = 86_400_000,
                  clock: Callable[[], int] = wall_clock_ms, io: SegmentIO | None = None,
-                 commit_observer: CommitObserver | None = None):
+                 commit_observer: CommitObserver | None = None, preallocate_bytes: int = PREALLOCATE_BYTES):
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
         self.data_dir = Path(data_dir)
@@ -58,7 +64,8 @@ class FileLogStore:
         self._clock = clock
         self._io = io or SegmentIO()
         self._commit_observer = commit_observer
-        self._logs = [PartitionLog(partition_dir(self.data_dir, p), segment_bytes, self._io)
+        preallocate = preallocate_bytes if self.policy.mode is FsyncMode.ALWAYS else 0
+        self._logs = [PartitionLog(partition_dir(self.data_dir, p), segment_bytes, self._io, preallocate)
                       for p in range(num_partitions)]
         self._writers: list[GroupCommitWriter | None] = [None] * num_partitions
         self._disk = DiskActivity()

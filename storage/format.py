@@ -112,6 +112,9 @@ class StopReason(enum.Enum):
     BAD_MAGIC = "bad magic"
     BAD_CRC = "bad CRC"
     OFFSETS_NOT_INCREASING = "offsets not increasing"
+    # Nothing but zeros from here to the end: an active segment's preallocated tail, never
+    # written (storage.partition_log), so the end of its log; in a closed segment, damage.
+    ZERO_FILL = "zero fill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,9 +530,13 @@ def _check(buf: Any, position: int, size: int, min_offset: int) -> BatchHeader |
     """The header of the batch at `position` if its framing is sound, else why not."""
     remaining = size - position
     if remaining < LOG_OVERHEAD_LEN:
+        if data_end(buf, position, size) == position:
+            return ScanStop(position, StopReason.ZERO_FILL, f"{remaining} zero bytes to the end")
         return ScanStop(position, StopReason.SHORT, f"{remaining} bytes, less than a batch header")
     base_offset, batch_length = _overhead.unpack_from(buf, position)
     if batch_length < MIN_BATCH_LENGTH:
+        if batch_length == 0 and data_end(buf, position, size) == position:
+            return ScanStop(position, StopReason.ZERO_FILL, f"{remaining} zero bytes to the end")
         return ScanStop(position, StopReason.BAD_LENGTH, f"batchLength {batch_length}")
     if remaining > MAGIC_POS and buf[position + MAGIC_POS] != MAGIC:
         return ScanStop(position, StopReason.BAD_MAGIC, f"magic {buf[position + MAGIC_POS]}, expected {MAGIC}")
@@ -545,6 +552,13 @@ def _check(buf: Any, position: int, size: int, min_offset: int) -> BatchHeader |
         return ScanStop(position, StopReason.OFFSETS_NOT_INCREASING,
                         f"batch {header.base_offset}..{header.last_offset} after offset {min_offset - 1}")
     return header
+
+
+def data_end(buf: Any, start: int = 0, size: int | None = None) -> int:
+    """The position just past the last byte before `size` (default: the end) that is not
+    zero, or `start` if there is none from `start` on."""
+    size = len(buf) if size is None else size
+    return start + len(bytes(buf[start:size]).rstrip(b"\x00"))
 
 
 _FRAMING = struct.Struct(">qiibIhi")   # baseOffset .. lastOffsetDelta: what framing checks

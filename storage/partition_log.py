@@ -9,11 +9,20 @@ Recovery (`open`), after ZODB's `read_index`/`_truncate`:
 - every closed segment must be whole: closed segments were fsynced when they rolled,
   so any damage there is damage, never a torn write;
 - the active segment is scanned to the first batch that is short, has a bad length,
-  magic or CRC, or goes back in offsets. If it is short, zeroed or fails its CRC and no
-  sound batch follows, it is a torn tail: the cut bytes are saved as
-  `<segment>.torn-<N>` (fsynced), then the segment is truncated and fsynced. Anything
-  else refuses the partition with a `CorruptLogError` naming the file and byte
-  position: never guess.
+  magic or CRC, or goes back in offsets. Nothing but zeros from there to the end is its
+  preallocated tail (below): the end of the log, kept for the next writes. If the batch
+  is short, has a bad length or fails its CRC and no sound batch follows, it is a torn
+  tail: the cut bytes (up to the last non-zero one) are saved as `<segment>.torn-<N>`
+  (fsynced), then the segment is truncated and fsynced. Anything else refuses the
+  partition with a `CorruptLogError` naming the file and byte position: never guess.
+
+Preallocation (`preallocate_bytes`, the store sets it under `fsync always`). The active
+segment is written at explicit positions and extended with zeros ahead of its log, a
+chunk at a time, so most appends land inside the file and change no size: syncing
+them is an `fdatasync`, which then has no metadata to commit. A write that extends the
+file is synced with `fsync`. A segment is truncated to its log when it rolls, before
+it is checksummed into the manifest, so closed segments, the manifest and everything
+made from closed segments never see zeros; a zero tail in a closed segment is damage.
 
 Closed segments are also checked against `segments.manifest` (`storage.manifest`):
 what each must be (length, last offset, CRC-32) was recorded when it closed, so a closed
@@ -47,6 +56,7 @@ from storage.format import (
     BatchReader,
     ScanStop,
     StopReason,
+    data_end,
     decode_batch,
     find_sound_batch,
     record_fields,
@@ -82,9 +92,10 @@ T = TypeVar("T")
 
 
 class PartitionLog:
-    def __init__(self, directory: Path, segment_bytes: int, io: SegmentIO):
+    def __init__(self, directory: Path, segment_bytes: int, io: SegmentIO, preallocate_bytes: int = 0):
         self.directory = directory
         self.segment_bytes = segment_bytes
+        self.preallocate_bytes = preallocate_bytes
         self.io = io
         self.lock = threading.Lock()
         self.segments: list[Segment] = []
@@ -92,7 +103,9 @@ class PartitionLog:
         self.durable_segment: Segment | None = None
         self.durable_size = 0
         self.durable_next_offset = 0
-        self._fd: int | None = None          # the active segment, opened for append
+        self._fd: int | None = None          # the active segment, written at its log's end
+        self._allocated = 0                  # the active segment's file size (zeros past its log)
+        self._resized = False                # the file size changed since the last sync
         self.manifest = Manifest(directory, io)
 
     # -- open and recover ---------------------------------------------------------------
@@ -126,7 +139,9 @@ class PartitionLog:
         self._record_manifest(manifest, states, active.base_offset)
         with self.lock:
             self.segments = segments
-        self._fd = self.io.open_append(active.path)
+        self._fd = self.io.open_segment(active.path)
+        self._allocated = os.fstat(self._fd).st_size
+        self._resized = False
         self.next_offset = next_offset
         self.mark_durable(active, active.size, next_offset)
 
@@ -259,14 +274,15 @@ class PartitionLog:
             reader = BatchReader(buf, 0, max(min_offset, segment.base_offset)).scan()
             stop = reader.stop
             segment.size = reader.end
-            if stop is None:
+            if stop is None or stop.reason is StopReason.ZERO_FILL:
                 return reader.next_offset
             sound = find_sound_batch(buf, stop.position, reader.next_offset)
             if sound is not None or stop.reason not in TORN_WRITE_REASONS:
                 after = f" followed by a sound batch at byte {sound}" if sound is not None else ""
                 raise CorruptLogError(str(segment.path), stop.position,
                                       f"{stop.reason.value} ({stop.detail}){after}")
-            tail = bytes(buf[stop.position:])
+            # A torn write into the preallocated tail is followed by its zeros: not evidence.
+            tail = bytes(buf[stop.position:data_end(buf, stop.position)])
         self._save_torn_tail(segment, tail, stop)
         return reader.next_offset
 
@@ -317,32 +333,63 @@ class PartitionLog:
     def _write_run(self, run: list[bytes]) -> None:
         if run:
             data = b"".join(run)
-            self.io.write(self._fd, data)
-            self.segments[-1].size += len(data)
+            active = self.segments[-1]
+            end = active.size + len(data)
+            self.io.write(self._fd, data, active.size)
+            active.size = end
+            if end > self._allocated:
+                self._allocated = end
+                self._resized = True
+                self._preallocate()
+
+    def _preallocate(self) -> None:
+        """Zeros past the log's end, so that the next appends land inside the file (module
+        docstring). Best effort: a disk too full for them still takes the log's own bytes,
+        and zeros written in part are a zero tail like any other."""
+        end = self.segments[-1].size
+        target = min(end + self.preallocate_bytes, self.segment_bytes)
+        if target <= end:
+            return
+        try:
+            self.io.preallocate(self._fd, end, target - end)
+        except OSError as e:
+            log.warning("%s: cannot preallocate %d bytes: %s", self.directory.name, target - end, e)
+            self._allocated = os.fstat(self._fd).st_size
+        else:
+            self._allocated = target
 
     def _roll(self, base_offset: int) -> None:
+        closed = self.segments[-1]
+        if self._allocated > closed.size:
+            # A closed segment holds its log and nothing after it (module docstring).
+            self.io.truncate(self._fd, closed.size)
         # The closed segment is fsynced whatever the policy: only the active segment may
         # ever be torn, which is what lets recovery treat damage elsewhere as corruption.
         self.io.fsync(self._fd)
         os.close(self._fd)
         self._fd = None
-        closed = self.segments[-1]
         state = SegmentState(closed.size, base_offset - 1, file_checksum(closed.path, closed.size))
         segment = self._create_segment(base_offset)
         self.manifest.rolled(closed.base_offset, state, base_offset)
-        self._fd = self.io.open_append(segment.path)
+        self._fd = self.io.open_segment(segment.path)
+        self._allocated = 0
+        self._resized = False
         with self.lock:
             self.segments.append(segment)
         log.info("rolled %s to segment %s", self.directory.name, segment.path.name)
 
     def _create_segment(self, base_offset: int) -> Segment:
         path = self.directory / segment_name(base_offset)
-        os.close(self.io.open_append(path))
+        os.close(self.io.open_segment(path))
         self.io.fsync_dir(self.directory)
         return Segment(path, base_offset, 0)
 
     def fsync(self) -> None:
-        self.io.fsync(self._fd)
+        if self._resized:
+            self.io.fsync(self._fd)
+            self._resized = False
+        else:
+            self.io.fdatasync(self._fd)
 
     def mark_durable(self, segment: Segment, size: int, next_offset: int) -> None:
         with self.lock:
@@ -379,7 +426,9 @@ class PartitionLog:
         self.io.fsync_dir(self.directory)
         self.manifest.reopened(durable.base_offset)
         durable.size = self.durable_size
-        self._fd = self.io.open_append(durable.path)
+        self._fd = self.io.open_segment(durable.path)
+        self._allocated = self.durable_size
+        self._resized = False
         self.next_offset = self.durable_next_offset
         return self.next_offset
 
@@ -439,9 +488,20 @@ class PartitionLog:
             return self.segments[:self.segments.index(self.durable_segment)]
 
     def close(self) -> None:
-        if self._fd is not None:
+        """Close the active segment; a preallocated tail is cut first, so a stopped
+        store's segments hold their logs only (a killed one's keep the zeros)."""
+        if self._fd is None:
+            return
+        try:
+            if self._allocated > self.segments[-1].size:
+                self.io.truncate(self._fd, self.segments[-1].size)
+                self.io.fsync(self._fd)
+        except OSError as e:
+            log.warning("%s: cannot cut the preallocated tail: %s", self.directory.name, e)
+        finally:
             os.close(self._fd)
             self._fd = None
+            self._allocated = 0
 
 
 def _read_segment(path: Path, fd: int, size: int, from_offset: int,

@@ -41,20 +41,25 @@ def parse_segment_name(name: str) -> int | None:
 class SegmentIO:
     """Writes, fsyncs and renames for the store; subclass it in tests to count or fail."""
 
-    def open_append(self, path: Path) -> int:
+    def open_segment(self, path: Path) -> int:
+        """The segment for writing at explicit positions (`write`), created if absent. Not
+        O_APPEND: the active segment may be longer than its log (a preallocated tail)."""
         # 0600 (and 0700 directories): the log holds member and client ids, hosts and offsets.
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o600)
+        return os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
 
-    def write(self, fd: int, data: bytes | memoryview) -> None:
-        view = memoryview(data)
-        while view:
-            # os.write may write less than asked (a full disk, a signal); never leave a
-            # batch half-written while thinking it whole.
-            written = os.write(fd, view)
-            view = view[written:]
+    def write(self, fd: int, data: bytes | memoryview, position: int) -> None:
+        _pwrite_all(fd, data, position)
+
+    def preallocate(self, fd: int, position: int, size: int) -> None:
+        """`size` zero bytes at `position`: written, not `fallocate`d, because writing
+        into an unwritten extent changes metadata that the next sync must commit."""
+        _pwrite_all(fd, bytes(size), position)
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        os.fdatasync(fd)
 
     def fsync_dir(self, path: Path) -> None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -77,10 +82,20 @@ class SegmentIO:
         overwritten)."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
-            self.write(fd, data)
+            self.write(fd, data, 0)
             self.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _pwrite_all(fd: int, data: bytes | memoryview, position: int) -> None:
+    view = memoryview(data)
+    while view:
+        # os.pwrite may write less than asked (a full disk, a signal); never leave a
+        # batch half-written while thinking it whole.
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
 
 
 @dataclass(slots=True, eq=False)     # identity: the same file is the same segment

@@ -44,7 +44,7 @@ from coordinator.group.errors import CorruptStateError
 from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord
 from storage.file_store import TOPIC
-from storage.format import BatchDecodeError, BatchReader, ScanStop, decode_batch, find_sound_batch
+from storage.format import BatchDecodeError, BatchReader, ScanStop, StopReason, decode_batch, find_sound_batch
 from storage.partition_log import TORN_WRITE_REASONS, PartitionLog
 from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, TORN_SUFFIX, SegmentIO, parse_segment_name
 
@@ -194,7 +194,8 @@ def _inspect_segment(path: Path, base_offset: int, min_offset: int, active: bool
                 return segment
             segment.batches.append(InspectedBatch(
                 position, header.size, batch, tuple(_inspect_record(r) for r in batch.records)))
-        if reader.stop is not None:
+        # An active segment's zero tail (preallocated) is the end of its log, no damage.
+        if reader.stop is not None and not (active and reader.stop.reason is StopReason.ZERO_FILL):
             segment.damage = _judge(buf, reader.stop, reader.next_offset, active)
     return segment
 

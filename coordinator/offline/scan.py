@@ -8,8 +8,11 @@ bytes itself.
 
 A live data dir is fine to read: every file is read once, whole batches only, and a
 short batch at the very end of the last (active) segment is a write in progress, not
-damage (`tail_bytes` counts what was left). The same short batch in a closed segment is
-a torn batch: closed segments were fsynced whole when they rolled.
+damage (`tail_bytes` counts what was left). The active segment may end in zeros (kgc
+preallocates it under `fsync always`): that is the end of its log, and a batch that
+fails its CRC with nothing but zeros after it there is a write in progress too. The
+same in a closed segment is damage: closed segments were cut to their log and fsynced
+whole when they rolled.
 
 `<segment>.torn-N` files are bytes a past recovery cut off a torn tail; each is
 reported as a torn batch.
@@ -28,8 +31,10 @@ from storage.api import StoredBatch
 from storage.format import (
     LOG_OVERHEAD,
     BatchDecodeError,
+    ScanStop,
     StopReason,
     batch_header,
+    data_end,
     decode_batch,
     find_sound_batch,
     sound_batches,
@@ -44,6 +49,7 @@ _STOP_FINDINGS = {
     StopReason.BAD_MAGIC: FindingType.CORRUPT_BATCH,
     StopReason.BAD_CRC: FindingType.BAD_CRC,
     StopReason.OFFSETS_NOT_INCREASING: FindingType.NON_INCREASING_OFFSETS,
+    StopReason.ZERO_FILL: FindingType.CORRUPT_BATCH,
 }
 _overhead = struct.Struct(LOG_OVERHEAD)
 
@@ -166,9 +172,13 @@ class PartitionScan:
                 _base, batch_length = _overhead.unpack_from(data, stop.position)
                 position = stop.position + _overhead.size + batch_length
                 continue
+            if stop.reason is StopReason.ZERO_FILL and active:
+                return
             resume = find_sound_batch(data, stop.position, self.next_offset)
-            if stop.reason is StopReason.SHORT and active and resume is None:
-                self.tail_bytes = len(data) - stop.position
+            if active and resume is None and _in_progress(data, stop):
+                # A short batch runs to the end; one in the preallocated tail, to its zeros.
+                end = len(data) if stop.reason is StopReason.SHORT else data_end(data, stop.position)
+                self.tail_bytes = end - stop.position
                 return
             self._problem(_STOP_FINDINGS[stop.reason], name, stop.position, str(stop))
             if resume is None:
@@ -179,3 +189,15 @@ class PartitionScan:
                  record_offset: int | None = None) -> None:
         self.problems.append(Finding(kind, self.partition, segment=segment, position=position,
                                      record_offset=record_offset, detail=detail))
+
+
+def _in_progress(data: bytes | memoryview, stop: ScanStop) -> bool:
+    """Whether the bytes an active segment's walk stopped at are a write still landing:
+    a short batch at the end, or one that fails its CRC with only zeros after the length
+    it gives (a write into the preallocated tail)."""
+    if stop.reason is StopReason.SHORT:
+        return True
+    if stop.reason is not StopReason.BAD_CRC:
+        return False
+    _base, batch_length = _overhead.unpack_from(data, stop.position)
+    return data_end(data, stop.position) <= stop.position + _overhead.size + batch_length

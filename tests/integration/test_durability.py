@@ -131,16 +131,27 @@ async def fetch_committed(bootstrap: str, group: str) -> dict[int, int]:
             await member.client.close()
 
 
+def log_end(data_dir, group: str) -> tuple[int, int]:
+    """(end of the last whole batch, file size) of `group`'s partition's active segment."""
+    (part,) = inspect_data_dir(data_dir, partition=partition_for(group)).partitions
+    active = part.segments[-1]
+    last = active.batches[-1] if active.batches else None
+    return (last.position + last.size_bytes if last else 0), active.size_bytes
+
+
 def tear_the_tail(data_dir, ledger: Ledger) -> int:
-    """Append the first half of the batch kgc would have written next for `ledger`'s
-    group, as a kill in the middle of its write would leave it (a real SIGKILL seldom
-    lands inside a write). Returns the partition."""
+    """Write the first half of the batch kgc would have written next for `ledger`'s
+    group where it would have gone (after the log, into a preallocated tail if any), as
+    a kill in the middle of its write would leave it (a real SIGKILL seldom lands inside
+    a write). Returns the partition."""
     partition = partition_for(ledger.group)
     (part,) = inspect_data_dir(data_dir, partition=partition).partitions
     unsent = ledger.sent + 1_000_000
     batch = encode_batch(part.end_offset, [SERDE.serialize(records.new_offset_commit_record(
         ledger.group, TOPIC, p, records.OffsetCommitValue(unsent, -1, "", 0))) for p in range(PARTS)], 0)
-    with open(partition_dir(data_dir, partition) / part.segments[-1].name, "ab") as f:
+    end, _size = log_end(data_dir, ledger.group)
+    with open(partition_dir(data_dir, partition) / part.segments[-1].name, "r+b") as f:
+        f.seek(end)
         f.write(batch[:len(batch) // 2])
     return partition
 
@@ -199,6 +210,11 @@ async def kill_cycles(tmp_path, fsync: str, cycles: int, seed: int) -> None:
             await asyncio.wait_for(asyncio.gather(*committers), 20)
         finally:
             process.kill()
+        if fsync == "always":
+            # The kill left the committers' active segments with their preallocated zeros.
+            for ledger in everyone:
+                end, size = log_end(data_dir, ledger.group)
+                assert size > end, f"{ledger.group}: no preallocated tail ({size} bytes, log to {end})"
         if cycle == 1:
             torn_partition = tear_the_tail(data_dir, ledgers[0])
         # Straight after the kill, before any recovery: whole batches, at most a torn tail.

@@ -9,7 +9,8 @@ from storage.segment import SegmentIO
 
 
 class CountingIO(SegmentIO):
-    """Counts every operation, and records the order of writes and fsyncs."""
+    """Counts every operation, and records the order of writes and fsyncs (an fdatasync
+    is an "fsync" there, and counted apart as "fdatasync" too)."""
 
     def __init__(self):
         self.counts: Counter[str] = Counter()
@@ -19,13 +20,20 @@ class CountingIO(SegmentIO):
         self.counts[name] += 1
         self.events.append(name)
 
-    def write(self, fd, data):
+    def write(self, fd, data, position):
         self._note("write")
-        super().write(fd, data)
+        super().write(fd, data, position)
 
     def fsync(self, fd):
         self._note("fsync")
         super().fsync(fd)
+
+    def fdatasync(self, fd):
+        # A sync of the file's data like fsync, for every test that counts or orders syncs;
+        # counted apart too.
+        self._note("fsync")
+        self.counts["fdatasync"] += 1
+        super().fdatasync(fd)
 
     def fsync_dir(self, path):
         self._note("fsync_dir")
@@ -56,18 +64,22 @@ class FailingIO(CountingIO):
         if armed is not None:
             raise armed[0]
 
-    def write(self, fd, data):
+    def write(self, fd, data, position):
         armed = self._armed.pop("write", None)
         if armed is not None:
             error, partial = armed
             if partial:
-                super().write(fd, memoryview(data)[:partial])
+                super().write(fd, memoryview(data)[:partial], position)
             raise error
-        super().write(fd, data)
+        super().write(fd, data, position)
 
     def fsync(self, fd):
         self._maybe_fail("fsync")
         super().fsync(fd)
+
+    def fdatasync(self, fd):
+        self._maybe_fail("fsync")        # `fail_next("fsync")` fails the next sync of either kind
+        super().fdatasync(fd)
 
     def fsync_dir(self, path):
         self._maybe_fail("fsync_dir")

@@ -23,6 +23,7 @@ from storage.format import (
     BatchDecodeError,
     BatchReader,
     Compression,
+    ScanStop,
     StopReason,
     UnsupportedCompressionError,
     encode_batch,
@@ -30,6 +31,7 @@ from storage.format import (
     encode_varint,
     find_sound_batch,
     iter_batches,
+    sound_batches,
 )
 
 RECORDS = [
@@ -180,12 +182,21 @@ def test_stop_reasons_say_where_and_why():
     positions, end, stop = stop_of(buf)
     assert (positions, end, stop) == ([0, second], len(buf), None)
 
-    for cut, reason in [(second + 5, StopReason.SHORT), (second + 20, StopReason.SHORT), (len(buf) - 1, StopReason.SHORT)]:
+    # The first five bytes of a small base offset are zeros: nothing tells them from a
+    # preallocated tail, and they hold nothing.
+    for cut, reason in [(second + 5, StopReason.ZERO_FILL), (second + 20, StopReason.SHORT),
+                        (len(buf) - 1, StopReason.SHORT)]:
         positions, end, stop = stop_of(buf[:cut])
         assert (positions, end, stop.position, stop.reason) == ([0], second, second, reason)
 
-    zeros = buf[:second] + bytes(BATCH_HEADER_LEN)
-    assert stop_of(zeros)[2].reason is StopReason.BAD_LENGTH
+    for zeros in (bytes(BATCH_HEADER_LEN), bytes(5), bytes(2**20)):
+        assert stop_of(buf[:second] + zeros)[2] == ScanStop(second, StopReason.ZERO_FILL,
+                                                            f"{len(zeros)} zero bytes to the end")
+    # A zero length with anything non-zero after it is no preallocated tail.
+    assert stop_of(buf[:second] + bytes(BATCH_HEADER_LEN) + b"\x01")[2].reason is StopReason.BAD_LENGTH
+    assert stop_of(buf[:second] + bytes(5) + b"\x01")[2].reason is StopReason.SHORT
+    assert sound_batches(buf + bytes(100))[1:] == (2 + len(RECORDS), ScanStop(len(buf), StopReason.ZERO_FILL,
+                                                               "100 zero bytes to the end"))
 
     damaged = bytearray(buf)
     damaged[second + 16] = 1

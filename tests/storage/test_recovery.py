@@ -58,13 +58,17 @@ async def test_cut_at_every_byte_of_the_last_batch_leaves_whole_batches_and_save
             assert store.partition_error(0) is None
             assert [b.base_offset for b in store.read(0)] == list(range(BATCHES - 1))
             assert store.end_offset(0) == BATCHES - 1
-            assert path.read_bytes() == original[:last_start]
             torn = sorted(p.name for p in path.parent.iterdir() if ".torn-" in p.name)
-            if cut == last_start:
-                assert torn == []          # a clean cut at a batch boundary is no tear
+            if not original[last_start:cut].strip(b"\x00"):
+                # A clean cut at a batch boundary is no tear; nor are the zeros of a small
+                # base offset's first bytes: a zero tail, the log's end (nothing to save).
+                assert torn == []
+                assert path.read_bytes() == original[:cut]
             else:
+                assert path.read_bytes() == original[:last_start]
                 assert torn == [path.name + ".torn-1"]
-                assert (path.parent / torn[0]).read_bytes() == original[last_start:cut]
+                # Saved up to its last non-zero byte: zeros after it are no evidence.
+                assert (path.parent / torn[0]).read_bytes() == original[last_start:cut].rstrip(b"\x00")
             # The cut log takes new batches where the lost one was.
             assert await store.append(0, [LogRecord(b"n", b"n")], 9).durable == BATCHES - 1
         finally:
@@ -89,20 +93,26 @@ async def test_a_second_tear_never_overwrites_the_first_evidence(tmp_path):
         await store.close()
 
 
-async def test_zero_filled_tail_is_a_torn_tail(tmp_path):
-    # What some filesystems show after a crash: the file grew but the data never landed.
+@pytest.mark.parametrize("zeros", [5, 100, 2**20])
+async def test_a_zero_filled_tail_is_the_end_of_the_log(tmp_path, zeros):
+    # A preallocated tail, or what some filesystems show after a crash: the file grew but
+    # the data never landed. Either way nothing was written there: no tear, no evidence.
     await write_log(tmp_path)
     path = segment_path(tmp_path)
     size = path.stat().st_size
     with open(path, "ab") as f:
-        f.write(bytes(100))
+        f.write(bytes(zeros))
     store = await reopen(tmp_path)
     try:
         assert store.partition_error(0) is None
-        assert path.stat().st_size == size
-        assert (path.parent / f"{path.name}.torn-1").read_bytes() == bytes(100)
+        assert [b.base_offset for b in store.read(0)] == list(range(BATCHES))
+        assert not [p for p in path.parent.iterdir() if ".torn-" in p.name]
+        # The next batch goes where the log ends, over the zeros.
+        assert await store.append(0, [LogRecord(b"n", b"n")], 9).durable == BATCHES
+        assert [b.base_offset for b in store.read(0)] == list(range(BATCHES + 1))
     finally:
         await store.close()
+    assert batch_starts(path)[-1] == size and path.stat().st_size > size
 
 
 @pytest.mark.parametrize("where", ["length", "magic", "crc", "attributes", "record"])
