@@ -355,8 +355,9 @@ SETTINGS: tuple[Setting, ...] = (
             in_group=True),
     Setting("consumer_migration_policy",
             text(choices=("bidirectional", "upgrade", "downgrade", "disabled"), fold=str.lower),
-            "Kafka's group.consumer.migration.policy: which way a classic group with members converts when "
-            "the first KIP-848 member joins it (upgrade) or the last one leaves (downgrade)", in_group=True),
+            "bidirectional | upgrade | downgrade | disabled: Kafka's group.consumer.migration.policy, which "
+            "way a classic group with members converts when the first KIP-848 member joins it (upgrade) or "
+            "the last one leaves (downgrade)", in_group=True),
 )
 
 BY_NAME: Mapping[str, Setting] = {s.name: s for s in SETTINGS}
