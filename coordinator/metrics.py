@@ -321,7 +321,7 @@ def response(metrics: RequestMetrics, api_key: int, version: int, answer: Any) -
 
 def response_codes(api_key: int, version: int, answer: Any) -> tuple[Tally[int], int]:
     """`response`'s counting into a tally of its own, for a codec thread to do off the loop
-    for a large answer (walking 200,000 groups' codes takes a loop step of its own);
+    for a large answer (walking all its codes on the loop would be a loop step of its own);
     `count_response_codes` adds the result on the loop."""
     tally: Tally[int] = Tally()
     return tally, _count_codes(tally, api_key, version, answer)
