@@ -114,9 +114,10 @@ class _Keys:
         return self.group_ids.setdefault(key.group, len(self.group_ids))
 
     def column(self, key_index: np.ndarray, attribute: str, kind: pa.DataType) -> pa.Array:
-        values = pa.array([getattr(k, attribute, None) if isinstance(k, OffsetCommitKey) else None
-                           for k in self.decoded], kind)
-        return values.take(pa.array(key_index))
+        values = [getattr(k, attribute, None) if isinstance(k, OffsetCommitKey) else None for k in self.decoded]
+        if kind == pa.string():
+            return _strings(values, key_index)
+        return pa.array(values, kind).take(pa.array(key_index))
 
 
 class _Writers:
@@ -139,7 +140,20 @@ class _Writers:
         return given[self.block]
 
     def column(self, field: str, kind: pa.DataType) -> pa.Array:
-        return pa.array([getattr(w, field) for w in self.writers], kind).take(pa.array(self.block))
+        values = [getattr(w, field) for w in self.writers]
+        if kind == pa.string():
+            return _strings(values, self.block)
+        return pa.array(values, kind).take(pa.array(self.block))
+
+
+def _strings(values: list[str | None], codes: np.ndarray) -> pa.DictionaryArray:
+    """`values[codes[i]]` per row (null for None or a code of -1), as a dictionary array
+    whose dictionary holds each distinct string once: Parquet writes it as it is,
+    without hashing every row's string."""
+    distinct: dict[str, int] = {}
+    remap = np.asarray([-1 if v is None else distinct.setdefault(v, len(distinct)) for v in values] + [-1], np.int32)
+    index = remap[codes]
+    return pa.DictionaryArray.from_arrays(pa.array(index, mask=index < 0), pa.array(list(distinct), pa.string()))
 
 
 def _writers(cols: PartitionColumns) -> _Writers:
@@ -395,7 +409,7 @@ def _history(cols, partition, keys, rows, key_index, values: _CommitValues, good
     def nullable(array: np.ndarray, kind: pa.DataType) -> pa.Array:
         return pa.array(array[good], kind, mask=tomb)
 
-    metadata = pa.array(values.metadata_values, pa.string()).take(pa.array(values.metadata[good], mask=tomb))
+    metadata = _strings(values.metadata_values, np.where(tomb, -1, values.metadata[good]))
     return {
         "log_partition": pa.array(np.full(len(rows), partition, np.int32)),
         "record_offset": pa.array(cols.offset[rows]),

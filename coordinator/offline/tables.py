@@ -65,16 +65,25 @@ def history_part(report_dir: Path, partition: int) -> Path:
     return Path(report_dir) / COMMIT_HISTORY_DIR / f"part-{partition:05d}.parquet"
 
 
-def write_columns(path: Path, schema: pa.Schema, columns: dict[str, list]) -> None:
+def write_columns(path: Path, schema: pa.Schema, columns: dict[str, list | pa.Array]) -> None:
     """A large table (the commit history): strings and int32 columns (names, partitions,
-    generations) repeat, so they get dictionaries; int64 columns are offsets and times,
-    near their neighbours, which delta encoding packs smaller than a compressor would,
-    and much faster than trying a dictionary of mostly distinct values."""
+    generations) repeat, so they get dictionaries (a string column given as a dictionary
+    array is written as it is); int64 columns are offsets and times, near their
+    neighbours, which delta encoding packs smaller than a compressor would, and much
+    faster than trying a dictionary of mostly distinct values. Read back, every column
+    has `schema`'s type (the Arrow schema is not stored, so no dictionary type either)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     dictionary = [f.name for f in schema if f.type in (pa.string(), pa.int32())]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if f.type == pa.int64()}
-    pq.write_table(pa.table({name: columns[name] for name in schema.names}, schema=schema), path,
-                   use_dictionary=dictionary, column_encoding=delta, compression="none")
+    table = pa.table({f.name: _column(columns[f.name], f.type) for f in schema})
+    pq.write_table(table, path, use_dictionary=dictionary, column_encoding=delta, compression="none",
+                   store_schema=False)
+
+
+def _column(values: list | pa.Array, kind: pa.DataType) -> pa.Array:
+    if isinstance(values, pa.Array):
+        return values if pa.types.is_dictionary(values.type) and values.type.value_type == kind else values.cast(kind)
+    return pa.array(values, kind)
 
 
 def write_rows(path: Path, schema: pa.Schema, rows: Sequence[dict]) -> None:
