@@ -135,13 +135,17 @@ class ClassicMembers:
         if (replaced is not None and not replaced.uses_classic_protocol and self.consumer.downgrade is not None
                 and self.consumer.may_downgrade(group, {replaced.member_id}, reconciled)):
             # It replaced the last consumer-protocol member: the group becomes classic. A
-            # new subscription (a new group epoch) needs a classic rebalance; else the
-            # member takes its predecessor's assignment as it is.
+            # new subscription (a new group epoch) needs a classic rebalance; so does a
+            # member not yet at its target (waiting for partitions, say), whose heartbeats
+            # in a Stable classic group would never tell it of them. Else the member takes
+            # its predecessor's assignment as it is.
             for mid in (*group.members, member_id):
                 self.consumer.cancel_timers(group_id, mid)
             bumped = any(isinstance(r.key, ConsumerGroupMetadataKey) for r in records)
+            behind = any(m.state is not MemberState.STABLE or m.member_epoch != group.group_epoch
+                         for mid, m in group.members.items() if mid != replaced.member_id)
             downgraded = self.consumer.downgrade(group, set(), joining=reconciled, replaced=replaced,
-                                                 rebalance=bumped)
+                                                 rebalance=bumped or behind)
             return replace(downgraded, records=(*records, *downgraded.records), response=answer)
         self.timer.cancel(classic_join_key(group_id, member_id))
         self.timer.schedule(classic_sync_key(group_id, member_id), rebalance_timeout_ms,

@@ -354,6 +354,20 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_t
     assert fresh.shard.consumer_groups == {} and set(fresh.group().members) == {k, new_id}
 
 
+def test_a_static_replacement_downgrade_rebalances_when_a_classic_member_was_not_given_its_share(ctx):
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1")
+    k, first = ctx.join_dynamic(protocols=PROTOCOLS)
+    assert assigned(ctx.sync(member_id=k, generation_id=first.response.generation_id)) == set()
+    # s goes away for a while before it released k's share, and comes back classic.
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=-2)
+    join = ctx.join(version=5, group_instance_id="i1", protocols=PROTOCOLS)
+    assert join.error == 0 and ctx.shard.consumer_groups == {}
+    # k holds nothing, and in a Stable classic group its heartbeats would never say
+    # otherwise: a classic rebalance hands its share out.
+    assert ctx.state() == "PreparingRebalance"
+    assert ctx.heartbeat(member_id=k, generation_id=join.response.generation_id).error == E.REBALANCE_IN_PROGRESS
+
+
 def test_no_downgrade_when_the_policy_allows_only_upgrades():
     ctx = GroupTestContext(consumer_migration_policy="upgrade")
     ctx.set_topics(t=4)
