@@ -530,12 +530,12 @@ def _check(buf: Any, position: int, size: int, min_offset: int) -> BatchHeader |
     """The header of the batch at `position` if its framing is sound, else why not."""
     remaining = size - position
     if remaining < LOG_OVERHEAD_LEN:
-        if data_end(buf, position, size) == position:
+        if zero_filled(buf, position, size):
             return ScanStop(position, StopReason.ZERO_FILL, f"{remaining} zero bytes to the end")
         return ScanStop(position, StopReason.SHORT, f"{remaining} bytes, less than a batch header")
     base_offset, batch_length = _overhead.unpack_from(buf, position)
     if batch_length < MIN_BATCH_LENGTH:
-        if batch_length == 0 and data_end(buf, position, size) == position:
+        if batch_length == 0 and zero_filled(buf, position, size):
             return ScanStop(position, StopReason.ZERO_FILL, f"{remaining} zero bytes to the end")
         return ScanStop(position, StopReason.BAD_LENGTH, f"batchLength {batch_length}")
     if remaining > MAGIC_POS and buf[position + MAGIC_POS] != MAGIC:
@@ -554,11 +554,23 @@ def _check(buf: Any, position: int, size: int, min_offset: int) -> BatchHeader |
     return header
 
 
-def data_end(buf: Any, start: int = 0, size: int | None = None) -> int:
-    """The position just past the last byte before `size` (default: the end) that is not
-    zero, or `start` if there is none from `start` on."""
-    size = len(buf) if size is None else size
-    return start + len(bytes(buf[start:size]).rstrip(b"\x00"))
+def data_end(buf: Any, start: int = 0) -> int:
+    """The position just past the last byte that is not zero, or `start` if there is none
+    from `start` on."""
+    return start + len(bytes(buf[start:]).rstrip(b"\x00"))
+
+
+_ZERO_CHUNK = 2**16
+
+
+def zero_filled(buf: Any, start: int, size: int) -> bool:
+    """Whether every byte of `buf[start:size]` is zero: read a chunk at a time, so that a
+    scan stopping in damage early in a large segment does not copy the rest of it."""
+    for at in range(start, size, _ZERO_CHUNK):
+        chunk = bytes(buf[at:min(at + _ZERO_CHUNK, size)])
+        if chunk.count(0) != len(chunk):
+            return False
+    return True
 
 
 _FRAMING = struct.Struct(">qiibIhi")   # baseOffset .. lastOffsetDelta: what framing checks

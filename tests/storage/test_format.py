@@ -193,7 +193,8 @@ def test_stop_reasons_say_where_and_why():
         assert stop_of(buf[:second] + zeros)[2] == ScanStop(second, StopReason.ZERO_FILL,
                                                             f"{len(zeros)} zero bytes to the end")
     # A zero length with anything non-zero after it is no preallocated tail.
-    assert stop_of(buf[:second] + bytes(BATCH_HEADER_LEN) + b"\x01")[2].reason is StopReason.BAD_LENGTH
+    for zeros in (BATCH_HEADER_LEN, 2**16, 2**17 + 3):           # the last byte past a chunk or two
+        assert stop_of(buf[:second] + bytes(zeros) + b"\x01")[2].reason is StopReason.BAD_LENGTH
     assert stop_of(buf[:second] + bytes(5) + b"\x01")[2].reason is StopReason.SHORT
     assert sound_batches(buf + bytes(100))[1:] == (2 + len(RECORDS), ScanStop(len(buf), StopReason.ZERO_FILL,
                                                                "100 zero bytes to the end"))
