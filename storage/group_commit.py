@@ -17,7 +17,8 @@
   `when_done`, releases the answers inside that same callback.
 - On the loop, fsync included: when this writer is the only one of its store with
   anything to write this iteration, no writer's thread is busy, the group is small, no
-  roll is due, and the store's last fsync took under `LOOP_FSYNC_MAX_S`. Then the
+  roll is due nor an extension of the preallocated segment, and the store's last fsync
+  took under `LOOP_FSYNC_MAX_S`. Then the
   process has nothing else for the disk and a client is waiting for exactly this
   fsync; the thread's hand-off and the loop's wake-up after it cost a few tens of
   microseconds each, a sizeable share of a fast disk's fsync. The price: requests that
@@ -221,7 +222,10 @@ class GroupCommitWriter:
     def _small_and_no_roll(self, group: list[_Queued]) -> bool:
         size = sum(len(q.data) for q in group)
         # `fits` judges one batch; a group no larger than a segment that fits rolls nowhere.
-        return size <= LOOP_FSYNC_MAX_BYTES and size <= self._log.segment_bytes and self._log.fits(size)
+        # A write that extends the preallocated tail writes and fsyncs a chunk of zeros
+        # too: milliseconds, not for the loop.
+        return (size <= LOOP_FSYNC_MAX_BYTES and size <= self._log.segment_bytes and self._log.fits(size)
+                and not self._log.extends_preallocation(size))
 
     def _to_thread(self, fn: Any, args: tuple, on_done: Any) -> None:
         self._disk.in_threads += 1

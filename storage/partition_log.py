@@ -330,6 +330,11 @@ class PartitionLog:
         filled = self.segments[-1].size
         return filled == 0 or filled + size <= self.segment_bytes
 
+    def extends_preallocation(self, size: int) -> bool:
+        """Whether `size` more bytes run past the preallocated tail, so that their write
+        also writes the next chunk of zeros and their sync is a full fsync of it."""
+        return self.preallocate_bytes > 0 and self.segments[-1].size + size > self._allocated
+
     def _write_run(self, run: list[bytes]) -> None:
         if run:
             data = b"".join(run)

@@ -11,6 +11,7 @@ import pytest
 from storage import group_commit
 from storage.api import LogRecord
 from storage.file_store import FileLogStore
+from storage.format import encode_batch
 from storage.fsync_policy import FsyncMode, FsyncPolicy
 from storage.group_commit import LOOP_FSYNC_MAX_BYTES
 from tests.storage.seams import CountingIO
@@ -168,7 +169,9 @@ class ThreadNotingIO(CountingIO):
         time.sleep(self.fsync_s)
         self._note("fsync")
 
-    fdatasync = fsync
+    def fdatasync(self, fd):
+        self.counts["fdatasync"] += 1
+        self.fsync(fd)
 
 
 # Far above a no-op fsync's time even on a loaded machine.
@@ -189,13 +192,32 @@ async def open_noting(tmp_path, monkeypatch, num_partitions=2):
 async def test_a_lone_small_commit_fsyncs_on_the_loop_and_is_released_there(tmp_path, monkeypatch):
     store, io = await open_noting(tmp_path, monkeypatch)
     try:
-        for i in range(3):
+        await store.append(0, one(0), 0).durable      # the first write preallocates (a thread's)
+        io.events.clear()
+        io.fsync_threads.clear()
+        for i in range(1, 4):
             append = store.append(0, one(i), i)
             assert not append.durable.done()
             await asyncio.sleep(0)          # the end of the iteration: written, fsynced, released
             assert append.durable.done() and append.durable.result() == i
         assert io.fsync_threads == ["loop"] * 3
         assert io.events == ["write", "fsync"] * 3
+    finally:
+        await store.close()
+
+
+async def test_a_commit_that_extends_the_preallocated_tail_fsyncs_in_the_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(group_commit, "LOOP_FSYNC_MAX_S", SLOW_S)
+    io = ThreadNotingIO()
+    store = FileLogStore(tmp_path, num_partitions=1, io=io, preallocate_bytes=2 * len(encode_batch(0, one(0), 0)))
+    await store.open()
+    io.fsync_threads.clear()
+    try:
+        for i in range(6):
+            await store.append(0, one(i), i).durable
+        # Every third write runs past the two batches of zeros ahead of the log.
+        assert io.fsync_threads == ["thread", "loop", "loop", "thread", "loop", "loop"]
+        assert io.counts["fdatasync"] == 4
     finally:
         await store.close()
 
@@ -230,12 +252,14 @@ async def test_while_a_thread_fsyncs_another_partition_fsyncs_in_its_thread_too(
 async def test_after_a_slow_fsync_the_next_goes_to_the_thread_until_one_is_fast(tmp_path, monkeypatch):
     store, io = await open_noting(tmp_path, monkeypatch)
     try:
+        await store.append(0, one(0), 0).durable        # preallocates (a thread's), fast
+        io.fsync_threads.clear()
         io.fsync_s = 1.2 * SLOW_S
-        await store.append(0, one(0), 0).durable        # on the loop: nothing said it was slow
-        await store.append(0, one(1), 1).durable        # the last one was slow: a thread
+        await store.append(0, one(1), 1).durable        # on the loop: nothing said it was slow
+        await store.append(0, one(2), 2).durable        # the last one was slow: a thread
         io.fsync_s = 0.0
-        await store.append(0, one(2), 2).durable        # still judged by the slow one: a thread
-        await store.append(0, one(3), 3).durable        # the last was fast: the loop again
+        await store.append(0, one(3), 3).durable        # still judged by the slow one: a thread
+        await store.append(0, one(4), 4).durable        # the last was fast: the loop again
         assert io.fsync_threads == ["loop", "thread", "thread", "loop"]
     finally:
         await store.close()
