@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 from storage.format import BATCH_HEADER_LEN, LOG_OVERHEAD_LEN, decode_header_block
 
@@ -62,8 +63,12 @@ def packed(fields: dict[str, tuple[int, str]], size: int) -> np.dtype:
 
 
 def structs(buf: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> dict[str, np.ndarray]:
-    """The fields of the structures at `positions`, each as native int64: one gather for them all."""
-    found = fixed(buf, positions, dtype.itemsize, dtype)
+    """The fields of the structures at `positions`, each as native int64: their bytes
+    gathered as rows (a plain copy per structure, cheaper than numpy's per-element copy
+    of an unaligned structure), then viewed as the structure."""
+    size = dtype.itemsize
+    rows = sliding_window_view(buf, size)[np.minimum(positions, len(buf) - size)]
+    found = rows.view(dtype).ravel()
     return {name: found[name].astype(np.int64) for name in dtype.names}
 
 
