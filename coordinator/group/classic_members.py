@@ -134,18 +134,21 @@ class ClassicMembers:
                                                    protocols[0][0]))
         if (replaced is not None and not replaced.uses_classic_protocol and self.consumer.downgrade is not None
                 and self.consumer.may_downgrade(group, {replaced.member_id}, reconciled)):
-            # It replaced the last consumer-protocol member: the group becomes classic. A
-            # new subscription (a new group epoch) needs a classic rebalance; so does a
-            # member not yet at its target (waiting for partitions, say), whose heartbeats
-            # in a Stable classic group would never tell it of them. Else the member takes
-            # its predecessor's assignment as it is.
+            # It replaced the last consumer-protocol member: the group becomes classic,
+            # its members assigned the group's target as it stood before this request. A
+            # classic rebalance follows when that target is not the group epoch's (a new
+            # subscription, or members gone since it was computed: Kafka's rule), or a
+            # member is not at it yet (waiting for partitions, say), which its heartbeats
+            # in a Stable classic group would never tell it. Else the member takes its
+            # predecessor's assignment as it is.
             for mid in (*group.members, member_id):
                 self.consumer.cancel_timers(group_id, mid)
             bumped = any(isinstance(r.key, ConsumerGroupMetadataKey) for r in records)
+            stale = bumped or group.assignment_epoch < group.group_epoch
             behind = any(m.state is not MemberState.STABLE or m.member_epoch != group.group_epoch
                          for mid, m in group.members.items() if mid != replaced.member_id)
             downgraded = self.consumer.downgrade(group, set(), joining=reconciled, replaced=replaced,
-                                                 rebalance=bumped or behind)
+                                                 rebalance=stale or behind)
             return replace(downgraded, records=(*records, *downgraded.records), response=answer)
         self.timer.cancel(classic_join_key(group_id, member_id))
         self.timer.schedule(classic_sync_key(group_id, member_id), rebalance_timeout_ms,

@@ -18,8 +18,8 @@ member takes its place, while classic members remain, the policy allows downgrad
 they are no more than `group_max_size`. The consumer group's tombstones (its delete
 order), then a classic GroupMetadata record: generation = the group epoch, each remaining
 member with its target assignment; once durable, a classic rebalance starts (after a
-static replacement only if the subscription changed or a member was not at its target
-yet), so the classic members agree on an assignment among themselves again.
+static replacement only if the target is older than the group epoch or a member was not
+at it yet), so the classic members agree on an assignment among themselves again.
 
 Classic membership is soft state (`membership.py`): the upgrade answers the classic
 group's parked JoinGroup/SyncGroup requests REBALANCE_IN_PROGRESS and cancels its timers

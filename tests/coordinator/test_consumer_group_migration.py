@@ -368,6 +368,25 @@ def test_a_static_replacement_downgrade_rebalances_when_a_classic_member_was_not
     assert ctx.heartbeat(member_id=k, generation_id=join.response.generation_id).error == E.REBALANCE_IN_PROGRESS
 
 
+def test_a_static_replacement_downgrade_rebalances_when_the_target_is_older_than_the_group_epoch(ctx):
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1")
+    k, _ = ctx.join_dynamic(protocols=PROTOCOLS)
+    kept = ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1,
+                                  owned={"t": {0, 1, 2, 3}}).assignment["t"]
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1, owned={"t": kept})
+    rejoin(ctx, k)
+    # k leaves: a new group epoch, whose target nobody's request has computed yet.
+    ctx.leave(members=[(k, None)])
+    ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=-2)
+    group = ctx.consumer_group()
+    assert group.assignment_epoch < group.group_epoch
+    join = ctx.join(version=5, group_instance_id="i1", protocols=PROTOCOLS)
+    assert join.error == 0 and ctx.shard.consumer_groups == {}
+    # The classic group's assignment is that older target (s's share only): a classic
+    # rebalance gives the successor every partition.
+    assert ctx.state() == "PreparingRebalance"
+
+
 def test_no_downgrade_when_the_policy_allows_only_upgrades():
     ctx = GroupTestContext(consumer_migration_policy="upgrade")
     ctx.set_topics(t=4)
