@@ -123,3 +123,22 @@ async def test_a_closed_segment_unlinked_while_running_fails_its_partition(tmp_p
     log = (tmp_path / "kgc.log").read_text()
     assert str(victim) in log and "lost" in log
 
+
+
+async def test_inspect_reads_a_running_kgcs_preallocated_data_dir_whole(tmp_path):
+    # Under `--fsync always` (the default) the active segment ends in preallocated zeros
+    # while kgc runs; the rolled ones were cut to their logs before the manifest took them.
+    partition = partition_for(GROUP, 50)
+    server, _http = kgc(tmp_path)
+    with server as proc:
+        for i in range(COMMITS):
+            assert await commit(proc.port, GROUP, i) == 0
+        directory = partition_dir(tmp_path / "data", partition)
+        names = segments(tmp_path)
+        assert len(names) >= 4, names
+        assert all(os.path.getsize(directory / name) <= 1024 for name in names[:-1])
+        assert os.path.getsize(directory / names[-1]) == 1024      # preallocated up to the segment size
+        inspected = kgc_cli("inspect", str(tmp_path / "data"), "--partition", str(partition), "--state-only")
+        assert inspected.returncode == 0, inspected.stdout + inspected.stderr
+        assert "DAMAGED" not in inspected.stdout and "torn tail" not in inspected.stdout
+        assert f"offset {COMMITS - 1}" in inspected.stdout
