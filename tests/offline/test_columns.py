@@ -301,3 +301,18 @@ def test_kgc_adopted_group_records_are_bookkeeping_to_both_audits(tmp_path):
     for result in (columns.results[0], reference.results[0]):
         assert result.findings == [] and result.skipped_records == 1
     assert columns.summary == reference.summary
+
+
+def test_segments_read_into_one_buffer_as_far_as_it_goes(tmp_path):
+    # The columnar scan sizes its buffer first; an active segment that grows after that
+    # is read as it was (its new bytes are the next audit's).
+    directory = tmp_path / "__consumer_offsets-0"
+    directory.mkdir()
+    (directory / "00000000000000000000.log").write_bytes(b"a" * 10)
+    (directory / "00000000000000000007.log").write_bytes(b"b" * 6)
+    scan = PartitionScan(0, directory)
+    assert scan.segments_size() == 16
+    whole = bytearray(13)
+    read = [(name, bytes(data), active) for name, data, active in scan.segments(memoryview(whole))]
+    assert read == [("00000000000000000000.log", b"a" * 10, False), ("00000000000000000007.log", b"bbb", True)]
+    assert bytes(whole) == b"a" * 10 + b"bbb" and scan.bytes_read == 13 and scan.next_offset == 7

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from storage.api import LogRecord, StoredRecord
-from storage.format import BatchDecodeError, encode_batch, iter_batches
+from storage.format import (
+    BatchDecodeError,
+    HeaderBlockLengthError,
+    decode_header_block,
+    encode_batch,
+    iter_batches,
+)
 from tests.storage.test_format import restamp_crc
 
 header_lists = st.lists(st.tuples(st.text(max_size=12), st.none() | st.binary(max_size=20)), max_size=4).map(tuple)
@@ -93,3 +100,50 @@ def test_a_batch_past_the_varint_table_is_kafka_pythons_bytes():
     shared = (("member_id", b"m"), ("client_host", None))
     records = [LogRecord(b"k%d" % i, b"v" * (i % 7), shared) for i in range(5_000)]
     assert encode_batch(7, records, 1_000) == kafka_python_bytes(7, records, 1_000)
+
+
+# `decode_header_block`: one record's header bytes on their own (what the offline
+# columnar scanner hands it, one distinct block at a time), against kafka-python's
+# reading of the same headers inside a batch.
+
+def zigzag(n: int) -> bytes:
+    v = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        if v < 0x80:
+            return bytes(out + bytes([v]))
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+
+
+def header_block(headers) -> bytes:
+    out = [zigzag(len(headers))]
+    for name, value in headers:
+        raw = name.encode()
+        out += [zigzag(len(raw)), raw, zigzag(-1) if value is None else zigzag(len(value)) + value]
+    return b"".join(out)
+
+
+@given(headers=header_lists)
+def test_a_header_block_decodes_as_kafka_python_reads_the_record(headers):
+    block = header_block(headers)
+    buf = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                    producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    buf.append(0, timestamp=1, key=b"k", value=b"v", headers=list(headers))
+    (record,) = list(DefaultRecordBatch(bytes(buf.build())))
+    assert decode_header_block(block) == tuple(record.headers) == headers
+
+
+@given(headers=header_lists, cut=st.integers(1, 8), extra=st.binary(min_size=1, max_size=3))
+def test_a_header_block_that_does_not_end_with_its_headers_is_refused(headers, cut, extra):
+    block = header_block(headers)
+    with pytest.raises(HeaderBlockLengthError):
+        decode_header_block(block + extra)
+    if headers:
+        with pytest.raises(ValueError):
+            decode_header_block(block[:max(len(block) - cut, 0)])
+
+
+def test_a_header_name_that_is_not_utf8_is_refused():
+    with pytest.raises(UnicodeDecodeError):
+        decode_header_block(zigzag(1) + zigzag(1) + b"\xff" + zigzag(-1))
