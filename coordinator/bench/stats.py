@@ -31,6 +31,9 @@ class Latencies:
     def add(self, ns: int) -> None:
         self._ns.append(ns)
 
+    def __len__(self) -> int:
+        return len(self._ns)
+
     def percentile_ms(self, p: float) -> float | None:
         if not self._ns:
             return None

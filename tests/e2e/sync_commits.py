@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     paths = ("Tansu direct", "kgc fsync=always", "kgc fsync=never")
     results: dict[tuple[str, str], list[Run]] = {(lib, p): [] for lib in libraries for p in paths}
     kgc_during: dict[tuple[str, str], Counter] = {(lib, p): Counter() for lib in libraries for p in paths}
-    disk_p50s, disk_p99s = [], []
+    disk_p50s, disk_p99s, together_p50s = [], [], []
     with TansuBroker() as tansu, tempfile.TemporaryDirectory(prefix="kgc-sync-") as tmp, \
             FsyncProbe(Path(tmp)) as probe:
         bootstraps = {"Tansu direct": tansu.bootstrap}
@@ -248,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
                             disk = probe.latencies()
                             disk_p50s.append(disk.percentile_ms(50))
                             disk_p99s.append(disk.percentile_ms(99))
+                            together_p50s.append(probe.latencies(writers=MEMBERS).percentile_ms(50))
                         pid, metrics_url = servers[path]
                         before = kgc_counts(metrics_url) if metrics_url else Counter()
                         results[lib, path].append(sync_commits(lib, bootstraps[path], topic, args.seconds, pid))
@@ -272,13 +273,17 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {lib} | {path} | {rate:,.0f} | {p50[lib, path]:.3f} | {p99:.3f} | {rate / direct:.2f} "
                   f"| {server_cpu:.0f} | {client_cpu:.0f} |")
     disk_p50 = statistics.median(disk_p50s)
+    together_p50 = statistics.median(together_p50s)
     print(f"\ndisk fsync of a small append, timed just before each fsync=always run: p50 {disk_p50:.3f} ms, "
-          f"p99 {statistics.median(disk_p99s):.3f} ms (medians of {len(disk_p50s)})")
+          f"p99 {statistics.median(disk_p99s):.3f} ms (medians of {len(disk_p50s)}); "
+          f"with {MEMBERS} writers appending to one file at once, as the {MEMBERS} consumers' commits "
+          f"to their group's partition do: p50 {together_p50:.3f} ms")
     for lib in libraries:
         extra = p50[lib, "kgc fsync=always"] - p50[lib, "kgc fsync=never"]
         during = kgc_during[lib, "kgc fsync=always"]
         own = during[FSYNC_SECONDS] / during[FSYNCS] * 1000 if during[FSYNCS] else float("nan")
         print(f"- {lib}: p50 always - p50 never = {extra:.3f} ms = {extra / disk_p50:.2f} x disk fsync p50 "
+              f"= {extra / together_p50:.2f} x disk fsync p50 with {MEMBERS} writers "
               f"= {extra / own:.2f} x kgc's mean fsync in its always runs ({own:.3f} ms)")
     print("\nrequests kgc answered besides OffsetCommit, whole runs (group join and leave included):")
     for (lib, path), counts in kgc_during.items():

@@ -13,7 +13,9 @@ and after): 1.0 means the commit path adds nothing to the fsync itself. That is 
 yardstick because a shared disk's fsync time swings by an order of magnitude within
 seconds, so an fsync timed at another moment says little about the ones kgc waited for.
 The disk's own fsync of a small append, timed right before and after each run
-(`disk.FsyncProbe`), is reported beside it ("fsync cost / disk fsync").
+(`disk.FsyncProbe`) with N threads appending to one file at once as the N clients'
+commits to their group's one partition do, is reported beside it ("fsync cost / disk
+fsync").
 """
 
 from __future__ import annotations
@@ -54,12 +56,12 @@ async def run(ctx: Context) -> list[Figure]:
                     for k in s.sync_commit_partitions:
                         group = ctx.group_name("sync-commit", f"{fsync}-{n}x{k}")
                         if fsync == "always":
-                            disk[n, k] = await asyncio.to_thread(probe.latencies, DISK_PROBES)
+                            disk[n, k] = await asyncio.to_thread(probe.latencies, DISK_PROBES, None, n)
                             fsyncs_before = await _kgc_fsyncs(target.metrics_url)
                         latencies, requests = await _measure(ctx, target, group, n, k)
                         if fsync == "always":
                             own_fsync_ms[n, k] = _mean_ms(fsyncs_before, await _kgc_fsyncs(target.metrics_url))
-                            await asyncio.to_thread(probe.latencies, DISK_PROBES, disk[n, k])
+                            await asyncio.to_thread(probe.latencies, DISK_PROBES, disk[n, k], n)
                         note = f"{requests} OffsetCommits in {s.duration_s:g} s, one in flight per client"
                         figures += [
                             Figure(f"{label(n, k)}: commits/s", requests / s.duration_s, "/s", "higher",
@@ -84,9 +86,10 @@ async def run(ctx: Context) -> list[Figure]:
                        f"p50 always - p50 never = {extra:.3f} ms; kgc's mean fsync in the run {own:.3f} ms"),
             ]
         figures += [
-            Figure(f"{label(n, k)}: disk fsync p50", disk_p50, "ms", "lower", config),
+            Figure(f"{label(n, k)}: disk fsync p50", disk_p50, "ms", "lower", config,
+                   f"{n} writer(s) appending to one file at once"),
             Figure(f"{label(n, k)}: fsync cost / disk fsync", extra / disk_p50, "x", "lower", config,
-                   f"p50 always - p50 never = {extra:.3f} ms; disk fsync p50 {disk_p50:.3f} ms"),
+                   f"p50 always - p50 never = {extra:.3f} ms; disk fsync p50 {disk_p50:.3f} ms with {n} writer(s)"),
         ]
     return figures
 
