@@ -375,10 +375,7 @@ class PartitionRuntime:
         try:
             result = op(self._shard, handle)
         except Exception as exc:
-            if not handle.future.done():
-                handle.future.set_exception(exc)
-            if not isinstance(exc, ApiError):
-                self._isolate(scope, exc)
+            self._op_failed(handle, scope, exc)
             return
         if not isinstance(result, Result):
             self._start_slices(result, handle, scope)
@@ -438,6 +435,14 @@ class PartitionRuntime:
             if not reply.handle.future.done():
                 reply.handle.future.set_exception(aborted)
         self._isolate(scope, exc)
+
+    def _op_failed(self, handle: FutureReplyHandle, scope: Scope, exc: Exception) -> None:
+        """An op raised before anything of it was replayed: its request gets the error; a
+        refusal (ApiError) leaves the group as it was, anything else may not have."""
+        if not handle.future.done():
+            handle.future.set_exception(exc)
+        if not isinstance(exc, ApiError):
+            self._isolate(scope, exc)
 
     def _isolate(self, scope: Scope, exc: Exception) -> None:
         """An operation on `scope` failed: let the shard put the scope right, partition serving."""
@@ -579,10 +584,7 @@ class PartitionRuntime:
             log_records += map(serialize, result.records)
         except Exception as exc:
             # The op, or the serialization of its records, failed: nothing of it was replayed.
-            if not handle.future.done():
-                handle.future.set_exception(exc)
-            if not isinstance(exc, ApiError):
-                self._isolate(scope, exc)
+            self._op_failed(handle, scope, exc)
             return
         completions = [] if result.response is None else [(handle.future, result.response)]
         completions.extend((reply.handle.future, reply.response) for reply in result.replies)
