@@ -41,10 +41,10 @@ from tests.e2e.admin import (
     sequences_by_partition,
 )
 from tests.e2e.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
-from tests.e2e.conftest import JS_DIR, wait_listening
 from tests.ops.support import get_json
 from tests.support.builders import leave_request
-from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process, running_kgc
+from tests.support.kafkajs import JS_DIR
+from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process, running_kgc, wait_listening
 from tests.support.tansu import TansuBroker
 from tests.support.wire_client import RawMember, WireClient
 

@@ -37,9 +37,8 @@ from tests.e2e.admin import (
     sequences_by_partition,
 )
 from tests.e2e.clients import CONSUMER_PROTOCOL, Consumed, Member, MemberSettings, wait_until
-from tests.e2e.conftest import wait_listening
 from tests.ops.support import get_json, scrape
-from tests.support.kgc import KgcProcess, free_port
+from tests.support.kgc import KgcProcess, free_port, wait_listening
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

@@ -19,9 +19,9 @@ import time
 import pytest
 
 from tests.e2e.admin import create_topic, new_name
-from tests.e2e.conftest import JS_DIR
 from tests.e2e.test_sarama import kgc_before, scrape
 from tests.e2e.throughput import PARTITIONS, RECORD_BYTES, SequenceCheck, produce, records_for, transfer
+from tests.support.kafkajs import JS_DIR
 
 log = logging.getLogger(__name__)
 

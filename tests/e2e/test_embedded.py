@@ -22,8 +22,7 @@ from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
 from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
-from tests.support.kgc import KgcProcess, free_port, kgc_process
+from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -1,7 +1,7 @@
 """kafkajs (Node) consumers through kgc: the same story as the Python libraries tell in
 test_consumer_groups.py, driven by tests/e2e/js/group.mjs.
 
-kafkajs comes from the npm registry: the `node` fixture (tests/e2e/conftest.py) runs `npm ci`
+kafkajs comes from the npm registry: the `node` fixture (tests/support/kafkajs.py) runs `npm ci`
 in tests/e2e/js when it is missing, and the test is skipped, saying why, when Node, npm or
 the package is unavailable.
 """
@@ -23,7 +23,7 @@ from tests.e2e.admin import (
     sequences_by_partition,
 )
 from tests.e2e.clients import Consumed
-from tests.e2e.conftest import JS_DIR
+from tests.support.kafkajs import JS_DIR
 
 log = logging.getLogger(__name__)
 

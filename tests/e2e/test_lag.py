@@ -17,7 +17,6 @@ from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from tests.e2e.admin import create_topic, new_name
-from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
 from tests.e2e.test_groups_command import (
     PER_PARTITION,
     commit_past_a_batch_count,
@@ -26,7 +25,7 @@ from tests.e2e.test_groups_command import (
     read_everything,
 )
 from tests.ops.support import Samples
-from tests.support.kgc import free_port, kgc_process
+from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

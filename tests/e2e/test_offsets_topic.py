@@ -28,8 +28,7 @@ from protocol.errors import ErrorCode
 from storage.api import LogRecord
 from storage.format import encode_batch
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
-from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
-from tests.support.kgc import free_port, kgc_process
+from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

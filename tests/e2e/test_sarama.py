@@ -26,9 +26,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from coordinator.probe import request_response
 from tests.e2e.admin import committed_offsets, create_topic, group_at_broker, new_name, produce_sequenced
-from tests.e2e.conftest import KGC_GROUP_FLAGS, wait_listening
 from tests.ops.support import Samples
-from tests.support.kgc import KgcProcess, free_port, kgc_process
+from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
 log = logging.getLogger(__name__)
 

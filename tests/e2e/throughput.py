@@ -159,8 +159,7 @@ def transfer(bootstrap: str, megabytes: float, *, record_bytes: int = RECORD_BYT
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tests.e2e.conftest import wait_listening
-    from tests.support.kgc import free_port, kgc_process
+    from tests.support.kgc import free_port, kgc_process, wait_listening
     from tests.support.tansu import TansuBroker
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -21,6 +21,21 @@ from coordinator.settings import ServerConfig
 # expiry test slow.
 TEST_GROUP_CONFIG = GroupConfig(min_session_timeout_ms=500, initial_rebalance_delay_ms=0)
 
+# The same for a `kgc serve` subprocess: session timeouts down to 0.5 s are accepted, a short initial
+# rebalance delay lets three members that start together form one generation, and
+# KIP-848 members heartbeat (and so pick up released partitions) every 0.5 s.
+KGC_GROUP_FLAGS = ("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "200",
+                   "--consumer-heartbeat-interval-ms", "500")
+
+
+def wait_listening(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {port} after {timeout_s}s")
+
 
 @contextlib.asynccontextmanager
 async def running_kgc(config: ServerConfig | None = None, **group_overrides) -> AsyncIterator[KgcApp]:
