@@ -93,6 +93,17 @@ def commit_and_close(ms: list[Member]) -> None:
         m.close()
 
 
+def consume_commit_and_close(ms: list[Member], total: int) -> None:
+    """Wait for `total` records, then commit and close; the members are closed either way."""
+    try:
+        wait_consumed(ms, total)
+        commit_and_close(ms)
+    finally:
+        for m in ms:
+            if m.running:
+                m.close()
+
+
 def forget_closed_members_at_tansu(tansu, group: str, client_ids: list[str] | None = None) -> None:
     """Remove closed consumers (all, or those with `client_ids`) that Tansu still counts as
     members. aiokafka sends no LeaveGroup while its generation is 0, and Tansu numbers a new
@@ -150,13 +161,7 @@ def test_group_resumes_on_kgc_at_upstream_offsets(tansu, kgc, libraries):
     produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
 
     on_kgc = members(kgc.bootstrap, group, topic, libraries, first=3)
-    try:
-        wait_consumed(on_kgc, PARTITIONS * AFTER)
-        commit_and_close(on_kgc)
-    finally:
-        for m in on_kgc:
-            if m.running:
-                m.close()
+    consume_commit_and_close(on_kgc, PARTITIONS * AFTER)
     assert_exactly_once(consumed(upstream) + consumed(on_kgc), BEFORE + AFTER)
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + AFTER)
 
@@ -171,13 +176,7 @@ def test_group_resumes_on_kgc_at_upstream_offsets(tansu, kgc, libraries):
     # Back on Tansu: the same consumers, subscribed as before, resume at the exported offsets.
     produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
     back = members(tansu.bootstrap, group, topic, libraries, first=6)
-    try:
-        wait_consumed(back, PARTITIONS * AFTER)
-        commit_and_close(back)
-    finally:
-        for m in back:
-            if m.running:
-                m.close()
+    consume_commit_and_close(back, PARTITIONS * AFTER)
     assert_exactly_once(consumed(upstream) + consumed(on_kgc) + consumed(back), BEFORE + 2 * AFTER)
     assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + 2 * AFTER)
 
