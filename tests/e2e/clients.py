@@ -132,10 +132,28 @@ class KafkaPythonDriver:
         return frozenset(tp.partition for tp in self.consumer.assignment())
 
     def commit(self) -> None:
-        self.consumer.commit()
+        commit_through_rejoin(self.consumer)
 
     def close(self) -> None:
         self.consumer.close(autocommit=False)
+
+
+def commit_through_rejoin(consumer, offsets=None) -> None:
+    """kafka-python's synchronous commit, as an application that survives the client's
+    leader stall does it (docs/kafka-python-leader-stall.md): a commit refused because the
+    member is rebalancing waits for the rejoin to end (starting it again if it ended
+    unapplied) and is retried once. A rejoin kgc never answers still fails the commit."""
+    from kafka.errors import RebalanceInProgressError
+
+    try:
+        consumer.commit(offsets)
+    except RebalanceInProgressError:
+        coordinator = consumer._coordinator
+        # A join still in flight is awaited as it is; one that finished unapplied is redone.
+        coordinator.request_rejoin()
+        if not coordinator.ensure_active_group(timeout_ms=CALL_TIMEOUT_S * 1000):
+            raise
+        consumer.commit(offsets)
 
 
 class AiokafkaDriver:

@@ -33,7 +33,7 @@ from tests.e2e.admin import (
     new_name,
     produce_sequenced,
 )
-from tests.e2e.clients import wait_until
+from tests.e2e.clients import commit_through_rejoin, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -137,6 +137,27 @@ def test_a_kafka_python_leader_that_is_not_in_poll_when_its_rejoin_completes_nev
         consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
     description = describe_group(kgc.bootstrap, group)
     assert (description["group_state"], description["members"]) == ("Empty", [])  # its session expired
+
+
+def test_a_commit_that_awaits_the_rejoin_recovers_the_stalled_leader(kgc, leader, coordinator_log):
+    """The workaround the test harness uses (and an application can): on
+    RebalanceInProgressError, request a rejoin, await it to its end, commit again."""
+    consumer, topic, group = leader
+    change_partition_count(kgc, consumer, topic)
+    consumer.poll(timeout_ms=0)
+    wait_until(lambda: coordinator_log.count("Received SyncGroup response") == 2, WAIT_S,
+               lambda: "kgc's SyncGroup answer for the new generation never reached the client")
+    consumer.poll(timeout_ms=100)
+    assert not consumer._coordinator.need_rejoin() and consumer._coordinator.rebalance_in_progress()  # stalled
+
+    commit_through_rejoin(consumer, {TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+
+    new_partitions = set(consumer.partitions_for_topic(topic))
+    assert partitions(consumer) == new_partitions and len(new_partitions) > 1
+    assert consumer.committed(TopicPartition(topic, 0)) == 1
+    description = describe_group(kgc.bootstrap, group)
+    assert description["group_state"] == "Stable"
+    assert member_assignments(description) == {group: frozenset(new_partitions)}
 
 
 def test_the_same_leader_polling_through_its_rejoin_applies_the_new_assignment(kgc, leader, coordinator_log):
