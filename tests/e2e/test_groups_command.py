@@ -18,6 +18,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from tests.e2e.admin import committed_offsets, create_topic, new_name
+from tests.e2e.clients import commit_through_rejoin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -78,7 +79,8 @@ def test_describe_shows_lag_as_the_consumers_position_minus_its_committed_offset
         positions = read_everything(consumer, topic)
         assert positions == dict(enumerate(PER_PARTITION))
         committed = {0: 1, 1: 4, 2: 5}
-        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()})
+        commit_through_rejoin(consumer, {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
+                                         for p, o in committed.items()})
         described = groups(kgc.bootstrap, "describe", group, "--members")
         assert described.returncode == 0, described.stderr
         table = rows(described.stdout)
@@ -125,7 +127,7 @@ def test_reset_offsets_is_refused_for_a_group_with_members_and_a_dry_run_changes
     consumer = joined_consumer(kgc.bootstrap, topic, group)
     try:
         read_everything(consumer, topic)
-        consumer.commit()
+        commit_through_rejoin(consumer)
         before = committed_offsets(kgc.bootstrap, group)
         assert before == dict(enumerate(PER_PARTITION))
         refused = groups(kgc.bootstrap, "reset-offsets", group, "--all-topics", "--to-earliest", "--execute")

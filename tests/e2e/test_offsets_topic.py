@@ -28,6 +28,7 @@ from protocol.errors import ErrorCode
 from storage.api import LogRecord
 from storage.format import encode_batch
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
+from tests.e2e.clients import commit_through_rejoin
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -60,7 +61,7 @@ def commit_through_a_group(bootstrap: str) -> str:
         while seen < 10 and time.monotonic() < deadline:
             for _ in consumer:
                 seen += 1
-                consumer.commit()
+                commit_through_rejoin(consumer)
         assert seen == 10
     finally:
         consumer.close()
