@@ -70,6 +70,15 @@ def rejoin(ctx: GroupTestContext, member_id: str, owned: dict[str, list[int]] | 
     return join.response.generation_id, sync
 
 
+def release_revoked(ctx: GroupTestContext, member_id: str, instance_id: str | None = None) -> set[int]:
+    """The consumer member at epoch 1, which owned all of t, hears what it keeps and
+    acknowledges the revocation by owning only that; returns what it kept."""
+    kept = ctx.consumer_heartbeat(member_id=member_id, instance_id=instance_id, member_epoch=1,
+                                  owned={"t": {0, 1, 2, 3}}).assignment["t"]
+    ctx.consumer_heartbeat(member_id=member_id, instance_id=instance_id, member_epoch=1, owned={"t": kept})
+    return kept
+
+
 @pytest.fixture
 def ctx() -> GroupTestContext:
     context = GroupTestContext(consumer_session_timeout_ms=45_000)
@@ -192,8 +201,7 @@ def test_a_classic_member_joins_a_consumer_group_with_members(ctx):
     sync = ctx.sync(member_id=member_id, generation_id=2)
     assert sync.error == 0 and assigned(sync) == set()
     assert ctx.heartbeat(member_id=member_id, generation_id=2).error == 0
-    kept = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}}).assignment["t"]
-    ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": kept})
+    kept = release_revoked(ctx, "a")
     # Its partitions are free now: the classic member is told to rejoin, and gets them.
     assert ctx.heartbeat(member_id=member_id, generation_id=2).error == E.REBALANCE_IN_PROGRESS
     generation, sync = rejoin(ctx, member_id)
@@ -210,8 +218,7 @@ def test_a_static_classic_member_restarting_takes_over_its_partitions(ctx):
     first = ctx.join(version=5, group_instance_id="i1", protocols=PROTOCOLS)
     old_id = first.response.member_id
     ctx.sync(version=5, member_id=old_id, generation_id=2, group_instance_id="i1")
-    kept = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}}).assignment["t"]
-    ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": kept})
+    kept = release_revoked(ctx, "a")
     join = ctx.join(version=5, member_id=old_id, group_instance_id="i1", protocols=PROTOCOLS)
     mine = assigned(ctx.sync(version=5, member_id=old_id, generation_id=join.response.generation_id,
                              group_instance_id="i1"))
@@ -331,9 +338,7 @@ def test_the_last_consumer_protocol_member_leaving_downgrades_the_group(ctx):
 def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group(ctx):
     ctx.consumer_heartbeat(member_id="s", instance_id="i1")
     k, _ = ctx.join_dynamic(protocols=PROTOCOLS)
-    kept = ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1,
-                                  owned={"t": {0, 1, 2, 3}}).assignment["t"]
-    ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1, owned={"t": kept})
+    kept = release_revoked(ctx, "s", "i1")
     rejoin(ctx, k)
     group = ctx.consumer_group()
     assert group.state == "Stable"
@@ -371,9 +376,7 @@ def test_a_static_replacement_downgrade_rebalances_when_a_classic_member_was_not
 def test_a_static_replacement_downgrade_rebalances_when_the_target_is_older_than_the_group_epoch(ctx):
     ctx.consumer_heartbeat(member_id="s", instance_id="i1")
     k, _ = ctx.join_dynamic(protocols=PROTOCOLS)
-    kept = ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1,
-                                  owned={"t": {0, 1, 2, 3}}).assignment["t"]
-    ctx.consumer_heartbeat(member_id="s", instance_id="i1", member_epoch=1, owned={"t": kept})
+    release_revoked(ctx, "s", "i1")
     rejoin(ctx, k)
     # k leaves: a new group epoch, whose target nobody's request has computed yet.
     ctx.leave(members=[(k, None)])
