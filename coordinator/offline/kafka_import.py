@@ -174,6 +174,6 @@ def run_kafka_log_import(kafka_dir: str, data_dir: str, groups: list[str] | None
         return 0
     outcome = asyncio.run(adopt_into(data_dir, state))
     for group_id, adopted in outcome.items():
-        print(f"{group_id}: " + ("adopted" if adopted else "kgc already has this group: left alone"))
+        print(f"{group_id}: " + ("adopted" if adopted else "kgc already has this group, or adopted it before: left alone"))
     print(f"{sum(outcome.values())} group(s) adopted into {data_dir}")
     return 0
