@@ -25,6 +25,7 @@ from protocol.errors import ErrorCode
 from storage.memory_store import MemoryLogStore
 from tests.coordinator.test_service import CONFIG, NODE, Coordinator, fetch_v0, fetch_v8
 from tests.support.clock import ManualClock
+from tests.support.waiting import wait_until
 
 ORDERS = (AdoptedOffset("orders", 0, 42, 3, "m0"), AdoptedOffset("orders", 1, 7, -1, ""))
 
@@ -214,10 +215,7 @@ async def test_the_loop_timer_clears_the_gauge_of_a_group_nobody_waits_for_any_m
     await asyncio.sleep(0.05)
     assert waiting_upstream_members("g") == 1   # kgc's clock has not moved
     kgc.clock.advance(1)
-    for _ in range(100):
-        if waiting_upstream_members("g") is None:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: waiting_upstream_members("g") is None, what="the wait for upstream members ended")
     assert waiting_upstream_members("g") is None
 
 

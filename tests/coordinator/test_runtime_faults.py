@@ -6,14 +6,13 @@ serving (it fails only on storage errors, on replay errors, or when isolation it
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from coordinator.group.result import Reply, Result
 from coordinator.runtime.partition import PartitionState
 from protocol.errors import ApiError, ErrorCode
 from tests.coordinator.test_runtime import P, Parker, rec, respond, settle
+from tests.support.waiting import wait_until
 
 
 def boom(shard, handle):
@@ -110,10 +109,7 @@ async def test_a_timer_op_that_raises_is_isolated_by_its_key(harness):
         return Result(response="armed")
 
     assert await harness.write(arm) == "armed"
-    for _ in range(50):
-        await asyncio.sleep(0.002)
-        if harness.shard.isolated:
-            break
+    await wait_until(lambda: harness.shard.isolated, what="the timer's key isolated")
     assert harness.shard.isolated == [("join", "g")]
     assert harness.partition.state is PartitionState.ACTIVE
 

@@ -13,6 +13,7 @@ import pytest
 
 from coordinator.gateway.upstream import STREAM_MIN_BYTES, UpstreamConnection, UpstreamUnavailable
 from tests.support.tansu import free_port
+from tests.support.waiting import wait_until
 
 BOUND_S = 2
 
@@ -166,14 +167,6 @@ def response(correlation_id: int, body_bytes: int) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-async def until(condition, what: str) -> None:
-    for _ in range(200):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"not within 2 s: {what}")
-
-
 async def broker_answering(requests: int, frames: list[bytes], go: asyncio.Event, split_at: int):
     """Answers `requests` requests with `frames` written back to back, stopping after
     `split_at` bytes until `go` is set."""
@@ -201,7 +194,7 @@ async def test_a_large_response_streams_to_its_sink_before_it_is_whole(accept_fr
         sink = RecordingSink(accept_from)
         streamed, answered = conn.send(1, request(1), True, sink), conn.send(2, request(2), True, RecordingSink())
         if accept_from == 1:
-            await until(lambda: sink.received, "the first bytes passed on")
+            await wait_until(lambda: sink.received, what="the first bytes passed on")
             assert big.startswith(sink.received) and not streamed.done()
         go.set()
         assert await asyncio.wait_for(streamed, BOUND_S) is None
@@ -231,7 +224,7 @@ async def test_a_paused_stream_reads_nothing_until_resumed():
         conn = UpstreamConnection("127.0.0.1", port, connect_timeout_ms=1000)
         sink = RecordingSink()
         streamed = conn.send(1, request(1), True, sink)
-        await until(lambda: sink.received, "the stream began")
+        await wait_until(lambda: sink.received, what="the stream began")
         sink.source.pause()
         go.set()
         await asyncio.sleep(0.1)
@@ -252,7 +245,7 @@ async def test_a_stream_aborted_by_its_client_fails_the_connection():
         conn = UpstreamConnection("127.0.0.1", port, connect_timeout_ms=1000)
         sink = RecordingSink()
         streamed, behind = conn.send(1, request(1), True, sink), conn.send(2, request(2), True)
-        await until(lambda: sink.received, "the stream began")
+        await wait_until(lambda: sink.received, what="the stream began")
         sink.source.abort()
         go.set()
         for fut in (streamed, behind):

@@ -15,6 +15,7 @@ from storage.format import encode_batch
 from storage.fsync_policy import FsyncMode, FsyncPolicy
 from storage.group_commit import LOOP_FSYNC_MAX_BYTES
 from tests.storage.seams import CountingIO
+from tests.support.waiting import wait_until
 
 
 def one(i: int) -> list[LogRecord]:
@@ -106,10 +107,7 @@ async def test_interval_releases_on_write_and_fsyncs_within_the_interval(tmp_pat
     try:
         await store.append(0, one(0), 0).durable
         assert io.counts["fsync"] == 0              # released once written
-        for _ in range(300):                        # bounded: ~3 s at most
-            if io.counts["fsync"]:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: io.counts["fsync"], what="the interval's fsync")
         assert io.counts == {"write": 1, "fsync": 1}
         # Past the interval, the next write carries its own fsync.
         await asyncio.sleep(0.32)

@@ -4,7 +4,6 @@ others fail one operation through the SegmentIO seam."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import subprocess
@@ -17,6 +16,7 @@ from storage.format import encode_batch
 from storage.manifest import MANIFEST_NAME
 from storage.segment import segment_name
 from tests.storage.seams import FailingIO
+from tests.support.waiting import wait_until
 
 
 def one(i: int, size: int = 8) -> list[LogRecord]:
@@ -85,10 +85,8 @@ async def test_a_failed_deferred_fsync_fails_the_partition(tmp_path):
     try:
         io.fail_next("fsync")
         await store.append(0, one(0), 0).durable       # released on write
-        for _ in range(100):                           # bounded: the deferred fsync is due in 20 ms
-            if store.partition_error(0) is not None:
-                break
-            await asyncio.sleep(0.01)
+        # The deferred fsync is due in 20 ms.
+        await wait_until(lambda: store.partition_error(0) is not None, what="the failed fsync reported")
         assert isinstance(store.partition_error(0), StorageError)
         with pytest.raises(StorageError):
             await store.append(0, one(1), 1).durable

@@ -1,4 +1,4 @@
-"""Bounded polling for tests that wait on something happening over real sockets."""
+"""Bounded polling for tests that wait on what another task, thread or process does."""
 
 from __future__ import annotations
 
