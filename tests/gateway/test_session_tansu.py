@@ -29,12 +29,13 @@ from tests.gateway.kafka_client import (
     produce,
 )
 from tests.support.tansu import TansuBroker, free_port, request_response
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 PLAN = ListenerPlan(coordinator_node_id=2_000_000_000, advertised_host="kgc.test", bootstrap_port=9092,
                     broker_port_base=30_000)
-BOUND_S = 5
+BOUND_S = 10
 
 
 def new_cluster(*addresses, **overrides) -> UpstreamCluster:
@@ -188,11 +189,11 @@ async def test_upstream_killed_fails_in_flight_requests_promptly():
             broker.kill()
 
             with pytest.raises(UpstreamUnavailable):
-                await asyncio.wait_for(in_flight, 2)
+                await asyncio.wait_for(in_flight, BOUND_S)
             with pytest.raises(UpstreamUnavailable):  # and everything after it
-                await asyncio.wait_for(client.send(list_offsets(name)), 2)
+                await asyncio.wait_for(client.send(list_offsets(name)), BOUND_S)
             # well before the 60 s refresh: the dead control connection wakes the loop
-            await _until(lambda: not cluster.reachable, 2)
+            await wait_until(lambda: not cluster.reachable, BOUND_S, "the dead control connection seen")
             assert "unreachable" in cluster.status
         finally:
             await session.close()
@@ -205,7 +206,8 @@ async def test_without_upstream_kgc_says_why_keeps_retrying_and_recovers_when_it
     cluster.start()
     bootstrap = SessionClient(GatewaySession(cluster, PLAN, None))
     try:
-        await _until(lambda: cluster.status.startswith("upstream unreachable after 3 attempt(s)"))
+        await wait_until(lambda: cluster.status.startswith("upstream unreachable after 3 attempt(s)"), BOUND_S,
+                     "three failed attempts")
         assert not cluster.ready
         assert f"cannot connect to 127.0.0.1:{port}" in cluster.status
 
@@ -233,13 +235,6 @@ async def test_without_upstream_kgc_says_why_keeps_retrying_and_recovers_when_it
         await cluster.close()
 
 
-async def _until(predicate, bound_s: float = BOUND_S) -> None:
-    deadline = asyncio.get_running_loop().time() + bound_s
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
 async def test_close_stops_the_refresh_loop_even_when_a_wake_up_lands_with_the_cancel():
     # The loop's wait for a wake-up completing in the same step as close()'s cancel: the
     # race a dying upstream causes (its failing connection wakes the loop) when a terminal's
@@ -247,7 +242,7 @@ async def test_close_stops_the_refresh_loop_even_when_a_wake_up_lands_with_the_c
     # swallows the cancel; close() must still end the loop, within its bound.
     cluster = new_cluster(("127.0.0.1", free_port()), backoff_initial_ms=10_000, backoff_max_ms=10_000)
     cluster.start()
-    await _until(lambda: "unreachable after 1 attempt" in cluster.status)
+    await wait_until(lambda: "unreachable after 1 attempt" in cluster.status, BOUND_S, "one failed attempt")
     task = cluster._task
     cluster.refresh_soon()
     started = asyncio.get_running_loop().time()
