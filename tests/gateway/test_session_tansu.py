@@ -246,6 +246,6 @@ async def test_close_stops_the_refresh_loop_even_when_a_wake_up_lands_with_the_c
     task = cluster._task
     cluster.refresh_soon()
     started = asyncio.get_running_loop().time()
-    await cluster.close(timeout_s=2)
-    assert asyncio.get_running_loop().time() - started < 1
+    await cluster.close(timeout_s=BOUND_S)
+    assert asyncio.get_running_loop().time() - started < BOUND_S / 2, "close waited out its bound"
     assert task.done()

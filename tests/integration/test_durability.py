@@ -396,5 +396,5 @@ async def test_the_cleaner_skips_partitions_that_are_not_active_and_stops_prompt
         await asyncio.sleep(0.05)               # let it enter the wait of an hour-long interval
         started = time.monotonic()
         await schedule.close()
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 10, "close waited on the interval"
         assert schedule.passes == 1
