@@ -15,7 +15,7 @@ from coordinator.gateway.upstream import STREAM_MIN_BYTES, UpstreamConnection, U
 from tests.support.tansu import free_port
 from tests.support.waiting import wait_until
 
-BOUND_S = 2
+BOUND_S = 10
 
 
 async def serve(handler):
