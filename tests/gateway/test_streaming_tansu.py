@@ -119,6 +119,5 @@ async def test_a_client_gone_mid_response_closes_its_upstream_connection_and_not
         assert await asyncio.to_thread(hang_up_mid_response) > BATCHES * PER_BATCH * VALUE_BYTES
         await wait_until(lambda: "the client went away during a response" in caplog.text,
                          what="the upstream connection aborted")
-    assert "the client went away during a response" in caplog.text
     response = await asyncio.to_thread(call, port, large_fetch(topic_id, 15), FetchResponse)
     assert values_in(response) == [value(n) for n in range(BATCHES * PER_BATCH)]
