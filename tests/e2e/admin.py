@@ -89,12 +89,16 @@ def group_ids(bootstrap: str) -> set[str]:
         client.close()
 
 
+# What a Kafka broker's DescribeGroups (v0-v5) says of a group its coordinator does not know.
+UNKNOWN_AT_KAFKA = ("Dead", 0)
+
+
 def group_at_broker(host: str, port: int, group: str) -> tuple[str, int]:
     """Asked of one broker on its own port, bypassing any FindCoordinator routing: the state
-    and member count its DescribeGroups gives `group` (Tansu says "Empty" with no members for
-    a group it does not know; its ListGroups lists nothing, not even its own groups, so it
-    cannot serve as the probe). A raw request, because kafka-python's admin cannot decode
-    Tansu's authorized-operations bits."""
+    and member count its DescribeGroups gives `group` (`UNKNOWN_AT_KAFKA` for a group Kafka
+    does not know; Tansu says "Empty" with no members, and its ListGroups lists nothing, not
+    even its own groups, so ListGroups cannot serve as the probe). A raw request, because
+    kafka-python's admin cannot decode Tansu's authorized-operations bits."""
     described = request_response((host, port), DescribeGroupsRequest[5](
         groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
     [state] = described.groups

@@ -13,6 +13,7 @@ Their common assignor is "roundrobin", so a group mixing them agrees on a protoc
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import queue
 import threading
@@ -20,11 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tests.e2e.java_client import JavaMemberError, JavaProcess, java_properties
 from tests.support.security import ClientSecurity
 
 LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
 # librdkafka with the KIP-848 protocol: the assignment is the coordinator's (server-side).
 CONSUMER_PROTOCOL = "confluent-kafka-consumer-protocol"
+JAVA_CONSUMER_PROTOCOL = "java-consumer-protocol"
 POLL_S = 0.05
 MAX_RECORDS = 500
 CALL_TIMEOUT_S = 30
@@ -196,11 +199,53 @@ class AiokafkaDriver:
             self.loop.close()
 
 
+class JavaDriver:
+    """The Java client (kafka-clients 4.x) in a JVM of its own (tests/e2e/java_client.py)."""
+
+    protocol = "classic"
+    commits = "sync"
+
+    def __init__(self, s: MemberSettings):
+        self.java = JavaProcess(s.bootstrap, s.group, s.topic, java_properties(s, self.protocol, self.commits))
+        self.events: list[dict] = []  # what its rebalance listener was told, poll by poll
+
+    def poll(self, timeout_s: float) -> list[Consumed]:
+        answer = self.java.ask(f"poll {int(timeout_s * 1000)}")
+        if "commit_error" in answer:
+            raise JavaMemberError(f"async commit failed: {answer['commit_error']}")
+        events = {k: v for k, v in answer.items() if k != "records"}
+        if events:
+            self.events.append(events)
+        return [Consumed(p, o, base64.b64decode(v)) for p, o, v in answer["records"]]
+
+    def assignment(self) -> frozenset[int]:
+        return frozenset(self.java.ask("assignment")["assignment"])
+
+    def commit(self) -> None:
+        self.java.ask("commit")
+
+    def close(self) -> None:
+        self.java.close()
+
+
+class JavaAsyncCommitDriver(JavaDriver):
+    commits = "async"
+
+
+class JavaConsumerProtocolDriver(JavaDriver):
+    """`group.protocol=consumer` (KIP-848): the coordinator assigns."""
+
+    protocol = "consumer"
+
+
 DRIVERS: dict[str, Callable[[MemberSettings], object]] = {
     "confluent-kafka": ConfluentDriver,
     CONSUMER_PROTOCOL: ConsumerProtocolDriver,
     "kafka-python": KafkaPythonDriver,
     "aiokafka": AiokafkaDriver,
+    "java": JavaDriver,
+    "java-async-commits": JavaAsyncCommitDriver,
+    JAVA_CONSUMER_PROTOCOL: JavaConsumerProtocolDriver,
 }
 
 
@@ -289,6 +334,12 @@ class Member:
     def assignment(self) -> frozenset[int]:
         with self._lock:
             return self._assignments[-1] if self._assignments else frozenset()
+
+    @property
+    def assignment_history(self) -> list[frozenset[int]]:
+        """Every distinct assignment this member has held, oldest first."""
+        with self._lock:
+            return list(self._assignments)
 
     @property
     def assignment_changes(self) -> int:

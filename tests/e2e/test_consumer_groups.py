@@ -1,8 +1,8 @@
-"""Unmodified consumers through kgc in front of a real broker (Tansu).
+"""Unmodified consumers through kgc in front of a real Apache Kafka broker.
 
 Clients bootstrap against kgc only. Each library's own group code forms a 3-member group,
 consumes every record exactly once, rebalances when a member closes, commits, and a new
-member resumes at the committed offsets. The group lives in kgc: Tansu, asked on its own
+member resumes at the committed offsets. The group lives in kgc: Kafka, asked on its own
 port, never hears of it.
 """
 
@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.e2e.admin import (
+    UNKNOWN_AT_KAFKA,
     committed_offsets,
     create_topic,
     describe_group,
@@ -44,7 +45,10 @@ GROUPS = {
     "confluent-kafka": ("confluent-kafka",) * 3,
     "kafka-python": ("kafka-python",) * 3,
     "aiokafka": ("aiokafka",) * 3,
+    "java": ("java",) * 3,
+    "java-async-commits": ("java-async-commits",) * 3,
     "mixed": LIBRARIES,
+    "mixed-with-java": ("confluent-kafka", "java", "kafka-python", "aiokafka"),
 }
 
 
@@ -89,19 +93,19 @@ def assert_exactly_once_in_order(members: list[Member], per_partition: int, firs
             assert seqs == sorted(seqs), (m.name, p)
 
 
-def assert_group_unknown_upstream(tansu, group: str) -> None:
-    state, members = group_at_broker(tansu.host, tansu.port, group)
-    assert (state, members) == ("Empty", 0)
+def assert_group_unknown_upstream(kafka, group: str) -> None:
+    state, members = group_at_broker(kafka.host, kafka.port, group)
+    assert (state, members) == UNKNOWN_AT_KAFKA
 
 
 @pytest.mark.parametrize("libraries", GROUPS.values(), ids=GROUPS.keys())
-def test_three_members_share_partitions_rebalance_on_leave_and_a_new_member_resumes(kgc, tansu, libraries):
+def test_three_members_share_partitions_rebalance_on_leave_and_a_new_member_resumes(kgc, kafka, libraries):
     topic = create_topic(kgc.bootstrap, PARTITIONS)
     group = new_name("g")
     members = start_members(kgc, group, topic, libraries)
     try:
         wait_settled(kgc, group, members)
-        assert_group_unknown_upstream(tansu, group)
+        assert_group_unknown_upstream(kafka, group)
         assert group in group_ids(kgc.bootstrap)
 
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST_BATCH)
@@ -138,12 +142,12 @@ def test_three_members_share_partitions_rebalance_on_leave_and_a_new_member_resu
         first_offsets = {p: min(r.offset for r in resumer.consumed if r.partition == p) for p in range(PARTITIONS)}
         assert first_offsets == {p: consumed_so_far for p in range(PARTITIONS)}
         assert_exactly_once_in_order([resumer], RESUME_BATCH, first=consumed_so_far)
-        assert_group_unknown_upstream(tansu, group)
+        assert_group_unknown_upstream(kafka, group)
     finally:
         close_all(members)
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("library", (*LIBRARIES, "java"))
 def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_without_a_rebalance(
         kgc, library):
     topic = create_topic(kgc.bootstrap, PARTITIONS)
@@ -180,17 +184,57 @@ def test_a_static_member_restarted_within_its_session_gets_its_partitions_back_w
         close_all(members)
 
 
-def test_a_group_formed_directly_on_the_upstream_is_visible_there(tansu):
-    """The control for `assert_group_unknown_upstream`: the probe does see a group that Tansu
+def test_a_group_formed_directly_on_the_upstream_is_visible_there(kafka):
+    """The control for `assert_group_unknown_upstream`: the probe does see a group that Kafka
     coordinates, so its silence about kgc's groups means something."""
-    topic = create_topic(tansu.bootstrap, 1)
+    topic = create_topic(kafka.bootstrap, 1)
     group = new_name("direct")
-    [member] = [Member("confluent-kafka", MemberSettings(tansu.bootstrap, group, topic, client_id="direct")).start()]
+    [member] = [Member("confluent-kafka", MemberSettings(kafka.bootstrap, group, topic, client_id="direct")).start()]
     try:
         wait_until(lambda: member.assignment == {0}, FORM_TIMEOUT_S, lambda: str(member.assignment), [member])
-        assert group_at_broker(tansu.host, tansu.port, group) == ("Stable", 1)
+        assert group_at_broker(kafka.host, kafka.port, group) == ("Stable", 1)
     finally:
         member.close()
+
+
+def test_java_members_with_the_range_assignor_get_contiguous_ranges_and_their_listener_is_told(kgc):
+    topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name("java-range")
+    members = start_members(kgc, group, topic, ("java",) * 3, confluent_assignor="range")
+    try:
+        wait_settled(kgc, group, members)
+        assert sorted(sorted(m.assignment) for m in members) == [[0, 1], [2, 3], [4, 5]]
+        assert describe_group(kgc.bootstrap, group)["protocol_data"] == "range"
+        for m in members:  # the rebalance listener heard of what the member holds
+            events = m.call(lambda driver: list(driver.events))
+            assert set(events[-1]["assigned"]) == m.assignment, events
+    finally:
+        close_all(members)
+
+
+def test_cooperative_sticky_java_and_librdkafka_members_keep_their_partitions_when_one_leaves(kgc):
+    """KIP-429 through kgc: after a member leaves, the others only gain partitions; no member
+    gives up one it keeps, and every record is still consumed once."""
+    topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name("coop")
+    members = start_members(kgc, group, topic, ("java", "confluent-kafka", "java"),
+                            confluent_assignor="cooperative-sticky")
+    try:
+        wait_settled(kgc, group, members)
+        assert describe_group(kgc.bootstrap, group)["protocol_data"] == "cooperative-sticky"
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST_BATCH)
+        wait_consumed(members, PARTITIONS * FIRST_BATCH)
+        leaving, staying = members[0], members[1:]
+        seen = {m.name: len(m.assignment_history) for m in staying}
+        leaving.commit()
+        leaving.close()
+        wait_settled(kgc, group, staying)
+        for m in staying:
+            since = m.assignment_history[seen[m.name] - 1:]
+            assert all(a <= b for a, b in zip(since, since[1:], strict=False)), (m.name, since)
+        produce_sequenced(kgc.bootstrap, topic, PARTITIONS, SECOND_BATCH, first_sequence=FIRST_BATCH)
+        wait_consumed(members, PARTITIONS * (FIRST_BATCH + SECOND_BATCH))
+        assert_exactly_once_in_order(members, FIRST_BATCH + SECOND_BATCH)
+    finally:
+        close_all(members)
 
 
 def close_all(members: list[Member]) -> None:

@@ -1,5 +1,5 @@
 """KIP-848 consumer groups (librdkafka with `group.protocol=consumer`) through kgc in front
-of Tansu, which has no KIP-848 of its own.
+of Kafka: kgc coordinates the group, whatever the upstream's own KIP-848 support.
 
 The coordinator assigns (uniform, server-side) and members reconcile incrementally. While
 the group changes, the coordinator's own view (ConsumerGroupDescribe, which lists every
@@ -36,7 +36,14 @@ from tests.e2e.admin import (
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.e2e.clients import CONSUMER_PROTOCOL, Consumed, Member, MemberSettings, wait_until
+from tests.e2e.clients import (
+    CONSUMER_PROTOCOL,
+    JAVA_CONSUMER_PROTOCOL,
+    Consumed,
+    Member,
+    MemberSettings,
+    wait_until,
+)
 from tests.ops.support import get_json, scrape
 from tests.support.kgc import KgcProcess, free_port, wait_listening
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
@@ -50,11 +57,11 @@ KGC_FLAGS = ("--consumer-session-timeout-ms", "3000", "--consumer-heartbeat-inte
 
 
 @pytest.fixture(scope="module")
-def kgc848(tansu, tmp_path_factory):
-    """kgc with a data dir (the restart test kills it) in front of the session's Tansu."""
+def kgc848(kafka, tmp_path_factory):
+    """kgc with a data dir (the restart test kills it) in front of the session's Kafka."""
     broker_port, http_port = free_port(), free_port()
     root = tmp_path_factory.mktemp("kgc848")
-    proc = KgcProcess("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+    proc = KgcProcess("--upstream", kafka.bootstrap, "--broker-port", f"{kafka.node_id}={broker_port}",
                       "--data-dir", str(root / "data"), "--http-port", str(http_port), *KGC_FLAGS,
                       log_path=str(root / "kgc.log")).start()
     proc.http_port = http_port
@@ -89,8 +96,16 @@ def settled(bootstrap: str, group_id: str, members: int) -> bool:
             and sum(len(p) for p in held(group).values()) == PARTITIONS)
 
 
-def consumer(bootstrap: str, group: str, topic: str, name: str) -> Member:
-    return Member(CONSUMER_PROTOCOL, MemberSettings(bootstrap, group, topic, name)).start()
+def consumer(bootstrap: str, group: str, topic: str, name: str, library: str = CONSUMER_PROTOCOL) -> Member:
+    return Member(library, MemberSettings(bootstrap, group, topic, name)).start()
+
+
+# The unmodified KIP-848 members: librdkafka's, the Java client's, and both in one group.
+GROUPS_OF_FOUR = {
+    "librdkafka": (CONSUMER_PROTOCOL,) * 4,
+    "java": (JAVA_CONSUMER_PROTOCOL,) * 4,
+    "mixed": (JAVA_CONSUMER_PROTOCOL, CONSUMER_PROTOCOL) * 2,
+}
 
 
 def all_consumed(members: list[Member], extra: list[Consumed] = ()) -> list[Consumed]:
@@ -165,17 +180,18 @@ def test_http_and_metrics_show_consumer_groups(kgc848):
         member.close()
 
 
-def test_a_group_of_three_grows_to_four_and_back_with_every_record_once(kgc848):
+@pytest.mark.parametrize("libraries", GROUPS_OF_FOUR.values(), ids=GROUPS_OF_FOUR.keys())
+def test_a_group_of_three_grows_to_four_and_back_with_every_record_once(kgc848, libraries):
     bootstrap = kgc848.bootstrap
     topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-scale")
     produce_sequenced(bootstrap, topic, PARTITIONS, 20)
-    members = [consumer(bootstrap, group_id, topic, f"m{i}") for i in range(3)]
+    members = [consumer(bootstrap, group_id, topic, f"m{i}", library) for i, library in enumerate(libraries[:3])]
     fourth = None
     try:
         wait_until(lambda: settled(bootstrap, group_id, 3), TIMEOUT_S, lambda: str(held(describe(bootstrap, group_id))),
                    members)
         produce_sequenced(bootstrap, topic, PARTITIONS, 20, first_sequence=20)
-        fourth = consumer(bootstrap, group_id, topic, "m3")
+        fourth = consumer(bootstrap, group_id, topic, "m3", libraries[3])
         wait_until(lambda: settled(bootstrap, group_id, 4), TIMEOUT_S,
                    lambda: str(held(describe(bootstrap, group_id))), [*members, fourth])
         assert all(len(p) == 2 for p in held(describe(bootstrap, group_id)).values())   # uniform: balanced
@@ -196,12 +212,13 @@ def test_a_group_of_three_grows_to_four_and_back_with_every_record_once(kgc848):
             m.close()
 
 
-def test_a_static_member_returning_gets_its_partitions_back_without_a_rebalance(kgc848):
+@pytest.mark.parametrize("library", [CONSUMER_PROTOCOL, JAVA_CONSUMER_PROTOCOL])
+def test_a_static_member_returning_gets_its_partitions_back_without_a_rebalance(kgc848, library):
     bootstrap = kgc848.bootstrap
     topic, group_id = create_topic(bootstrap, PARTITIONS), new_name("kip848-static")
 
     def static(name: str) -> Member:
-        return Member(CONSUMER_PROTOCOL, MemberSettings(bootstrap, group_id, topic, name, instance_id=name)).start()
+        return Member(library, MemberSettings(bootstrap, group_id, topic, name, instance_id=name)).start()
 
     members = [static("s0"), static("s1")]
     try:
@@ -307,9 +324,9 @@ def test_members_continue_with_their_epochs_after_kgc_restarts_mid_reconciliatio
                 m.close()
 
 
-def test_offset_commit_and_fetch_v10_name_topics_by_tansus_own_ids(kgc848):
+def test_offset_commit_and_fetch_v10_name_topics_by_kafkas_own_ids(kgc848):
     """No client library sends v10 yet (librdkafka stops at v9, kafka-python at v8): raw
-    requests, by the id Tansu gave the topic, read back by name by a real admin client."""
+    requests, by the id Kafka gave the topic, read back by name by a real admin client."""
     bootstrap = kgc848.bootstrap
     host, port = bootstrap.rsplit(":", 1)
     address = (host, int(port))
@@ -328,7 +345,7 @@ def test_offset_commit_and_fetch_v10_name_topics_by_tansus_own_ids(kgc848):
         return committed(request_response(address, commit(epoch, {topic_id: {0: 4, 1: 5}}, "raw-member",
                                                           group_id=group), OffsetCommitResponse))
 
-    # kgc learns a new topic's id from its next Metadata read of Tansu (asked for at once).
+    # kgc learns a new topic's id from its next Metadata read of Kafka (asked for at once).
     wait_until(lambda: commit_v10(joined.member_epoch) == {(topic_id, 0): 0, (topic_id, 1): 0}, TIMEOUT_S,
                lambda: f"commit v10 answered {commit_v10(joined.member_epoch)}")
     assert commit_v10(joined.member_epoch - 1) == {(topic_id, 0): 113, (topic_id, 1): 113}   # STALE_MEMBER_EPOCH

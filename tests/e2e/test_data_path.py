@@ -41,9 +41,9 @@ def test_100_mb_through_kgc_arrive_complete_and_in_order_per_partition(kgc):
 
 
 @pytest.fixture(scope="module")
-def loaded(tansu):
+def loaded(kafka):
     """kgc with its HTTP port known, and a topic holding CLIENT_FETCH_MB of checked records."""
-    with kgc_before(tansu) as (kgc, http_port):
+    with kgc_before(kafka) as (kgc, http_port):
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         records = records_for(CLIENT_FETCH_MB)
         produce(kgc.bootstrap, topic, records)

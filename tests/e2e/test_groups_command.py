@@ -1,9 +1,9 @@
-"""`kgc groups` against real groups: a kafka-python consumer group through kgc in front of Tansu.
+"""`kgc groups` against real groups: a kafka-python consumer group through kgc in front of Kafka.
 
-Records are produced one per batch (a flush after each): Tansu answers ListOffsets
-"latest" with the base offset of the last batch + 1, which is the true end only then
-(tests/support/tansu.py). The lag `describe` prints is checked against the consumer's
-own position after it has read everything (the true log end), minus what it committed.
+Records are produced one per batch (a flush after each), so the same tests hold in front of
+Tansu, whose ListOffsets "latest" is the base offset of the last batch + 1 (tests/support/tansu.py).
+The lag `describe` prints is checked against the consumer's own position after it has read
+everything (the true log end), minus what it committed.
 """
 
 from __future__ import annotations
@@ -92,9 +92,10 @@ def test_describe_shows_lag_as_the_consumers_position_minus_its_committed_offset
         consumer.close()
 
 
-def commit_past_a_batch_count(bootstrap: str) -> tuple[str, str]:
-    """A topic holding one batch of five records, and a group that committed 5 on it (what a
-    consumer that read all five commits), whose log end Tansu then reports as 1."""
+def commit_past_the_end(bootstrap: str) -> tuple[str, str]:
+    """A topic holding five records, and a group that committed 8 on it: past the log end, as
+    after the topic was deleted and recreated under the group (or in front of Tansu, whose log
+    end of one batch of five records is 1)."""
     topic = create_topic(bootstrap, 1)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200})
     for i in range(5):
@@ -105,19 +106,19 @@ def commit_past_a_batch_count(bootstrap: str) -> tuple[str, str]:
     try:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
-        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
+        consumer.commit({tp: OffsetAndMetadata(8, "", -1)})
     finally:
         consumer.close()
     return topic, group
 
 
-def test_lag_is_unknown_not_negative_when_the_upstream_reports_a_batch_count(kgc):
-    topic, group = commit_past_a_batch_count(kgc.bootstrap)
+def test_lag_is_unknown_not_negative_when_the_commit_is_past_the_log_end(kgc):
+    topic, group = commit_past_the_end(kgc.bootstrap)
     described = groups(kgc.bootstrap, "describe", group)
     assert described.returncode == 0, described.stderr
     [row] = rows(described.stdout).values()
     assert row[5] == "-*", described.stdout
-    assert "lag unknown: committed offset 5 is past the log end offset" in described.stdout
+    assert "lag unknown: committed offset 8 is past the log end offset 5" in described.stdout
 
 
 def test_reset_offsets_is_refused_for_a_group_with_members_and_a_dry_run_changes_nothing(kgc):

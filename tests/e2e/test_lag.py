@@ -1,9 +1,8 @@
 """Consumer lag in /v1/groups, /v1/groups/{group} and /metrics, checked against a real
-consumer's position through kgc in front of Tansu.
+consumer's position through kgc in front of Kafka.
 
-Records go one per batch (tests/e2e/test_groups_command.py says why: Tansu's ListOffsets
-"latest" is the true end only then); a batch of several makes the reported end too low,
-and kgc must then call the lag unknown, never negative.
+Records go one per batch (tests/e2e/test_groups_command.py says why); a commit past the
+log end (a topic recreated under its group) must make kgc call the lag unknown, never negative.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from kafka.structs import OffsetAndMetadata
 from tests.e2e.admin import create_topic, new_name
 from tests.e2e.test_groups_command import (
     PER_PARTITION,
-    commit_past_a_batch_count,
+    commit_past_the_end,
     joined_consumer,
     produce_one_per_batch,
     read_everything,
@@ -33,11 +32,11 @@ REFRESH_MS = 200
 
 
 @pytest.fixture(scope="module")
-def kgc_http(tansu, tmp_path_factory):
-    """kgc in front of the session's Tansu with its HTTP port known and lag refreshed often."""
+def kgc_http(kafka, tmp_path_factory):
+    """kgc in front of the session's Kafka with its HTTP port known and lag refreshed often."""
     broker_port, http_port = free_port(), free_port()
     log_path = tmp_path_factory.mktemp("kgc-lag") / "kgc.log"
-    with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+    with kgc_process("--upstream", kafka.bootstrap, "--broker-port", f"{kafka.node_id}={broker_port}",
                      "--http-port", str(http_port), "--lag-refresh-interval-ms", str(REFRESH_MS),
                      "--lag-metrics-per-partition", *KGC_GROUP_FLAGS, log_path=str(log_path)) as proc:
         wait_listening(broker_port)
@@ -101,10 +100,10 @@ def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metri
 
 def test_an_end_below_the_commit_is_unknown_lag_never_negative(kgc_http):
     kgc, http_port = kgc_http
-    topic, group = commit_past_a_batch_count(kgc.bootstrap)
+    topic, group = commit_past_the_end(kgc.bootstrap)
     entry = get_json(http_port, f"/v1/groups/{group}")["offsets"][topic]["0"]
-    assert entry["lag"] is None and entry["log_end_offset"] == 1
-    assert "committed offset 5 is past the log end offset 1" in entry["lag_unknown_reason"]
+    assert entry["lag"] is None and entry["log_end_offset"] == 5
+    assert "committed offset 8 is past the log end offset 5" in entry["lag_unknown_reason"]
     samples = until(lambda: (s := scrape(http_port)).get("kgc_consumer_lag_unknown_partitions", group=group,
                                                           topic=topic) == 1 and s)
     assert samples.get("kgc_consumer_lag", group=group, topic=topic) == 0

@@ -1,6 +1,6 @@
 """Reading `__consumer_offsets` through kgc: real consumers see kgc's own log.
 
-kgc (with a data dir) runs in front of Tansu; a real group consumes and commits through
+kgc (with a data dir) runs in front of Kafka; a real group consumes and commits through
 it. Then kafka-python and confluent-kafka consumers, with no group, assign() all 50
 partitions of `__consumer_offsets` from the beginning and read to the end. Every record
 they get, decoded with `coordinator.records`, must be one `kgc inspect` shows at the same
@@ -39,10 +39,10 @@ READ_TIMEOUT_S = 30
 
 
 @pytest.fixture(scope="module")
-def kgc_with_log(tansu, tmp_path_factory):
+def kgc_with_log(kafka, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("offsets-topic") / "data"
     broker_port = free_port()
-    with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+    with kgc_process("--upstream", kafka.bootstrap, "--broker-port", f"{kafka.node_id}={broker_port}",
                      "--data-dir", str(data_dir), *KGC_GROUP_FLAGS) as proc:
         wait_listening(broker_port)
         yield proc, data_dir
@@ -171,8 +171,7 @@ def test_produce_and_delete_records_on_consumer_offsets_are_refused_as_kafka_ref
 
 def test_deleting_consumer_offsets_is_refused(kgc_with_log):
     # DeleteTopics goes to the controller, an upstream broker's listener. (CreatePartitions
-    # is refused the same way, tests/gateway/test_offsets_topic.py; Tansu does not serve it,
-    # so kgc does not advertise it here.)
+    # is refused the same way, tests/gateway/test_offsets_topic.py.)
     kgc, data_dir = kgc_with_log
     client = KafkaAdminClient(bootstrap_servers=kgc.bootstrap, request_timeout_ms=10_000)
     try:

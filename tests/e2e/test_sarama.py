@@ -1,4 +1,4 @@
-"""sarama (Go) consumer groups through kgc in front of Tansu, driven by tests/e2e/go/sarama_group.go.
+"""sarama (Go) consumer groups through kgc in front of Kafka, driven by tests/e2e/go/sarama_group.go.
 
 sarama 1.22 (Debian's golang-github-shopify-sarama-dev) speaks the group APIs at the
 versions Kafka 4.0 dropped or kept from long ago: FindCoordinator v0, JoinGroup v1,
@@ -25,7 +25,14 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from coordinator.probe import request_response
-from tests.e2e.admin import committed_offsets, create_topic, group_at_broker, new_name, produce_sequenced
+from tests.e2e.admin import (
+    UNKNOWN_AT_KAFKA,
+    committed_offsets,
+    create_topic,
+    group_at_broker,
+    new_name,
+    produce_sequenced,
+)
 from tests.ops.support import Samples
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
@@ -62,10 +69,10 @@ def sarama_group(tmp_path_factory) -> str:
 
 
 @contextlib.contextmanager
-def kgc_before(tansu, *flags: str) -> Iterator[tuple[KgcProcess, int]]:
-    """kgc in front of the session's Tansu with an HTTP port this test knows, for /metrics."""
+def kgc_before(kafka, *flags: str) -> Iterator[tuple[KgcProcess, int]]:
+    """kgc in front of the session's Kafka with an HTTP port this test knows, for /metrics."""
     broker_port, http_port = free_port(), free_port()
-    with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}",
+    with kgc_process("--upstream", kafka.bootstrap, "--broker-port", f"{kafka.node_id}={broker_port}",
                      "--http-port", str(http_port), *KGC_GROUP_FLAGS, *flags) as proc:
         wait_listening(broker_port)
         yield proc, http_port
@@ -109,8 +116,8 @@ def expected_values(first_sequence: int, count: int) -> list[str]:
 
 
 def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_after_a_restart(
-        sarama_group, tansu):
-    with kgc_before(tansu) as (kgc, http_port):
+        sarama_group, kafka):
+    with kgc_before(kafka) as (kgc, http_port):
         assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((0, 10), (0, 10))
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama")
@@ -134,8 +141,8 @@ def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_a
         assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND)
         assert "not supported" not in first["log"] + second["log"]
         metrics = scrape(http_port)
-    # kgc answered the group: Tansu's own coordinator never heard of it.
-    assert group_at_broker(tansu.host, tansu.port, group) == ("Empty", 0)
+    # kgc answered the group: Kafka's own coordinator never heard of it.
+    assert group_at_broker(kafka.host, kafka.port, group) == UNKNOWN_AT_KAFKA
     # Every group request sarama 1.22 sends, at the versions it sends them, was answered.
     sarama_paths = [("FindCoordinator", "0"), ("JoinGroup", "1"), ("SyncGroup", "0"), ("Heartbeat", "0"),
                     ("OffsetFetch", "1"), ("OffsetCommit", "1"), ("LeaveGroup", "0")]
@@ -148,11 +155,11 @@ def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_a
 
 
 def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_everything_again(
-        sarama_group, tansu):
+        sarama_group, kafka):
     """What kgc did before it served OffsetCommit v1, and what `min_group_api_versions =
     "kafka4"` restores: every commit refused with UNSUPPORTED_VERSION, which sarama reports
     only in its log, and the restarted member starts over."""
-    with kgc_before(tansu, "--min-group-api-versions", "kafka4") as (kgc, http_port):
+    with kgc_before(kafka, "--min-group-api-versions", "kafka4") as (kgc, http_port):
         assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((2, 10), (1, 10))
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama-cut")

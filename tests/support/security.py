@@ -124,6 +124,19 @@ class ClientSecurity:
             conf.update(ssl_certfile=self.cert_file, ssl_keyfile=self.key_file)
         return conf
 
+    def java(self) -> dict[str, str]:
+        """The Java client's properties (a client certificate is not translated: no test needs one)."""
+        assert self.cert_file is None, "the Java client's PEM keystore is not translated"
+        conf = {"security.protocol": self.protocol}
+        if self.mechanism:
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if self.mechanism == "PLAIN"
+                      else "org.apache.kafka.common.security.scram.ScramLoginModule")
+            conf |= {"sasl.mechanism": self.mechanism,
+                     "sasl.jaas.config": f'{module} required username="{self.username}" password="{self.password}";'}
+        if self.ca_file:
+            conf |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file}
+        return conf
+
     def aiokafka(self) -> dict:
         conf = {"security_protocol": self.protocol}
         if self.mechanism:

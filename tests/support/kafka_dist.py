@@ -1,0 +1,87 @@
+"""Apache Kafka's jars from Maven Central, in a cache keyed by version.
+
+`kafka_lib(version)` returns a directory holding every runtime jar of one Kafka version's
+broker, tools, clients and Streams plus a log4j2 binding (tests/kafka/pom.xml says which),
+fetching them with Maven on first use. Maven's own repository (~/.m2) keeps the downloads,
+and a version's directory is marked complete only once every jar is copied, so a second run
+on the same machine asks Maven for nothing. `.ci/run` warms the cache through `main()`.
+
+`KGC_KAFKA_CACHE` moves the cache (default ~/.cache/kgc/kafka).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# The version the suite runs against, and the older one it runs a smaller set on (kgc brings
+# KIP-848 consumer groups to a cluster that has none of its own).
+KAFKA_VERSION = "4.4.0"
+KAFKA_OLD_VERSION = "3.9.1"
+
+POM = Path(__file__).resolve().parent.parent / "kafka" / "pom.xml"
+LOG4J2_CONFIG = POM.parent / "log4j2.properties"
+_DONE = ".complete"
+FETCH_TIMEOUT_S = 900
+
+
+class KafkaUnavailable(RuntimeError):
+    """Kafka's jars could not be had (no Maven, or Maven Central refused)."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KGC_KAFKA_CACHE", Path.home() / ".cache" / "kgc" / "kafka"))
+
+
+def kafka_lib(version: str = KAFKA_VERSION) -> Path:
+    lib = cache_root() / version / "lib"
+    if (lib / _DONE).exists():
+        return lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaUnavailable("Maven (mvn) is not installed: it fetches Kafka's jars for the real-broker tests")
+    if lib.exists():
+        shutil.rmtree(lib)  # a fetch that stopped half-way: start it again
+    lib.mkdir(parents=True)
+    cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-Dkafka.version={version}",
+           "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
+    if done.returncode != 0:
+        raise KafkaUnavailable(f"mvn could not fetch Kafka {version} (exit {done.returncode}):\n"
+                               f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    (lib / _DONE).write_text(version + "\n")
+    return lib
+
+
+def classpath(version: str = KAFKA_VERSION) -> str:
+    return str(kafka_lib(version) / "*")
+
+
+def compiled(source: Path, version: str = KAFKA_VERSION) -> str:
+    """The classpath to run `source` (a one-file Java program of the tests) against this Kafka
+    version's jars: compiled once per version and content, since the JVM's source launcher
+    would compile it again in every process (seconds of CPU, where a test restarts members)."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    classes = cache_root() / version / "classes" / f"{source.stem}-{digest}"
+    if not (classes / _DONE).exists():
+        classes.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["javac", "-cp", classpath(version), "-d", str(classes), str(source)],
+                              capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
+        if done.returncode != 0:
+            raise KafkaUnavailable(f"javac {source.name} failed:\n{done.stdout}{done.stderr}")
+        (classes / _DONE).write_text(str(source) + "\n")
+    return f"{classes}{os.pathsep}{classpath(version)}"
+
+
+def main(argv: list[str]) -> int:
+    for version in argv or [KAFKA_VERSION, KAFKA_OLD_VERSION]:
+        print(f"Kafka {version}: {kafka_lib(version)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
