@@ -221,8 +221,9 @@ class JavaDriver:
     def assignment(self) -> frozenset[int]:
         return frozenset(self.java.ask("assignment")["assignment"])
 
-    def commit(self) -> None:
-        self.java.ask("commit")
+    def commit(self, offsets: dict[int, int] | None = None) -> None:
+        """What was consumed, or `offsets` (partition -> offset) of the subscribed topic."""
+        self.java.ask(" ".join(["commit", *(f"{p}={o}" for p, o in (offsets or {}).items())]))
 
     def close(self) -> None:
         self.java.close()

@@ -10,7 +10,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.support.kafka_dist import KAFKA_VERSION, LOG4J2_CONFIG, compiled
+from tests.support.kafka_dist import KAFKA_VERSION, compiled, java_command
 
 SOURCE = Path(__file__).resolve().parent.parent / "java" / "JavaMember.java"
 # Kafka's class names for the assignors the other libraries name by their protocol names.
@@ -19,9 +19,6 @@ ASSIGNORS = {
     "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
     "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
 }
-# A client JVM that starts in about a second: a member restarted within its session must be
-# back before the session ends, as an application's would.
-CLIENT_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 ANSWER_TIMEOUT_S = 60
 
 
@@ -36,8 +33,7 @@ class JavaProcess:
                  version: str = KAFKA_VERSION):
         args = [f"{k}={v}" for k, v in properties.items()]
         self.proc = subprocess.Popen(
-            ["java", *CLIENT_JVM, f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", "-cp", compiled(SOURCE, version),
-             "JavaMember", bootstrap, group, topic, *args],
+            java_command("JavaMember", bootstrap, group, topic, *args, cp=compiled(SOURCE, version)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
 
     def ask(self, command: str) -> dict:

@@ -12,8 +12,9 @@
 //   poll MS     -> {"records":[[partition,offset,"base64 value"],...],"assigned":[..],"revoked":[..],"lost":[..]}
 //                  (the rebalance listener's calls since the last poll, partitions as numbers)
 //   assignment  -> {"assignment":[partitions]}
-//   commit      -> {"committed":{"partition":offset,...}}  sync: once the coordinator acknowledged;
-//                  async: once sent (an async failure is reported by a later poll as "commit_error")
+//   commit [P=O ...] -> {"committed":{"partition":offset,...}}  what was consumed, or the offsets
+//                  given; sync: once the coordinator acknowledged; async: once sent (an async
+//                  failure is reported by a later poll as "commit_error")
 //   close       -> {"closed":true}, then the process exits
 // A failure answers {"error":"..."} and the member keeps running.
 //
@@ -45,6 +46,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 public class JavaMember {
     private final KafkaConsumer<byte[], byte[]> consumer;
     private final boolean asyncCommits;
+    private final String topic;
     // Positions consumed and not yet committed, by partition: what `commit` and a revocation commit.
     private final Map<TopicPartition, OffsetAndMetadata> pending = new HashMap<>();
     private final List<String> events = new ArrayList<>();
@@ -52,6 +54,7 @@ public class JavaMember {
     private JavaMember(Properties props, boolean asyncCommits, String topic) {
         this.consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer());
         this.asyncCommits = asyncCommits;
+        this.topic = topic;
         consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
             @Override public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
                 Map<TopicPartition, OffsetAndMetadata> revoked = new HashMap<>();
@@ -101,9 +104,19 @@ public class JavaMember {
         return "{\"assignment\":" + numbers(consumer.assignment()) + "}";
     }
 
-    private String commit() {
-        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>(pending);
-        pending.clear();
+    private String commit(String[] given) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        if (given.length > 1) {
+            for (int i = 1; i < given.length; i++) {
+                String[] po = given[i].split("=");
+                TopicPartition tp = new TopicPartition(topic, Integer.parseInt(po[0]));
+                offsets.put(tp, new OffsetAndMetadata(Long.parseLong(po[1])));
+                pending.remove(tp);  // the application chose this partition's offset
+            }
+        } else {
+            offsets.putAll(pending);
+            pending.clear();
+        }
         if (asyncCommits) {
             consumer.commitAsync(offsets, (done, error) -> {
                 if (error != null) events.add("\"commit_error\":" + quote(error.toString()));
@@ -138,7 +151,7 @@ public class JavaMember {
                 answer = switch (cmd[0]) {
                     case "poll" -> member.poll(Long.parseLong(cmd[1]));
                     case "assignment" -> member.assignment();
-                    case "commit" -> member.commit();
+                    case "commit" -> member.commit(cmd);
                     case "close" -> {
                         member.consumer.close();
                         yield "{\"closed\":true}";

@@ -30,15 +30,14 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
-from tests.support.kafka_dist import KAFKA_VERSION, LOG4J2_CONFIG, classpath
+from tests.support.kafka_dist import KAFKA_VERSION, java_command
 from tests.support.security import ClientSecurity, TestPki
 
 START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
 STARTED = "Kafka Server started"
 THREE_HOSTS = ("127.0.0.11", "127.0.0.12", "127.0.0.13")
-BROKER_HEAP = "-Xmx768m"
-TOOL_HEAP = "-Xmx256m"
+BROKER_JVM = ("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
 
 # What Kafka's own integration tests change for small, fast test clusters: no 3 s delay
 # before a classic group's first rebalance, a small log cleaner buffer (allocated on the heap
@@ -234,10 +233,6 @@ class KafkaCluster:
 
     # --- processes -------------------------------------------------------------------------
 
-    def java(self, main_class: str, *args: str, heap: str = TOOL_HEAP) -> list[str]:
-        return ["java", heap, f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", "-cp", classpath(self.version),
-                main_class, *args]
-
     def _format(self, node: KafkaNode) -> None:
         node.directory.mkdir(parents=True, exist_ok=True)
         config = node.directory / "server.properties"
@@ -248,8 +243,8 @@ class KafkaCluster:
         if self.security:
             for user, password in self.security.users.items():
                 args += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
-        done = subprocess.run(self.java("kafka.tools.StorageTool", *args), capture_output=True, text=True,
-                              timeout=START_TIMEOUT_S)
+        done = subprocess.run(java_command("kafka.tools.StorageTool", *args, version=self.version),
+                              capture_output=True, text=True, timeout=START_TIMEOUT_S)
         if done.returncode != 0:
             raise RuntimeError(f"formatting Kafka node {node.node_id} failed:\n{done.stdout}{done.stderr}")
 
@@ -257,7 +252,8 @@ class KafkaCluster:
         log = open(node.log_path, "ab")
         try:
             node.proc = subprocess.Popen(
-                self.java("kafka.Kafka", str(node.directory / "server.properties"), heap=BROKER_HEAP),
+                java_command("kafka.Kafka", str(node.directory / "server.properties"), version=self.version,
+                             jvm=BROKER_JVM),
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         finally:
             log.close()

@@ -26,6 +26,9 @@ KAFKA_OLD_VERSION = "3.9.1"
 POM = Path(__file__).resolve().parent.parent / "kafka" / "pom.xml"
 LOG4J2_CONFIG = POM.parent / "log4j2.properties"
 _DONE = ".complete"
+# Clients and tools: a JVM that starts in about a second (a member restarted within its
+# session must be back before the session ends, as an application's would).
+CLIENT_JVM = ("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 FETCH_TIMEOUT_S = 900
 
 
@@ -75,6 +78,21 @@ def compiled(source: Path, version: str = KAFKA_VERSION) -> str:
             raise KafkaUnavailable(f"javac {source.name} failed:\n{done.stdout}{done.stderr}")
         (classes / _DONE).write_text(str(source) + "\n")
     return f"{classes}{os.pathsep}{classpath(version)}"
+
+
+def java_command(main_class: str, *args: str, version: str = KAFKA_VERSION, jvm: tuple[str, ...] = CLIENT_JVM,
+                 cp: str | None = None) -> list[str]:
+    """A JVM running `main_class` of this Kafka version's jars (or of `cp`), logging as
+    tests/kafka/log4j2.properties says (warnings, to stderr)."""
+    return ["java", *jvm, f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", "-cp", cp or classpath(version),
+            main_class, *args]
+
+
+def run_tool(main_class: str, *args: str, version: str = KAFKA_VERSION,
+             timeout_s: float = 120) -> subprocess.CompletedProcess:
+    """One of Kafka's command-line tools (kafka-consumer-groups is ConsumerGroupCommand ...)."""
+    return subprocess.run(java_command(main_class, *args, version=version), capture_output=True, text=True,
+                          timeout=timeout_s)
 
 
 def main(argv: list[str]) -> int:
