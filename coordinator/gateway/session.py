@@ -14,7 +14,9 @@ How the network layer must treat the future's failures:
 - `UpstreamUnavailable`: the upstream connection is gone (refused, timed out, dropped,
   out of step) or there is no broker to forward to. Close the client connection once the
   responses before this one are written: the client reconnects, refreshes metadata and
-  retries. Every later forward of the session fails the same way.
+  retries. Every later forward of the session fails the same way, unless nothing reached
+  the upstream yet (the connect failed, or there was no broker): then the next forward
+  looks for a broker again.
 - `MalformedResponse` (upstream sent what we cannot rewrite) and `UnforwardableRequest`
   (a request we cannot forward safely): close the client connection too.
 A Metadata request that finds no upstream at all is not failed but answered locally
@@ -101,7 +103,8 @@ class GatewaySession:
         self._offsets_topic = offsets_topic
         self.listener_node_id = listener_node_id
         self._client = client          # None: every response is forwarded whole
-        self._upstream: UpstreamConnection | UpstreamUnavailable | None = None
+        self._upstream: UpstreamConnection | None = None
+        self._closed = False
         self._loop = asyncio.get_running_loop()
 
     def forward(self, header: RequestHeader, payload: bytes) -> asyncio.Future | None:
@@ -136,12 +139,15 @@ class GatewaySession:
         return response
 
     def _connection(self) -> UpstreamConnection | UpstreamUnavailable:
-        if self._upstream is None:
+        if self._closed:
+            return UpstreamUnavailable("session closed")
+        if self._upstream is None or self._upstream.failure is not None and self._upstream.failure.before_connect:
+            # Nothing reached the upstream on this session yet: a Metadata answered locally
+            # leaves the client connected, and its next request looks for a broker again.
             address = self._target()
             if address is None:
-                self._upstream = UpstreamUnavailable(self._no_target_reason(), before_connect=True)
-            else:
-                self._upstream = self._cluster.forwarding_connection(*address, as_kgc=self._as_kgc)
+                return UpstreamUnavailable(self._no_target_reason(), before_connect=True)
+            self._upstream = self._cluster.forwarding_connection(*address, as_kgc=self._as_kgc)
         return self._upstream
 
     def _target(self) -> tuple[str, int] | None:
@@ -207,8 +213,9 @@ class GatewaySession:
         return payload
 
     async def close(self) -> None:
-        upstream, self._upstream = self._upstream, UpstreamUnavailable("session closed")
-        if isinstance(upstream, UpstreamConnection):
+        upstream, self._upstream = self._upstream, None
+        self._closed = True
+        if upstream is not None:
             await upstream.close()
 
 

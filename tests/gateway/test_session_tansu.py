@@ -235,6 +235,31 @@ async def test_without_upstream_kgc_says_why_keeps_retrying_and_recovers_when_it
         await cluster.close()
 
 
+async def test_a_session_answered_locally_forwards_again_once_the_upstream_is_back():
+    """A client's connection whose Metadata kgc answered itself (no upstream then) stays open,
+    so its next Metadata must go upstream when there is one again: kgc in front of a cluster
+    that lost a broker otherwise answers that client "no leaders" for good."""
+    port = free_port()
+    cluster = new_cluster(("127.0.0.1", port))
+    cluster.start()
+    bootstrap = SessionClient(GatewaySession(cluster, PLAN, None))
+    try:
+        await wait_until(lambda: "unreachable" in cluster.status, BOUND_S, "a failed attempt")
+        answer = await bootstrap.call(metadata("orders"))
+        assert [b.node_id for b in answer.brokers] == [PLAN.coordinator_node_id]
+        with TansuBroker(port) as broker:
+            try:
+                await asyncio.wait_for(cluster.wait_reachable(), BOUND_S)
+                answer = await bootstrap.call(metadata())
+                assert {b.node_id for b in answer.brokers} == {broker.node_id, PLAN.coordinator_node_id}
+            finally:  # Tansu waits for open connections before it exits
+                await bootstrap.session.close()
+                await cluster.close()
+    finally:
+        await bootstrap.session.close()
+        await cluster.close()
+
+
 async def test_close_stops_the_refresh_loop_even_when_a_wake_up_lands_with_the_cancel():
     # The loop's wait for a wake-up completing in the same step as close()'s cancel: the
     # race a dying upstream causes (its failing connection wakes the loop) when a terminal's
