@@ -1,6 +1,7 @@
 import pytest
 
-from tests.support.kafka import KafkaCluster
+from tests.support.kafka import KafkaCluster, KafkaSecurity
+from tests.support.security import TestPki
 from tests.support.tansu import TansuBroker
 
 
@@ -9,6 +10,20 @@ def kafka(tmp_path_factory):
     """One real Apache Kafka broker (KRaft, one combined node) for the whole run: the upstream
     the end-to-end tests put kgc in front of."""
     with KafkaCluster(tmp_path_factory.mktemp("kafka")) as cluster:
+        yield cluster
+
+
+# The secured cluster's users: admin is its super user; kgc logs in as itself.
+KAFKA_USERS = {"admin": "admin-secret", "kgc": "kgc-secret", "alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="session")
+def secured_kafka(tmp_path_factory):
+    """One real Kafka broker whose clients must log in (SASL_SSL: SCRAM-SHA-512 or PLAIN, TLS
+    from a test CA) and are authorized by Kafka's StandardAuthorizer (no ACL: no access)."""
+    directory = tmp_path_factory.mktemp("secured-kafka")
+    pki = TestPki(tmp_path_factory.mktemp("secured-kafka-pki"))
+    with KafkaCluster(directory, security=KafkaSecurity(pki, KAFKA_USERS)) as cluster:
         yield cluster
 
 

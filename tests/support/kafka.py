@@ -30,7 +30,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 
-from tests.support.kafka_dist import KAFKA_VERSION, java_command
+from tests.support.kafka_dist import KAFKA_VERSION, java_command, run_tool
 from tests.support.security import ClientSecurity, TestPki
 
 START_TIMEOUT_S = 120.0
@@ -230,6 +230,26 @@ class KafkaCluster:
                                       serialization.NoEncryption())
             path.write_bytes(pkcs8 + Path(cert_file).read_bytes())
         return str(path)
+
+    # --- tools ---------------------------------------------------------------------------
+
+    def admin_tool(self, main_class: str, *args: str) -> subprocess.CompletedProcess:
+        """One of Kafka's tools against this cluster, as its first super user when secured;
+        fails the test with the tool's output unless it succeeds."""
+        login = []
+        if self.security is not None:
+            config = self.directory / "admin.properties"
+            admin = self.security.client(self.security.super_users[0]).java()
+            config.write_text("".join(f"{k}={v}\n" for k, v in admin.items()))
+            login = ["--command-config", str(config)]
+        done = run_tool(main_class, "--bootstrap-server", self.bootstrap, *login, *args, version=self.version)
+        assert done.returncode == 0, f"{main_class} {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done
+
+    def create_topic(self, name: str, partitions: int = 1) -> str:
+        self.admin_tool("org.apache.kafka.tools.TopicCommand", "--create", "--topic", name,
+                        "--partitions", str(partitions), "--replication-factor", self.settings["default.replication.factor"])
+        return name
 
     # --- processes -------------------------------------------------------------------------
 

@@ -20,7 +20,6 @@ import pytest
 
 from tests.e2e.admin import committed_offsets, new_name
 from tests.support.kafka import THREE_HOSTS, KafkaCluster
-from tests.support.kafka_dist import run_tool
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 from tests.support.verifiable import GroupLedger, VerifiableConsumer, VerifiableProducer
 
@@ -62,8 +61,7 @@ class Scenario:
         self.kgc, self.protocol, self.static = kgc, protocol, static
         self.session_timeout_ms = session_timeout_ms
         self.topic = new_name("system")
-        create = cluster_admin_create(cluster, self.topic)
-        assert create.returncode == 0, create.stderr
+        cluster.create_topic(self.topic, PARTITIONS)
         self.ledger = GroupLedger(new_name("system-group"))
         self.producer = VerifiableProducer(kgc.bootstrap, self.topic, throughput=THROUGHPUT)
         self.consumers = [self.start_consumer(i) for i in range(CONSUMERS)]
@@ -128,11 +126,6 @@ class Scenario:
         for tool in [self.producer, *self.consumers]:
             if tool.alive:
                 tool.kill()
-
-
-def cluster_admin_create(cluster: KafkaCluster, topic: str):
-    return run_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap, "--create",
-                    "--topic", topic, "--partitions", str(PARTITIONS), "--replication-factor", "3")
 
 
 @pytest.fixture

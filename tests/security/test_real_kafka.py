@@ -1,0 +1,148 @@
+"""kgc in front of a real secured Kafka (SASL_SSL, SCRAM-SHA-512 and PLAIN, the StandardAuthorizer
+with ACLs: tests/conftest.py `secured_kafka`), where tests/support/secure_front.py stood in.
+
+- passthrough: each client's login is relayed to Kafka, so Kafka's own ACLs judge its data
+  (bob, with no ACL on the topic, is refused by Kafka) while kgc judges the group APIs it
+  answers with its ACL file, as the same principal;
+- terminate: kgc checks the client's login itself and reaches Kafka as its own user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from coordinator.settings import ServerConfig
+from protocol.errors import ErrorCode
+from tests.conftest import KAFKA_USERS
+from tests.e2e.admin import new_name
+from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.security.test_authorization import fetch
+from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
+from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, credentials_file
+
+pytestmark = pytest.mark.integration
+
+ACLS = "org.apache.kafka.tools.AclCommand"
+RECORDS = 5
+TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def kafka_acls(secured_kafka):
+    """At Kafka: alice reads the topics named secure-*; kgc may do anything with them and
+    describe the cluster and its groups; bob has no ACL at all."""
+    grant = [
+        ("--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe",
+         "--topic", "secure-", "--resource-pattern-type", "prefixed"),
+        ("--allow-principal", "User:kgc", "--operation", "All", "--topic", "secure-",
+         "--resource-pattern-type", "prefixed"),
+        ("--allow-principal", "User:kgc", "--operation", "Describe", "--cluster"),
+        ("--allow-principal", "User:kgc", "--operation", "Describe", "--group", "*"),
+    ]
+    for args in grant:
+        secured_kafka.admin_tool(ACLS, "--add", *args)
+    return secured_kafka
+
+
+def topic_with_records(kafka) -> str:
+    topic = kafka.create_topic(new_name("secure"))
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, **kafka.security.client("admin").confluent()})
+    for i in range(RECORDS):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    return topic
+
+
+@contextlib.asynccontextmanager
+async def kgc_in_front(kafka, tmp_path, mode: str):
+    pki = kafka.security.pki
+    acl_file(tmp_path / "acls.toml", allow("User:alice", "all", "group", "secure-", "prefixed"),
+             allow("User:alice", "read", "topic", "*"), allow("User:bob", "all", "group", "secure-", "prefixed"),
+             allow("User:bob", "read", "topic", "*"))
+    (tmp_path / "kgc-password").write_text(KAFKA_USERS["kgc"])
+    own_logins = ({"sasl_mode": "terminate", "sasl_credentials_file": credentials_file(
+        tmp_path / "credentials.toml", {u: KAFKA_USERS[u] for u in ("alice", "bob")})} if mode == "terminate"
+        else {"sasl_mode": "passthrough"})
+    config = ServerConfig(
+        host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", kafka.port),),
+        broker_ports=((kafka.node_id, free_port()),), security_protocol="sasl_ssl",
+        tls_cert_file=pki.server_cert, tls_key_file=pki.server_key,
+        sasl_mechanisms=("SCRAM-SHA-512", "PLAIN"), upstream_security_protocol="ssl", upstream_tls_ca_file=pki.ca_file,
+        upstream_sasl_mechanism="SCRAM-SHA-512", upstream_sasl_username="kgc",
+        upstream_sasl_password_file=str(tmp_path / "kgc-password"), authorizer="file",
+        acl_file=str(tmp_path / "acls.toml"), **own_logins)
+    async with running_kgc(config) as app:
+        await asyncio.wait_for(app.cluster.wait_reachable(), 30)    # kgc's own login at Kafka worked
+        yield app
+
+
+def security(kafka, user: str, mechanism: str = "SCRAM-SHA-512") -> ClientSecurity:
+    return ClientSecurity("SASL_SSL", mechanism, user, KAFKA_USERS[user], ca_file=kafka.security.pki.ca_file)
+
+
+@pytest.mark.parametrize("mode", ["passthrough", "terminate"])
+@pytest.mark.parametrize("library, mechanism", [("confluent-kafka", "SCRAM-SHA-512"), ("java", "SCRAM-SHA-512"),
+                                                ("java", "PLAIN"), ("kafka-python", "PLAIN")])
+async def test_clients_consume_and_commit_through_kgc_in_front_of_secured_kafka(
+        kafka_acls, tmp_path, mode, library, mechanism):
+    kafka = kafka_acls
+    async with kgc_in_front(kafka, tmp_path, mode) as app:
+        topic = await asyncio.to_thread(topic_with_records, kafka)
+        group = new_name("secure-group")
+        member = Member(library, MemberSettings(f"127.0.0.1:{app.port}", group, topic, client_id=group,
+                                                security=security(kafka, "alice", mechanism))).start()
+        try:
+            await asyncio.to_thread(wait_until, lambda: len(member.consumed) >= RECORDS, TIMEOUT_S,
+                                    lambda: f"consumed {len(member.consumed)}", [member])
+            await asyncio.to_thread(member.commit)
+        finally:
+            await asyncio.to_thread(member.close)
+
+        def committed():
+            with KafkaSocket(app.port, context=kafka.security.pki.client_context()) as s:
+                assert s.login_scram("alice", KAFKA_USERS["alice"]).error_code == ErrorCode.NONE
+                return s.call(fetch(group, [topic])).topics[0].partitions[0].committed_offset
+        assert await asyncio.to_thread(committed) == RECORDS
+
+
+async def test_in_passthrough_kafkas_acls_refuse_a_principal_kgc_lets_into_the_group(kafka_acls, tmp_path):
+    """bob may join the group at kgc (kgc's ACL file), but Kafka, which sees bob's own login,
+    refuses him the topic's records."""
+    kafka = kafka_acls
+    async with kgc_in_front(kafka, tmp_path, "passthrough") as app:
+        topic = await asyncio.to_thread(topic_with_records, kafka)
+        member = Member("java", MemberSettings(f"127.0.0.1:{app.port}", new_name("secure-bob"), topic,
+                                               client_id="bob", security=security(kafka, "bob"))).start()
+        try:
+            await asyncio.to_thread(_wait_failed, member)
+            assert "TopicAuthorizationException" in repr(member.error) or "Not authorized" in repr(member.error)
+            assert member.consumed == []
+        finally:
+            if member.running:
+                await asyncio.to_thread(member.close)
+
+
+async def test_a_wrong_password_is_refused_by_kafka_in_passthrough_and_by_kgc_in_terminate(kafka_acls, tmp_path):
+    kafka = kafka_acls
+    for mode in ("passthrough", "terminate"):
+        async with kgc_in_front(kafka, tmp_path, mode) as app:
+            def login(mechanism):
+                with KafkaSocket(app.port, context=kafka.security.pki.client_context()) as s:
+                    answer = (s.login_scram("alice", "wrong") if mechanism == "SCRAM-SHA-512"
+                              else s.login_plain("alice", "wrong"))
+                    return answer.error_code, s.closed_by_peer()
+            for mechanism in ("SCRAM-SHA-512", "PLAIN"):
+                assert await asyncio.to_thread(login, mechanism) == (ErrorCode.SASL_AUTHENTICATION_FAILED, True), \
+                    (mode, mechanism)
+
+
+def _wait_failed(member: Member) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while member.error is None:
+        assert time.monotonic() < deadline, f"{member.name} was never refused; consumed {len(member.consumed)}"
+        time.sleep(0.1)
