@@ -1,9 +1,11 @@
-"""Cut-over on first use: groups whose offsets live in Tansu's own coordinator move to kgc.
+"""Cut-over on first use: groups whose offsets live in Kafka's own coordinator move to kgc.
 
-The consumers first run directly against Tansu (its coordinator holds the group and the
+The consumers first run directly against Kafka (its coordinator holds the group and the
 committed offsets), then the same consumers are pointed at kgc, which adopts the group
-from Tansu on first use; after `kgc export` they go back to Tansu. Every record is checked
-by its sequence number: none lost, none consumed twice, across both coordinators.
+from Kafka on first use; after `kgc export` they go back to Kafka. Every record is checked
+by its sequence number: none lost, none consumed twice, across both coordinators. Two
+tests keep a Tansu of their own: one stops it mid-request (SIGSTOP), one shows the Tansu
+defect the README's migration section warns about.
 """
 
 from __future__ import annotations
@@ -18,15 +20,12 @@ import sys
 import time
 
 import pytest
-from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.consumer.group import (
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
+from kafka.structs import OffsetAndMetadata
 
 from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
@@ -34,7 +33,6 @@ from protocol.errors import ErrorCode
 from tests.e2e.admin import (
     committed_offsets,
     create_topic,
-    group_at_broker,
     group_ids,
     new_name,
     produce_sequenced,
@@ -67,6 +65,15 @@ LIBRARY_GROUPS = {
 def members(bootstrap: str, group: str, topic: str, libraries, first: int = 0) -> list[Member]:
     return [Member(lib, MemberSettings(bootstrap, group, topic, client_id=f"{group}-{first + i}")).start()
             for i, lib in enumerate(libraries)]
+
+
+def settled_members(bootstrap: str, group: str, topic: str, libraries, first: int = 0) -> list[Member]:
+    """Members that own every partition once, before any record is produced for them: a
+    member that consumed alone before the others joined would hand over partitions it never
+    committed, and their next owner would read them again."""
+    ms = members(bootstrap, group, topic, libraries, first)
+    wait_until(lambda: owns_all_partitions(ms), TIMEOUT_S, lambda: {m.name: sorted(m.assignment) for m in ms}, ms)
+    return ms
 
 
 def consumed(ms: list[Member]) -> list[Consumed]:
@@ -104,81 +111,41 @@ def consume_commit_and_close(ms: list[Member], total: int) -> None:
                 m.close()
 
 
-def forget_closed_members_at_tansu(tansu, group: str, client_ids: list[str] | None = None) -> None:
-    """Remove closed consumers (all, or those with `client_ids`) that Tansu still counts as
-    members. aiokafka sends no LeaveGroup while its generation is 0, and Tansu numbers a new
-    group's first generation 0 (Kafka: 1); Tansu expires a dead member only when another
-    member of its group calls. So closed aiokafka consumers stay members there and kgc,
-    rightly, keeps waiting. A Kafka broker would drop them after the session timeout; here
-    an operator's removal (LeaveGroup v3 naming them, as Kafka's AdminClient
-    removeMembersFromConsumerGroup sends) stands in for that expiry."""
-    described = request_response(("127.0.0.1", tansu.port), DescribeGroupsRequest[5](
-        groups=[group], include_authorized_operations=False), DescribeGroupsResponse)
-    stale = [m.member_id for m in described.groups[0].members if client_ids is None or m.client_id in client_ids]
-    if stale:
-        left = request_response(("127.0.0.1", tansu.port), LeaveGroupRequest[3](group_id=group, members=[
-            LeaveGroupRequest[3].MemberIdentity(member_id=m, group_instance_id=None) for m in stale]),
-            LeaveGroupResponse)
-        assert left.error_code == 0, left
-    if client_ids is None:
-        assert group_at_broker("127.0.0.1", tansu.port, group) == ("Empty", 0)
-
-
-def commit_and_stop_one_at_a_time_at_tansu(tansu, group: str, ms: list[Member]) -> None:
-    """`commit_and_close`, but each member closes only once the others have taken over its
-    partitions. Tansu's coordinator keeps naming a departed leader when the leader leaves
-    while the group is rebalancing (its LeaveGroup clears the leader only in a settled
-    group), and a group whose leader is gone never completes another rebalance: consumers
-    started later on Tansu (the rollback) would never get partitions. Stopping one at a time,
-    as a rolling restart does, has every member leave a settled group."""
-    wait_until(lambda: owns_all_partitions(ms), TIMEOUT_S, lambda: {m.name: sorted(m.assignment) for m in ms}, ms)
-    for m in ms:
-        m.commit()
-    for i, m in enumerate(ms):
-        m.close()
-        forget_closed_members_at_tansu(tansu, group, [m.name])
-        rest = ms[i + 1:]
-        if rest:
-            wait_until(lambda rest=rest: owns_all_partitions(rest), TIMEOUT_S,
-                       lambda rest=rest: {r.name: sorted(r.assignment) for r in rest}, rest)
-    forget_closed_members_at_tansu(tansu, group)
-
-
 def assert_exactly_once(records: list[Consumed], per_partition: int) -> None:
     sequences = sequences_by_partition(records)
     assert {p: sorted(s) for p, s in sequences.items()} == {p: list(range(per_partition)) for p in range(PARTITIONS)}
 
 
 @pytest.mark.parametrize("libraries", LIBRARY_GROUPS.values(), ids=LIBRARY_GROUPS.keys())
-def test_group_resumes_on_kgc_at_upstream_offsets(tansu, kgc, libraries):
-    topic = create_topic(tansu.bootstrap, PARTITIONS)
+def test_group_resumes_on_kgc_at_upstream_offsets(kafka, kgc, libraries):
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
     group = new_name("adopt")
-    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
-    upstream = members(tansu.bootstrap, group, topic, libraries)
+    upstream = settled_members(kafka.bootstrap, group, topic, libraries)
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, BEFORE)
     wait_consumed(upstream, PARTITIONS * BEFORE)
-    commit_and_stop_one_at_a_time_at_tansu(tansu, group, upstream)
-    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE)
-    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
+    commit_and_close(upstream)
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE)
 
-    on_kgc = members(kgc.bootstrap, group, topic, libraries, first=3)
+    on_kgc = settled_members(kgc.bootstrap, group, topic, libraries, first=3)
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
     consume_commit_and_close(on_kgc, PARTITIONS * AFTER)
     assert_exactly_once(consumed(upstream) + consumed(on_kgc), BEFORE + AFTER)
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + AFTER)
 
 
-    # The way back: kgc export, then the consumers pointed at Tansu resume at kgc's offsets.
-    dry = kgc_command("export", "--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group)
+    # The way back: kgc export, then the consumers pointed at Kafka resume at kgc's offsets.
+    dry = kgc_command("export", "--upstream", kafka.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group)
     assert f"{group}: would commit upstream: " in dry
-    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE)
-    kgc_command("export", "--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group,
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE)
+    kgc_command("export", "--upstream", kafka.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group,
                 "--apply")
-    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + AFTER)
-    # Back on Tansu: the same consumers, subscribed as before, resume at the exported offsets.
-    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
-    back = members(tansu.bootstrap, group, topic, libraries, first=6)
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + AFTER)
+    # Back on Kafka: the same consumers, subscribed as before, resume at the exported offsets.
+    back = settled_members(kafka.bootstrap, group, topic, libraries, first=6)
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
     consume_commit_and_close(back, PARTITIONS * AFTER)
     assert_exactly_once(consumed(upstream) + consumed(on_kgc) + consumed(back), BEFORE + 2 * AFTER)
-    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + 2 * AFTER)
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + 2 * AFTER)
 
 
 def kgc_command(*args: str, expect_status: int = 0) -> str:
@@ -187,18 +154,17 @@ def kgc_command(*args: str, expect_status: int = 0) -> str:
     return done.stdout
 
 
-def test_rolling_cut_over_forms_the_group_on_kgc_once_upstream_is_empty(tansu, kgc):
+def test_rolling_cut_over_forms_the_group_on_kgc_once_upstream_is_empty(kafka, kgc):
     """One member of a live upstream group moves to kgc first: it gets nothing while the
-    other two consume at Tansu; when they move too, the group forms on kgc at their final
+    other two consume at Kafka; when they move too, the group forms on kgc at their final
     offsets. Records are produced only while membership is steady, so every record is
     consumed exactly once overall whatever rebalances happen."""
-    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
     group = new_name("rolling")
-    mover_library, *rest_libraries = LIBRARIES  # confluent-kafka leaves Tansu's group cleanly
-    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
-    upstream = members(tansu.bootstrap, group, topic, LIBRARIES)
+    mover_library, *rest_libraries = LIBRARIES
+    upstream = settled_members(kafka.bootstrap, group, topic, LIBRARIES)
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, BEFORE)
     wait_consumed(upstream, PARTITIONS * BEFORE)
-    wait_until(lambda: owns_all_partitions(upstream), TIMEOUT_S, lambda: [m.assignment for m in upstream], upstream)
     for m in upstream:
         m.commit()
 
@@ -207,16 +173,15 @@ def test_rolling_cut_over_forms_the_group_on_kgc_once_upstream_is_empty(tansu, k
     mover = members(kgc.bootstrap, group, topic, [mover_library], first=3)
     try:
         wait_until(lambda: owns_all_partitions(staying), TIMEOUT_S, lambda: [m.assignment for m in staying], staying)
-        produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
+        produce_sequenced(kafka.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
         wait_consumed(upstream, PARTITIONS * (BEFORE + AFTER))
         mover[0].check()
         assert mover[0].consumed == [] and mover[0].assignment == frozenset()
         commit_and_close(staying)
-        forget_closed_members_at_tansu(tansu, group)
 
         moved = mover + members(kgc.bootstrap, group, topic, rest_libraries, first=4)
         wait_until(lambda: owns_all_partitions(moved), TIMEOUT_S, lambda: [m.assignment for m in moved], moved)
-        produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
+        produce_sequenced(kafka.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
         wait_consumed(moved, PARTITIONS * AFTER)
         commit_and_close(moved)
     finally:
@@ -234,15 +199,16 @@ def offset_fetch(port: int, group: str, topic: str) -> tuple[int, dict[int, int]
     return response.error_code, {p.partition_index: p.committed_offset for t in response.topics for p in t.partitions}
 
 
-def simple_commit(port: int, group: str, topic: str, offsets: dict[int, int]) -> None:
-    cls = OffsetCommitRequest[7]
-    topic_cls = cls.OffsetCommitRequestTopic
-    request = cls(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=[
-        topic_cls(name=topic, partitions=[topic_cls.OffsetCommitRequestPartition(
-            partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="")
-            for p, o in offsets.items()])])
-    response = request_response(("127.0.0.1", port), request, OffsetCommitResponse)
-    assert all(p.error_code == 0 for t in response.topics for p in t.partitions), response
+def simple_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """What a consumer that assigns itself partitions commits (no member id, no generation),
+    through kafka-python, which finds the group's coordinator first (on a new Kafka cluster,
+    that creates `__consumer_offsets`)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in offsets])
+        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+    finally:
+        consumer.close()
 
 
 def test_upstream_unreachable_at_first_use_gives_retriable_errors_then_adopts(tmp_path):
@@ -253,7 +219,7 @@ def test_upstream_unreachable_at_first_use_gives_retriable_errors_then_adopts(tm
         topic = create_topic(broker.bootstrap, PARTITIONS)
         group = new_name("simple")
         offsets = {p: 10 + p for p in range(PARTITIONS)}
-        simple_commit(broker.port, group, topic, offsets)
+        simple_commit(broker.bootstrap, group, topic, offsets)
         broker_port = free_port()
         with kgc_process("--upstream", broker.bootstrap, "--broker-port", f"{broker.node_id}={broker_port}",
                          log_path=str(tmp_path / "kgc.log")) as kgc_proc:
@@ -274,12 +240,12 @@ def test_upstream_unreachable_at_first_use_gives_retriable_errors_then_adopts(tm
 
 
 @pytest.mark.timeout(60)
-async def test_v1_groups_says_which_offsets_were_adopted_and_which_committed_on_kgc_since(tansu, tmp_path):
-    topic = create_topic(tansu.bootstrap, PARTITIONS)
+async def test_v1_groups_says_which_offsets_were_adopted_and_which_committed_on_kgc_since(kafka, tmp_path):
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
     group = new_name("origin")
-    simple_commit(tansu.port, group, topic, {0: 3, 1: 4})
-    config = ServerConfig(host="127.0.0.1", port=0, http_port=0, data_dir=str(tmp_path), upstream=(tansu.address,),
-                          broker_ports=((tansu.node_id, free_port()),), group=TEST_GROUP_CONFIG)
+    simple_commit(kafka.bootstrap, group, topic, {0: 3, 1: 4})
+    config = ServerConfig(host="127.0.0.1", port=0, http_port=0, data_dir=str(tmp_path), upstream=((kafka.host, kafka.port),),
+                          broker_ports=((kafka.node_id, free_port()),), group=TEST_GROUP_CONFIG)
     views = []
     for restart in range(2):   # and after a restart, from the log
         async with running_kgc(config) as app:
@@ -287,7 +253,7 @@ async def test_v1_groups_says_which_offsets_were_adopted_and_which_committed_on_
             if restart == 0:
                 assert await asyncio.to_thread(offset_fetch, app.port, group, topic) == (
                     0, {0: 3, 1: 4, **{p: -1 for p in range(2, PARTITIONS)}})
-                await asyncio.to_thread(simple_commit, app.port, group, topic, {0: 5})
+                await asyncio.to_thread(simple_commit, f"127.0.0.1:{app.port}", group, topic, {0: 5})
             views.append(await get_json(app.http.port, f"/v1/groups/{group}"))
     for status, view in views:
         assert status == 200
@@ -298,22 +264,22 @@ async def test_v1_groups_says_which_offsets_were_adopted_and_which_committed_on_
             "source": "adopted", "adopted_from": "upstream"}
 
 
-def test_bulk_import_adopts_named_groups_ahead_of_time_and_export_refuses_a_busy_group(tansu, kgc, tmp_path):
+def test_bulk_import_adopts_named_groups_ahead_of_time_and_export_refuses_a_busy_group(kafka, kgc, tmp_path):
     """Groups listed by the upstream, or named in a file."""
-    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
     idle, busy = new_name("import"), new_name("busy")
-    simple_commit(tansu.port, idle, topic, {0: 2, 1: 3})
-    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, 1)
-    upstream = members(tansu.bootstrap, busy, topic, ["kafka-python"])
+    simple_commit(kafka.bootstrap, idle, topic, {0: 2, 1: 3})
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, 1)
+    upstream = members(kafka.bootstrap, busy, topic, ["kafka-python"])
     groups_file = tmp_path / "groups.txt"
     groups_file.write_text(f"{idle}\n{busy}\n")
-    common = ("--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap, "--groups-file", str(groups_file))
+    common = ("--upstream", kafka.bootstrap, "--bootstrap-server", kgc.bootstrap, "--groups-file", str(groups_file))
     try:
-        wait_until(lambda: upstream[0].assignment, TIMEOUT_S, lambda: "no assignment at Tansu", upstream)
-        # Unnamed: what Tansu's ListGroups lists, which leaves out the live group that has
-        # committed nothing yet; named in a file, both are seen.
-        listed = kgc_command("import", "--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap)
-        assert f"{idle}: would adopt" in listed and busy not in listed
+        wait_until(lambda: upstream[0].assignment, TIMEOUT_S, lambda: "no assignment at Kafka", upstream)
+        # Unnamed: every group Kafka's ListGroups lists, the live one too (Tansu's leaves out a
+        # live group that has committed nothing yet); named in a file, the same two.
+        listed = kgc_command("import", "--upstream", kafka.bootstrap, "--bootstrap-server", kgc.bootstrap)
+        assert f"{idle}: would adopt" in listed and f"{busy}: would adopt 'consumer' group" in listed
         dry = kgc_command("import", *common)
         assert f"{idle}: would adopt simple group in state Empty, 2 committed offset(s): {topic}-0=2 {topic}-1=3" in dry
         assert f"{busy}: would adopt 'consumer' group" in dry and "has live members upstream" in dry
@@ -330,12 +296,12 @@ def test_bulk_import_adopts_named_groups_ahead_of_time_and_export_refuses_a_busy
     on_kgc = members(kgc.bootstrap, idle, topic, ["kafka-python"], first=1)
     try:
         wait_until(lambda: on_kgc[0].assignment, TIMEOUT_S, lambda: "no assignment at kgc", on_kgc)
-        refused = kgc_command("export", "--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap,
+        refused = kgc_command("export", "--upstream", kafka.bootstrap, "--bootstrap-server", kgc.bootstrap,
                               "--group", idle, "--apply", expect_status=1)
         assert f"{idle}: refused, it has 1 member(s) on kgc (stop them, or --force)" in refused
     finally:
         on_kgc[0].close()
-    assert committed_offsets(tansu.bootstrap, idle) == {0: 2, 1: 3}
+    assert committed_offsets(kafka.bootstrap, idle) == {0: 2, 1: 3}
 
 
 def kafkajs_phase(node: str, bootstrap: str, topic: str, group: str, first: int) -> subprocess.Popen:
@@ -353,32 +319,31 @@ def kafkajs_report(run: subprocess.Popen) -> tuple[float, list[Consumed]]:
                                   for r in report["consumed"]]
 
 
-def test_kafkajs_group_resumes_on_kgc_at_upstream_offsets_and_back_on_tansu_after_export(node, tansu, kgc):
-    """Three kafkajs consumers on Tansu's coordinator, then the same group through kgc, then
-    (after kgc export) on Tansu again."""
-    topic = create_topic(tansu.bootstrap, PARTITIONS)
+def test_kafkajs_group_resumes_on_kgc_at_upstream_offsets_and_back_on_kafka_after_export(node, kafka, kgc):
+    """Three kafkajs consumers on Kafka's coordinator, then the same group through kgc, then
+    (after kgc export) on Kafka again."""
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
     group = new_name("adopt-js")
-    _, upstream = kafkajs_report(kafkajs_phase(node, tansu.bootstrap, topic, group, 0))
-    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), AFTER)
-    forget_closed_members_at_tansu(tansu, group)
+    _, upstream = kafkajs_report(kafkajs_phase(node, kafka.bootstrap, topic, group, 0))
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), AFTER)
     _, on_kgc = kafkajs_report(kafkajs_phase(node, kgc.bootstrap, topic, group, AFTER))
     assert_exactly_once(upstream + on_kgc, 2 * AFTER)
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 2 * AFTER)
 
-    # The way back: kgc export, then the same kafkajs consumers at Tansu resume at kgc's offsets.
-    kgc_command("export", "--upstream", tansu.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group,
+    # The way back: kgc export, then the same kafkajs consumers at Kafka resume at kgc's offsets.
+    kgc_command("export", "--upstream", kafka.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group,
                 "--apply")
-    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 2 * AFTER)
-    _, back = kafkajs_report(kafkajs_phase(node, tansu.bootstrap, topic, group, 2 * AFTER))
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 2 * AFTER)
+    _, back = kafkajs_report(kafkajs_phase(node, kafka.bootstrap, topic, group, 2 * AFTER))
     assert_exactly_once(upstream + on_kgc + back, 3 * AFTER)
-    assert committed_offsets(tansu.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 3 * AFTER)
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), 3 * AFTER)
 
 
-def test_kafkajs_members_wait_on_kgc_while_the_group_lives_upstream(node, tansu, kgc):
-    topic = create_topic(tansu.bootstrap, PARTITIONS)
+def test_kafkajs_members_wait_on_kgc_while_the_group_lives_upstream(node, kafka, kgc):
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
     group = new_name("waiting-js")
-    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
-    upstream = members(tansu.bootstrap, group, topic, ["kafka-python"])
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, BEFORE)
+    upstream = members(kafka.bootstrap, group, topic, ["kafka-python"])
     try:
         wait_consumed(upstream, PARTITIONS * BEFORE)
         upstream[0].commit()
@@ -393,13 +358,13 @@ def test_kafkajs_members_wait_on_kgc_while_the_group_lives_upstream(node, tansu,
     assert_exactly_once(consumed(upstream) + on_kgc, BEFORE + AFTER)
 
 
-def test_members_of_every_library_wait_on_kgc_while_the_group_lives_upstream(tansu, kgc):
-    """COORDINATOR_LOAD_IN_PROGRESS while the group has a member at Tansu: each library
+def test_members_of_every_library_wait_on_kgc_while_the_group_lives_upstream(kafka, kgc):
+    """COORDINATOR_LOAD_IN_PROGRESS while the group has a member at Kafka: each library
     retries its JoinGroup, holds nothing, fails nothing, and joins once that member left."""
-    topic = create_topic(tansu.bootstrap, PARTITIONS)
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
     group = new_name("waiting")
-    produce_sequenced(tansu.bootstrap, topic, PARTITIONS, BEFORE)
-    upstream = members(tansu.bootstrap, group, topic, ["kafka-python"])
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, BEFORE)
+    upstream = members(kafka.bootstrap, group, topic, ["kafka-python"])
     wait_consumed(upstream, PARTITIONS * BEFORE)
     upstream[0].commit()
     waiting = members(kgc.bootstrap, group, topic, LIBRARIES, first=1)
@@ -410,7 +375,7 @@ def test_members_of_every_library_wait_on_kgc_while_the_group_lives_upstream(tan
             assert (m.assignment, m.consumed) == (frozenset(), []), m.name
         upstream[0].close()
         wait_until(lambda: owns_all_partitions(waiting), TIMEOUT_S, lambda: [m.assignment for m in waiting], waiting)
-        produce_sequenced(tansu.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
+        produce_sequenced(kafka.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
         wait_consumed(waiting, PARTITIONS * AFTER)
         commit_and_close(waiting)
     finally:

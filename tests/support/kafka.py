@@ -162,10 +162,6 @@ class KafkaCluster:
     def port(self) -> int:
         return self.nodes[0].port
 
-    @property
-    def address(self) -> str:
-        return self.nodes[0].address
-
     def node(self, node_id: int) -> KafkaNode:
         return next(n for n in self.nodes if n.node_id == node_id)
 
