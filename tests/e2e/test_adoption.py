@@ -59,6 +59,7 @@ LIBRARY_GROUPS = {
     "confluent-kafka": ("confluent-kafka",) * 3,
     "kafka-python": ("kafka-python",) * 3,
     "aiokafka": ("aiokafka",) * 3,
+    "java": ("java",) * 3,
 }
 
 

@@ -1,6 +1,7 @@
 """Unmodified clients against `kgc serve` (uvloop) with TLS and SASL, in front of Kafka:
-confluent-kafka, kafka-python, aiokafka and kafkajs each consume and commit over SASL_SSL with
-SCRAM-SHA-512 and with PLAIN (kgc checking the passwords), and over mTLS; a wrong password
+confluent-kafka, kafka-python, aiokafka, kafkajs and the Java client each consume and commit
+over SASL_SSL with SCRAM-SHA-512 and with PLAIN (kgc checking the passwords), and all but the
+Java client over mTLS; a wrong password
 surfaces as the client's authentication error, and a group or topic alice has no ACL
 for as the client's authorization error.
 
@@ -94,7 +95,7 @@ def consume_and_commit(library: str, bootstrap: str, kafka, security: ClientSecu
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
-@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("library", (*LIBRARIES, "java"))
 def test_sasl_ssl_clients_consume_and_commit(sasl_ssl_kgc, kafka, pki, library, mechanism):
     security = ClientSecurity("SASL_SSL", mechanism, "alice", USERS["alice"], ca_file=pki.ca_file)
     group, topic = consume_and_commit(library, sasl_ssl_kgc.bootstrap, kafka, security)
