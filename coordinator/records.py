@@ -390,8 +390,13 @@ def _classic_member_tags(classic: ClassicMemberMetadata | None) -> bytes:
 
 def _decode_classic_member(data: bytes) -> ClassicMemberMetadata | None:
     r = _Reader(data, flexible=True)
-    if r.int8() < 0:
+    # Kafka's presence marker is an unsigned varint, 0 for null (which Kafka 4 writes for
+    # every consumer-protocol member) and 1 for a struct; a byte above 1 is not Kafka's.
+    marker = r.int8()
+    if marker == 0:
         return None
+    if marker != 1:
+        raise RecordDecodeError(f"ClassicMemberMetadata presence marker {marker}, not 0 or 1")
     session_timeout_ms = r.int32()
     protocols = []
     for _ in range(r.array_count()):

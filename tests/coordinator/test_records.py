@@ -173,6 +173,18 @@ def test_a_classic_members_metadata_is_a_nullable_struct_in_tagged_field_0():
     assert serialize_value(plain) == expected[:len(expected) - len(struct_bytes) - 3] + H("00")
 
 
+def test_a_null_classic_member_written_by_kafka_4_decodes_as_none():
+    """Kafka 4.4 writes a consumer-protocol member's absent ClassicMemberMetadata as tag 0
+    holding one unsigned varint 0 (null), since its generator's default is an empty struct:
+    these bytes are a real broker's (a Java client's member). The presence marker is a
+    varint: 0 null, 1 present."""
+    written = H("0000" "00" "00") + compact("real-848") + compact("/127.0.0.1") + H("02") + compact("real-topic") \
+        + compact("") + H("000493e0") + compact(None) + H("01" "00" "01" "00")
+    key = ConsumerGroupMemberMetadataKey("real-848", "NGWbX05ITryOqeO1S5y37Q")
+    assert deserialize(serialize_key(key), written) == (key, ConsumerGroupMemberMetadataValue(
+        None, None, "real-848", "/127.0.0.1", ("real-topic",), "", 300_000, None, None))
+
+
 def test_kgc_adopted_group_record_round_trips_as_its_own_key_type():
     from coordinator import records
 

@@ -8,21 +8,32 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shutil
 import struct
+import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from coordinator import records
 from coordinator.migrate_command import add_migrate_parsers
 from coordinator.offline.inspect import inspect_data_dir
+from coordinator.offline.job import Options
 from coordinator.offline.kafka_import import read_kafka_log
+from coordinator.offline.runner import audit
 from coordinator.partitioning import partition_for
 from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import StoredBatch, StoredRecord
 from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, encode_stored_batch
 from storage.segment import segment_name
+from tests.e2e.admin import committed_offsets, create_topic, produce_sequenced
+from tests.e2e.clients import CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
+from tests.support.kafka import KafkaCluster
 
 T0 = 1_700_000_000_000
 SERDE = KafkaRecordSerde()
@@ -167,3 +178,81 @@ def test_a_damaged_segment_stops_the_import_and_names_it(tmp_path):
 def test_a_kafka_log_import_needs_kgcs_data_dir(args):
     code, out = kgc_import(*args)
     assert code == 2 and "--data-dir" in out
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_a_real_kafka_brokers_log_reads_as_kafka_answers_imports_and_audits(tmp_path_factory, tmp_path):
+    """`__consumer_offsets` written by a real Kafka 4.4 broker (50 partitions, as Kafka's
+    default) for groups real clients drove: a classic group, a simple (assign) group, a KIP-848
+    group, offsets committed in a transaction and in one aborted, a deleted group. Copied from
+    the stopped broker's log directory, the log replays to what Kafka's own OffsetFetch said,
+    imports into kgc as that, and the audit names only what it should."""
+    kafka = KafkaCluster(tmp_path_factory.mktemp("kafka-log"), settings={"offsets.topic.num.partitions": "50"})
+    with kafka:
+        truth = drive_groups(kafka.bootstrap)
+    copy = tmp_path / "copied"
+    for directory in (kafka.nodes[0].directory / "data").glob("__consumer_offsets-*"):
+        shutil.copytree(directory, copy / directory.name)
+    assert len(list(copy.iterdir())) == 50
+
+    state = read_kafka_log(copy)
+    assert {g: {tp: v.offset for tp, (_, v) in s.offsets.items()} for g, s in state.groups.items()
+            if s.offsets} == truth
+    assert state.transactions == {"committed": 1, "aborted": 1}
+    assert state.skipped["ConsumerGroupMetadataKey"] >= 1     # the KIP-848 group's records
+
+    data_dir = tmp_path / "kgc"
+    code, out = kgc_import("--kafka-log", str(copy), "--data-dir", str(data_dir), "--apply")
+    assert code == 0, out
+    assert {g: offsets for g, (_, offsets) in imported_state(data_dir).items() if offsets} == truth
+
+    run = audit(copy, tmp_path / "report", Options(now_ms=int(time.time() * 1000)), upstream="test")
+    found = sorted((f.type.name, f.group) for r in run.results for f in r.findings)
+    # Offsets without a group (assign() and a transactional producer's) are what the audit
+    # calls orphaned; the deleted group left tombstones, the others are whole.
+    assert found == sorted([("ORPHANED_OFFSET", "real-simple"), ("ORPHANED_OFFSET", "real-simple"),
+                            ("ORPHANED_OFFSET", "real-txn")])
+
+
+def drive_groups(bootstrap: str) -> dict[str, dict[tuple[str, int], int]]:
+    """Real clients against Kafka's own coordinator; returns what Kafka's OffsetFetch says
+    each surviving group has committed."""
+
+
+    topic = create_topic(bootstrap, 2, name="real-topic")
+    produce_sequenced(bootstrap, topic, 2, 10)
+    for group, library in (("real-plain", "java"), ("real-848", CONSUMER_PROTOCOL), ("real-deleted", "confluent-kafka")):
+        member = Member(library, MemberSettings(bootstrap, group, topic, group)).start()
+        try:
+            wait_until(lambda m=member: len(m.consumed) == 20, 60, lambda m=member: f"{len(m.consumed)}", [member])
+            member.commit()
+        finally:
+            member.close()
+    simple = KafkaConsumer(bootstrap_servers=bootstrap, group_id="real-simple", enable_auto_commit=False)
+    try:
+        simple.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        simple.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1),
+                       TopicPartition(topic, 1): OffsetAndMetadata(4, "", -1)})
+    finally:
+        simple.close()
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "real-txn-producer"})
+    producer.init_transactions(30)
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "real-txn"})
+    try:
+        for offset, commit in ((7, True), (9, False)):
+            producer.begin_transaction()
+            producer.produce(topic, b"txn", partition=0)
+            producer.send_offsets_to_transaction([ConfluentPartition(topic, 0, offset)],
+                                                 reader.consumer_group_metadata(), 30)
+            producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    finally:
+        reader.close()
+        producer.flush(10)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_groups(["real-deleted"])
+    finally:
+        admin.close()
+    return {group: {(topic, p): o for p, o in committed_offsets(bootstrap, group).items()}
+            for group in ("real-plain", "real-848", "real-simple", "real-txn")}
