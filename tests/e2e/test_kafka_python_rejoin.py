@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaConsumer
+from kafka.admin import NewPartitions
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata, TopicPartition
@@ -95,14 +96,12 @@ def partitions(consumer: KafkaConsumer) -> set[int]:
 
 
 def change_partition_count(kgc, consumer: KafkaConsumer, topic: str) -> None:
-    """Tansu serves no CreatePartitions, but it creates a topic a Metadata request names:
-    deleted, the topic comes back with Tansu's default partition count, and the leader's
-    next metadata refresh (in the background) shows it a different topic than it
-    assigned. Waits (not polling) until the leader knows the new partitions and wants to
-    rejoin for that reason."""
+    """Two more partitions (CreatePartitions through kgc): the leader's next metadata refresh
+    (in the background) shows it a different topic than it assigned. Waits (not polling)
+    until the leader knows the new partitions and wants to rejoin for that reason."""
     client = admin(kgc.bootstrap)
     try:
-        client.delete_topics([topic])
+        client.create_partitions({topic: NewPartitions(total_count=3)})
     finally:
         client.close()
     wait_until(lambda: len(consumer.partitions_for_topic(topic)) > 1 and consumer._coordinator.need_rejoin(),
