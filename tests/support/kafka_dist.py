@@ -97,7 +97,11 @@ def run_tool(main_class: str, *args: str, version: str = KAFKA_VERSION,
 
 def main(argv: list[str]) -> int:
     for version in argv or [KAFKA_VERSION, KAFKA_OLD_VERSION]:
-        print(f"Kafka {version}: {kafka_lib(version)}", flush=True)
+        try:
+            print(f"Kafka {version}: {kafka_lib(version)}", flush=True)
+        except KafkaUnavailable as exc:
+            print(f"kafka_dist: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 
