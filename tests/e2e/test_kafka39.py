@@ -19,7 +19,7 @@ from tests.e2e.admin import (
 from tests.e2e.clients import CONSUMER_PROTOCOL, JAVA_CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
 from tests.support.kafka import KafkaCluster
 from tests.support.kafka_dist import KAFKA_OLD_VERSION
-from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
+from tests.support.kgc import KGC_GROUP_FLAGS, kgc_in_front_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -37,11 +37,8 @@ def kafka39(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kgc39(kafka39, tmp_path_factory):
-    broker_port = free_port()
     log_path = tmp_path_factory.mktemp("kgc39") / "kgc.log"
-    with kgc_process("--upstream", kafka39.bootstrap, "--broker-port", f"{kafka39.node_id}={broker_port}",
-                     *KGC_GROUP_FLAGS, log_path=str(log_path)) as proc:
-        wait_listening(broker_port)
+    with kgc_in_front_of(kafka39, *KGC_GROUP_FLAGS, log_path=str(log_path)) as proc:
         yield proc
 
 

@@ -116,6 +116,19 @@ def kgc_process(*args: str, **kw) -> Iterator[KgcProcess]:
         proc.stop()
 
 
+@contextlib.contextmanager
+def kgc_in_front_of(cluster, *args: str, **kw) -> Iterator[KgcProcess]:
+    """`kgc serve --upstream` a KafkaCluster (tests/support/kafka.py), with a kgc listener of
+    its own per broker, yielded once every one of them listens (kgc opens a broker's listener
+    when it has learnt the broker from upstream)."""
+    ports = {node.node_id: free_port() for node in cluster.nodes}
+    brokers = [a for node_id, port in ports.items() for a in ("--broker-port", f"{node_id}={port}")]
+    with kgc_process("--upstream", cluster.bootstrap, *brokers, *args, **kw) as proc:
+        for port in ports.values():
+            wait_listening(port)
+        yield proc
+
+
 def rss_bytes(pid: int) -> int:
     """A process's resident set size (Linux)."""
     with open(f"/proc/{pid}/status") as status:

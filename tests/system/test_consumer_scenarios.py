@@ -20,7 +20,7 @@ import pytest
 
 from tests.e2e.admin import committed_offsets, new_name
 from tests.support.kafka import THREE_HOSTS, KafkaCluster
-from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
+from tests.support.kgc import KGC_GROUP_FLAGS, kgc_in_front_of
 from tests.support.verifiable import GroupLedger, VerifiableConsumer, VerifiableProducer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -43,13 +43,9 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="module")
 def kgc(cluster, tmp_path_factory):
     root = tmp_path_factory.mktemp("kgc-system")
-    ports = {node.node_id: free_port() for node in cluster.nodes}
-    flags = [a for node_id, port in ports.items() for a in ("--broker-port", f"{node_id}={port}")]
-    with kgc_process("--upstream", cluster.bootstrap, *flags, *KGC_GROUP_FLAGS, "--data-dir", str(root / "data"),
-                     "--consumer-session-timeout-ms", str(SESSION_TIMEOUT_MS),
-                     log_path=str(root / "kgc.log")) as proc:
-        for port in ports.values():
-            wait_listening(port)
+    with kgc_in_front_of(cluster, *KGC_GROUP_FLAGS, "--data-dir", str(root / "data"),
+                         "--consumer-session-timeout-ms", str(SESSION_TIMEOUT_MS),
+                         log_path=str(root / "kgc.log")) as proc:
         yield proc
 
 
