@@ -3,8 +3,10 @@
 ApiVersions is always answered here (our ranges for what we serve, upstream's for what
 we forward), and so are SaslHandshake and SaslAuthenticate (`net/sasl.py`). Metadata is answered here only in standalone mode; with an upstream it is
 forwarded and rewritten by the gateway. Group APIs go to the coordinator service on
-every listener (all group state lives in this one process: docs/ARCHITECTURE.md). Anything else
-goes upstream as an opaque frame, or closes the connection when there is no upstream.
+every listener (all group state lives in this one process: docs/ARCHITECTURE.md); a group
+API kgc does not serve (`protocol.api_keys.UNSERVED_GROUP_APIS`) is refused here, never
+forwarded. Anything else goes upstream as an opaque frame, or closes the connection when
+there is no upstream.
 
 A large frame (over `LARGE_FRAME_BYTES`) is decoded, and its answer encoded, on the app's
 codec thread rather than on the loop: each is one call into kafka-python's codec, whose
@@ -39,6 +41,7 @@ from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.topic_ids import TopicIds
 from coordinator.security.acl import AclSource
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
+from protocol.api_keys import UNSERVED_GROUP_APIS
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -144,6 +147,9 @@ class Dispatcher:
             session.auth.admit(api_key)
         if api_key in self._versions and not (api_key == ApiKey.Metadata and session.upstream is not None):
             return self._local(session, header, payload, request_metrics)
+        if api_key in UNSERVED_GROUP_APIS:
+            # A group API kgc does not serve: upstream it would act on a group kgc holds.
+            return self._unsupported_version(session, header, payload, None, request_metrics)
         if session.upstream is not None:
             return session.upstream.forward(header, payload)
         raise ProtocolViolation(f"api key {api_key} (version {header.api_version}) is not served "
@@ -181,7 +187,7 @@ class Dispatcher:
         api_key, version = header.api_key, header.api_version
         low, high = self._versions[api_key]
         if not low <= version <= high:
-            return self._unsupported_version(session, header, payload, low, high, request_metrics)
+            return self._unsupported_version(session, header, payload, (low, high), request_metrics)
         if self._codec_pool is not None and len(payload) > LARGE_FRAME_BYTES:
             return self._decode_off_loop(session, header, payload, request_metrics)
         return self._serve(session, header, payload, self._decode(header, payload), request_metrics)
@@ -280,21 +286,23 @@ class Dispatcher:
         frame.add_done_callback(pending)
         return frame
 
-    def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int,
+    def _unsupported_version(self, session: Session, header, payload: bytes, served: tuple[int, int] | None,
                              request_metrics: metrics.RequestMetrics) -> bytes:
         """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
-        (e.g. OffsetCommit v0-1 under `min_group_api_versions = "kafka4"`), counted among
-        the API's response errors; otherwise there is no shape the client could read, so
-        close."""
+        (e.g. OffsetCommit v0-1 under `min_group_api_versions = "kafka4"`, or a
+        TxnOffsetCommit, a group API not served at all: `served` None), counted among the
+        API's response errors; otherwise there is no shape the client could read, so
+        close, as Kafka closes on an API its listener does not serve."""
         name = ApiKey(header.api_key).name
-        log.debug("refusing %s v%d from %s: we serve %d-%d", name, header.api_version,
-                  session.client_host, low, high)
+        served_text = "no version" if served is None else f"{served[0]}-{served[1]}"
+        log.debug("refusing %s v%d from %s: we serve %s", name, header.api_version,
+                  session.client_host, served_text)
         try:
             request = decode_request(header.api_key, header.api_version, payload[header.header_len:])
             response = error_response(header.api_key, header.api_version, request, ErrorCode.UNSUPPORTED_VERSION)
             frame = encode_response(header, response, header.api_version)
         except (MalformedRequest, ValueError, KeyError) as exc:
-            raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {low}-{high})") from exc
+            raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {served_text})") from exc
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
 
