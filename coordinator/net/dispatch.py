@@ -178,9 +178,24 @@ class Dispatcher:
             answer = auth.authenticate(header, payload, request)
         if not isinstance(answer, asyncio.Future):
             return _sasl_frame(header, answer)
+        # What the client sends before it has this answer waits for it, as in Kafka, which
+        # reads nothing more while a login step is being judged: after a refusal it is never
+        # served (the refusal is written, then the connection closes), after a success it is.
+        session.held = deque()
         frame = self._loop.create_future()
-        answer.add_done_callback(partial(_sasl_answered, header, frame))
+        answer.add_done_callback(partial(self._sasl_answered, session, header, frame))
         return frame
+
+    def _sasl_answered(self, session: Session, header, frame: asyncio.Future, answer: asyncio.Future) -> None:
+        if frame.done():
+            return      # the client went away
+        if answer.exception() is not None:      # upstream gone mid-exchange: close the client
+            frame.set_exception(answer.exception())
+            return
+        response = _sasl_frame(header, answer.result())
+        frame.set_result(response)
+        if type(response) is not LastFrame:
+            self._release(session)
 
     def _local(self, session: Session, header, payload: bytes,
                request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future:
@@ -460,15 +475,6 @@ def _sasl_frame(header, answer: Answer) -> bytes:
     # bytes: upstream's answer, relayed as it came (passthrough)
     data = response if isinstance(response, bytes) else encode_response(header, response, header.api_version)
     return LastFrame(data) if last else data
-
-
-def _sasl_answered(header, frame: asyncio.Future, answer: asyncio.Future) -> None:
-    if frame.done():
-        return      # the client went away
-    if answer.exception() is not None:      # upstream gone mid-exchange: close the client
-        frame.set_exception(answer.exception())
-        return
-    frame.set_result(_sasl_frame(header, answer.result()))
 
 
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:
