@@ -177,7 +177,7 @@ class Dispatcher:
         else:
             answer = auth.authenticate(header, payload, request)
         if not isinstance(answer, asyncio.Future):
-            return _sasl_frame(header, answer)
+            return self._sasl_frame(session, header, answer)
         # What the client sends before it has this answer waits for it, as in Kafka, which
         # reads nothing more while a login step is being judged: after a refusal it is never
         # served (the refusal is written, then the connection closes), after a success it is.
@@ -186,13 +186,22 @@ class Dispatcher:
         answer.add_done_callback(partial(self._sasl_answered, session, header, frame))
         return frame
 
+    @staticmethod
+    def _sasl_frame(session: Session, header, answer: Answer) -> bytes:
+        response, last = answer
+        if session.auth.principal is not None:
+            session.conn.logged_in()        # frames past the login limit may come now
+        # bytes: upstream's answer, relayed as it came (passthrough)
+        data = response if isinstance(response, bytes) else encode_response(header, response, header.api_version)
+        return LastFrame(data) if last else data
+
     def _sasl_answered(self, session: Session, header, frame: asyncio.Future, answer: asyncio.Future) -> None:
         if frame.done():
             return      # the client went away
         if answer.exception() is not None:      # upstream gone mid-exchange: close the client
             frame.set_exception(answer.exception())
             return
-        response = _sasl_frame(header, answer.result())
+        response = self._sasl_frame(session, header, answer.result())
         frame.set_result(response)
         if type(response) is not LastFrame:
             self._release(session)
@@ -468,13 +477,6 @@ def _relay(frame: asyncio.Future, outcome: asyncio.Future) -> None:
 def _cancel_with(outcome: asyncio.Future, frame: asyncio.Future) -> None:
     if frame.cancelled():
         outcome.cancel()
-
-
-def _sasl_frame(header, answer: Answer) -> bytes:
-    response, last = answer
-    # bytes: upstream's answer, relayed as it came (passthrough)
-    data = response if isinstance(response, bytes) else encode_response(header, response, header.api_version)
-    return LastFrame(data) if last else data
 
 
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:
