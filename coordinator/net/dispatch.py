@@ -39,7 +39,7 @@ from coordinator.net.authorization import Caller
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.topic_ids import TopicIds
-from coordinator.security.acl import AclSource
+from coordinator.security.acl import AclSource, Operation
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
 from protocol.api_keys import UNSERVED_GROUP_APIS
 from protocol.error_responses import api_versions_error_response, error_response
@@ -278,9 +278,12 @@ class Dispatcher:
         # topics; the ids nobody knows are answered after the group's check, as in Kafka.
         self._topic_ids.name(api_key, version, request)
         finish = None
+        may_describe_topic = None
         if self._authorizer is not None:
             # Before the service: a denied request changes nothing and learns nothing.
             caller = Caller(self._authorizer.current(), session.principal, session.conn.peer_host)
+            if api_key == ApiKey.ConsumerGroupHeartbeat:      # its regexes resolve to what it may see
+                may_describe_topic = partial(caller.topic, Operation.DESCRIBE)
             guarded = authorization.guard(api_key, version, request, caller)
             if guarded.refusal is not None:
                 metrics.response(request_metrics, api_key, version, guarded.refusal)
@@ -292,7 +295,7 @@ class Dispatcher:
             metrics.response(request_metrics, api_key, version, refusal)
             return encode_response(header, refusal, version)
         request, finish = resolved.request, _then(finish, resolved.finish)
-        ctx = RequestContext(version, header.client_id or "", session.client_host)
+        ctx = RequestContext(version, header.client_id or "", session.client_host, may_describe_topic)
         outcome = self._service.submit(ctx, api_key, request)
         if not isinstance(outcome, asyncio.Future):
             # Answered inline (a Heartbeat on an idle partition): no task, no future.
