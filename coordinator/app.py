@@ -40,6 +40,7 @@ from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.http.groups import committed_offsets
 from coordinator.http.server import HttpServer
 from coordinator.net.authentication import SaslSettings
+from coordinator.net.connection_limits import ConnectionsPerIp, IdleLimit
 from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.passthrough import PassthroughSettings
@@ -106,6 +107,9 @@ class KgcApp:
         self._codec_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgc-codec")
         self._plan: ListenerPlan | None = None
         self._broker_listeners: dict[int, Listener] = {}
+        # Kafka counts a client's connections per broker; kgc's listeners are one broker to it.
+        self._connections_per_ip = ConnectionsPerIp(config.max_connections_per_ip,
+                                                    dict(config.max_connections_per_ip_overrides))
         self.tls: ServerTls | None = None
         self.upstream_acls: UpstreamAcls | None = None
         self._tls_stop = asyncio.Event()
@@ -268,7 +272,9 @@ class KgcApp:
         """A bound listener (bind errors raise here, before anything is served)."""
         cfg = self.config
         listener = Listener(cfg.host, port, listener_node_id=node_id,
-                            max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight, tls=self.tls)
+                            max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight, tls=self.tls,
+                            login_frame_bytes=cfg.sasl_server_max_receive_size if cfg.sasl else None,
+                            per_ip=self._connections_per_ip, idle=IdleLimit(cfg.connections_max_idle_ms))
         listener.bind()
         self.listeners.append(listener)
         return listener

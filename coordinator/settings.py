@@ -19,6 +19,7 @@ coordinators in one process, and 9180 for `kgc serve`.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import tomllib
@@ -50,6 +51,10 @@ class ServerConfig:
     broker_ports: tuple[tuple[int, int], ...] = ()   # explicit (node id, port) listeners
     max_frame_bytes: int = 100 * 2**20      # Kafka's socket.request.max.bytes
     max_in_flight: int = 1000                # per connection, before reading pauses
+    sasl_server_max_receive_size: int = 524_288     # Kafka's: largest frame before login
+    connections_max_idle_ms: int = 600_000          # Kafka's (-1: never)
+    max_connections_per_ip: int = 2**31 - 1         # Kafka's (its default: Integer.MAX_VALUE)
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()   # (address, limit)
     http_host: str = "127.0.0.1"
     http_port: int | None = None             # None: no HTTP server; 0: any free port
     log_level: str = "INFO"
@@ -197,6 +202,33 @@ def broker_ports(raw: Any) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+def host_counts(raw: Any) -> tuple[tuple[str, int], ...]:
+    """Kafka's `max.connections.per.ip.overrides`: ADDRESS:COUNT items (the count after the
+    last colon, so IPv6 addresses work); in TOML also a table `{ "10.0.0.7" = 50 }`. Kafka
+    also takes host names and resolves them; kgc matches the client's address, so a name
+    is refused rather than never matching."""
+    items = [f"{k}:{v}" for k, v in raw.items()] if isinstance(raw, dict) else _items(raw)
+    out = []
+    for item in items:
+        host, sep, count = str(item).strip().rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"expected ADDRESS:COUNT, got {item!r}")
+        try:
+            address = str(ipaddress.ip_address(host.strip()))
+        except ValueError:
+            raise ValueError(f"{host.strip()!r} is not an IP address (host names are not resolved)") from None
+        out.append((address, int(count)))
+    return tuple(out)
+
+
+def idle_ms(raw: Any) -> int:
+    """Kafka's `connections.max.idle.ms`: -1 closes nothing, else at least 1 ms."""
+    value = integer(-1)(raw)
+    if value == 0:
+        raise ValueError("must be -1 (never) or at least 1")
+    return value
+
+
 def names(*, choices: tuple[str, ...]) -> Parser:
     """A non-empty list of distinct names from `choices`, as a tuple."""
     def parse(raw: Any) -> tuple[str, ...]:
@@ -275,6 +307,14 @@ SETTINGS: tuple[Setting, ...] = (
             flag="--broker-port", repeatable=True, metavar="NODE_ID=PORT"),
     Setting("max_frame_bytes", integer(1024), "largest request frame accepted (socket.request.max.bytes)"),
     Setting("max_in_flight", integer(1), "requests in flight per connection before reading pauses"),
+    Setting("sasl_server_max_receive_size", integer(64),
+            "largest request frame accepted before a SASL login completes (Kafka's sasl.server.max.receive.size)"),
+    Setting("connections_max_idle_ms", idle_ms,
+            "close a client connection idle this long with no response owed (-1: never)"),
+    Setting("max_connections_per_ip", integer(0, 2**31 - 1),
+            "client connections open at once from one address, over every listener"),
+    Setting("max_connections_per_ip_overrides", host_counts,
+            "ADDRESS:COUNT,...: per-address exceptions to max_connections_per_ip (IP addresses)", metavar="ADDRESS:COUNT[,...]"),
     Setting("http_host", text(), "address the HTTP server (metrics, health, groups) binds"),
     Setting("http_port", _PORT_OR_ANY, "HTTP server port (0: any free port)", default=9180),
     Setting("log_level", text(choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), fold=str.upper),

@@ -69,6 +69,31 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
     ApiKey.ConsumerGroupDescribe: (0, 1),
 })
 
+# Every API that reads or changes a group's state. kgc holds every group, so one of
+# these it does not serve itself (`UNSERVED_GROUP_APIS`) is refused, never forwarded:
+# upstream it would act on a group kgc does not see (a TxnOffsetCommit would plant
+# offsets that kgc adopts on the group's first use, in terminate mode as kgc's own
+# upstream user; a streams or share group would live half on each side). Serving one of
+# them later (TxnOffsetCommit) is adding it to `LOCAL_VERSIONS`, nothing else.
+# AddOffsetsToTxn, EndTxn and the other transaction APIs are the transaction
+# coordinator's, not a group coordinator's: they keep going upstream.
+GROUP_APIS: frozenset[ApiKey] = frozenset({
+    ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.JoinGroup, ApiKey.Heartbeat,
+    ApiKey.LeaveGroup, ApiKey.SyncGroup, ApiKey.DescribeGroups, ApiKey.ListGroups,
+    ApiKey.TxnOffsetCommit, ApiKey.DeleteGroups, ApiKey.OffsetDelete,
+    ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe,
+    ApiKey.StreamsGroupHeartbeat, ApiKey.StreamsGroupDescribe,
+    # KIP-932 share groups: the group coordinator's APIs, the share coordinator's state
+    # of each share group, and the share fetches that acquire and acknowledge records
+    # for a share group's members (their responses also carry broker addresses kgc
+    # does not rewrite).
+    ApiKey.ShareGroupHeartbeat, ApiKey.ShareGroupDescribe, ApiKey.ShareFetch, ApiKey.ShareAcknowledge,
+    ApiKey.InitializeShareGroupState, ApiKey.ReadShareGroupState, ApiKey.WriteShareGroupState,
+    ApiKey.DeleteShareGroupState, ApiKey.ReadShareGroupStateSummary,
+    ApiKey.DescribeShareGroupOffsets, ApiKey.AlterShareGroupOffsets, ApiKey.DeleteShareGroupOffsets,
+})
+UNSERVED_GROUP_APIS: frozenset[ApiKey] = GROUP_APIS - LOCAL_VERSIONS.keys()
+
 # SASL is answered by kgc on every listener, never forwarded: a client that authenticates
 # its upstream leg through kgc would otherwise look authenticated while kgc answers the
 # group APIs for anyone (coordinator/net/sasl.py).

@@ -23,6 +23,7 @@ Where each API carries its errors (Kafka's `*Request.getErrorResponse`):
 | Metadata        | 0-12     | per requested topic, no brokers                             |
 | ConsumerGroupHeartbeat | all | top level, with its message; epoch -1, no assignment   |
 | ConsumerGroupDescribe  | all | per requested group, with its message                  |
+| TxnOffsetCommit | all      | per requested partition (there is no top-level code)        |
 |                 | 13       | top level and per requested topic                           |
 
 Without the request (a version we could not decode), an API whose codes live only in
@@ -139,6 +140,17 @@ def _offset_commit(cls, version, request, code, message):
         for topic in topics])
 
 
+def _txn_offset_commit(cls, version, request, code, message):
+    topics = _requested(request, cls, version, "partition").topics
+    return cls(version=version, throttle_time_ms=0, topics=[
+        cls.TxnOffsetCommitResponseTopic(
+            version=version, name=topic.name,
+            partitions=[cls.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(
+                version=version, partition_index=partition.partition_index, error_code=code)
+                for partition in topic.partitions])
+        for topic in topics])
+
+
 def _offset_fetch(cls, version, request, code, message):
     if version < 2:
         topic_cls = cls.OffsetFetchResponseTopic
@@ -224,4 +236,5 @@ _BUILDERS = {
     ApiKey.Metadata: _metadata,
     ApiKey.ConsumerGroupHeartbeat: _consumer_group_heartbeat,
     ApiKey.ConsumerGroupDescribe: _consumer_group_describe,
+    ApiKey.TxnOffsetCommit: _txn_offset_commit,
 }

@@ -40,12 +40,15 @@ class FrameTooLarge(FrameError):
 
 
 class FrameReader:
-    __slots__ = ("_max_frame_bytes", "_size_prefix", "_partial", "_partial_bytes", "_remaining")
+    """`max_frame_bytes` may be changed between feeds (a client connection raises it once
+    its login is done); it applies to every frame whose size is read after the change."""
+
+    __slots__ = ("max_frame_bytes", "_size_prefix", "_partial", "_partial_bytes", "_remaining")
 
     def __init__(self, max_frame_bytes: int):
         if max_frame_bytes < 0:
             raise ValueError("max_frame_bytes must be >= 0")
-        self._max_frame_bytes = max_frame_bytes
+        self.max_frame_bytes = max_frame_bytes
         self._size_prefix = b""  # 0-3 bytes of a size split across reads
         self._partial: list[memoryview | bytearray] | None = None  # a payload being gathered
         self._partial_bytes = 0  # bytes in _partial
@@ -142,6 +145,6 @@ class FrameReader:
     def _check_size(self, size: int) -> int:
         if size < 0:
             raise InvalidFrame(f"negative frame size {size}")
-        if size > self._max_frame_bytes:
-            raise FrameTooLarge(f"frame size {size} exceeds the limit of {self._max_frame_bytes} bytes")
+        if size > self.max_frame_bytes:
+            raise FrameTooLarge(f"frame size {size} exceeds the limit of {self.max_frame_bytes} bytes")
         return size

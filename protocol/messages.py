@@ -63,6 +63,7 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -102,6 +103,8 @@ _CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
     ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     ApiKey.ConsumerGroupHeartbeat: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     ApiKey.ConsumerGroupDescribe: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+    # Not served (yet): decoded only to answer UNSUPPORTED_VERSION in its own shape.
+    ApiKey.TxnOffsetCommit: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
 }
 
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")

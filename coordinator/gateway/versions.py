@@ -1,13 +1,13 @@
 """The ApiVersions answer of a gateway: our ranges where we serve, upstream's where we forward.
 
 Opaque forwarding handles any version of an API we only pass through, so upstream's range
-holds there (Kroxylicious `ApiVersionsIntersectFilter` intersects; we need not). Three
+holds there (Kroxylicious `ApiVersionsIntersectFilter` intersects; we need not). Two
 kinds of API are held back from upstream's list:
-- group-coordinator APIs kgc does not serve (yet): forwarding them would split a group
-  between kgc and upstream's own coordinator;
+- group APIs kgc does not serve (yet), `protocol.api_keys.GROUP_APIS`: they are never
+  forwarded either (`net/dispatch.py`), or a group would be split between kgc and
+  upstream's own coordinator;
 - rewritten APIs above the newest version `rewrite` knows: a newer layout could carry a
-  broker address past us;
-- APIs that carry broker addresses we do not rewrite (KIP-932 share fetches).
+  broker address past us.
 
 Fetch is capped at v15, below what `rewrite` knows. From v16 (KIP-951) a Fetch response
 ends with node endpoints (Tansu sends the field in every one, empty unless a partition's
@@ -26,19 +26,7 @@ from collections.abc import Mapping
 from kafka.protocol.api_key import ApiKey
 
 from coordinator.gateway.rewrite import FETCH_NODE_ENDPOINTS_VERSION, REWRITE_MAX_VERSIONS
-
-GROUP_COORDINATOR_APIS = frozenset({
-    ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.JoinGroup, ApiKey.Heartbeat,
-    ApiKey.LeaveGroup, ApiKey.SyncGroup, ApiKey.DescribeGroups, ApiKey.ListGroups,
-    ApiKey.TxnOffsetCommit, ApiKey.DeleteGroups, ApiKey.OffsetDelete,
-    ApiKey.ConsumerGroupHeartbeat, ApiKey.ConsumerGroupDescribe,
-    ApiKey.ShareGroupHeartbeat, ApiKey.ShareGroupDescribe,
-    ApiKey.StreamsGroupHeartbeat, ApiKey.StreamsGroupDescribe,
-    ApiKey.DescribeShareGroupOffsets, ApiKey.AlterShareGroupOffsets, ApiKey.DeleteShareGroupOffsets,
-})
-
-# KIP-932 NodeEndpoints in ShareFetch/ShareAcknowledge responses are not rewritten.
-UNREWRITTEN_ADDRESS_APIS = frozenset({ApiKey.ShareFetch, ApiKey.ShareAcknowledge})
+from protocol.api_keys import GROUP_APIS
 
 # The newest version of each API that clients are offered, where it is below upstream's.
 ADVERTISED_MAX_VERSIONS: dict[int, int] = {
@@ -52,7 +40,7 @@ Ranges = Mapping[int, tuple[int, int]]
 def merge_api_versions(local: Ranges, upstream: Ranges) -> dict[int, tuple[int, int]]:
     merged: dict[int, tuple[int, int]] = {}
     for api_key, (low, high) in upstream.items():
-        if api_key in local or api_key in GROUP_COORDINATOR_APIS or api_key in UNREWRITTEN_ADDRESS_APIS:
+        if api_key in local or api_key in GROUP_APIS:
             continue
         high = min(high, ADVERTISED_MAX_VERSIONS.get(api_key, high))
         if low <= high:

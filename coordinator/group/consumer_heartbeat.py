@@ -13,7 +13,8 @@ One heartbeat, in order (records in this order, one batch):
    inherits its partitions), its epoch checked, the request's non-null fields applied
    → `MemberMetadata` if it changed;
 2. regular expressions (v1) resolved with RE2 full-match against the upstream topics
-   → `RegularExpression` records, and tombstones for regexes nobody uses any more;
+   the member may describe → `RegularExpression` records, and tombstones for regexes
+   nobody uses any more;
 3. a new group epoch when the member's subscribed topics, a regex's topics, or the
    metadata hash of the group's subscribed topics changed → `GroupMetadata`;
 4. a new target assignment when the group epoch is ahead of the assignment epoch →
@@ -105,9 +106,14 @@ def compile_regex(regex: str):
     return re2.compile(regex)
 
 
-def resolve_regex(regex: str, image: TopicImage) -> tuple[str, ...]:
+def resolve_regex(regex: str, image: TopicImage,
+                  may_describe: Callable[[str], bool] | None = None) -> tuple[str, ...]:
+    """The topics `regex` matches, less those `may_describe` refuses: Kafka 4 resolves a
+    group's regexes with the rights of the member whose heartbeat asked for it
+    (KAFKA-18813), so no member is assigned a topic it may not even see."""
     pattern = compile_regex(regex)
-    return tuple(sorted(name for name in image.by_name if pattern.fullmatch(name)))
+    return tuple(sorted(name for name in image.by_name
+                        if pattern.fullmatch(name) and (may_describe is None or may_describe(name))))
 
 
 def _blank(s: str | None) -> bool:
@@ -188,7 +194,8 @@ class ConsumerGroups:
         updated = _apply_request(base, request, regex, ctx)
         owned = None if request.topic_partitions is None else from_topic_partitions(
             (t.topic_id, t.partitions) for t in request.topic_partitions)
-        reconciled = self.advance(group, image, old, base, updated, replaced, owned, records)
+        reconciled = self.advance(group, image, old, base, updated, replaced, owned, records,
+                                  ctx.may_describe_topic)
 
         full = (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
                 and (request.subscribed_topic_names is not None or regex is not None))
@@ -215,12 +222,14 @@ class ConsumerGroups:
 
     def advance(self, group: ConsumerGroup, image: TopicImage, old: ConsumerGroupMember | None,
                 base: ConsumerGroupMember, updated: ConsumerGroupMember, replaced: ConsumerGroupMember | None,
-                owned: Assignment | None, records: list[CoordinatorRecord]) -> ConsumerGroupMember:
+                owned: Assignment | None, records: list[CoordinatorRecord],
+                may_describe: Callable[[str], bool] | None = None) -> ConsumerGroupMember:
         """Steps 1-5 for one member, whichever protocol it speaks: `old` is the member as
         the group knows it (None: new), `base` what the request starts from, `updated` with
         the request applied, `replaced` a departed static member it succeeds; `owned` the
-        partitions it says it holds (None: not said). Appends the records, arms its
-        timers, and returns the member reconciled."""
+        partitions it says it holds (None: not said); `may_describe` the member's DESCRIBE
+        right on a topic, which filters the regexes resolved now. Appends the records, arms
+        its timers, and returns the member reconciled."""
         member_id = updated.member_id
         is_new = old is None
 
@@ -249,7 +258,7 @@ class ConsumerGroups:
             if rx in group.regexes and not image_changed:
                 continue
             try:
-                topics = resolve_regex(rx, image)
+                topics = resolve_regex(rx, image, may_describe)
             except re2.error as exc:
                 raise ApiError(ErrorCode.INVALID_REGULAR_EXPRESSION,
                                f"SubscribedTopicRegex `{rx}` is not a valid regular expression: {exc}.") from None

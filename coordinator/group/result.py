@@ -41,6 +41,9 @@ class RequestContext(NamedTuple):
     api_version: int
     client_id: str = ""
     client_host: str = "/127.0.0.1"   # Java InetAddress.toString() form, as Kafka stores it
+    # The caller's DESCRIBE right on a topic (its ACLs, decided before the request came
+    # here: a pure function); None when kgc has no authorizer, so every topic may be seen.
+    may_describe_topic: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,11 @@ changes no state and never learns whether a group exists. The checks, per API:
 | OffsetCommit | READ GROUP, then READ TOPIC | every partition 30; partitions of a denied topic 29 |
 | OffsetFetch | DESCRIBE GROUP, then DESCRIBE TOPIC | group error 30; a denied topic asked for: offset -1, 29; all topics asked: denied ones left out |
 | DescribeGroups, ConsumerGroupDescribe | DESCRIBE GROUP each | that group 30; `authorized_operations` filled in when asked |
+| ConsumerGroupDescribe, then | DESCRIBE TOPIC of each topic a member is or will be assigned | that group 29, no members |
 | ListGroups | DESCRIBE CLUSTER, else DESCRIBE GROUP each | groups not described are left out (no error) |
 | DeleteGroups | DELETE GROUP each | that group 30 |
 | OffsetDelete | DELETE GROUP, then READ TOPIC | top-level 30; partitions of a denied topic 29 |
-| ConsumerGroupHeartbeat | READ GROUP, then DESCRIBE each subscribed topic name | top-level 30, then 29 |
+| ConsumerGroupHeartbeat | READ GROUP, then DESCRIBE each subscribed topic name | top-level 30, then 29; a regex resolves to the topics the member may describe (`net/dispatch.py` hands the group layer the check) |
 
 A request denied in part is submitted without the denied part; `finish` adds the denied
 entries (or removes what may not be seen) in the answer.
@@ -205,17 +206,21 @@ def _fetched_denied(version: int, topic_cls: Any, partition_cls: Any, topic: Any
         for index in topic.partition_indexes])
 
 
-def _describe(api_key: int, asked: str, bits):
+def _describe(api_key: int, asked: str, bits, hide=None):
     """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group, and the caller's
-    operations on each described group when asked (`bits` shapes the codec's field)."""
+    operations on each described group when asked (`bits` shapes the codec's field);
+    `hide(response, caller)` first replaces what the caller may not see."""
     def check(version: int, request: Any, caller: Caller) -> Guarded:
         guarded = _per_group(api_key, version, request, caller, Operation.DESCRIBE, asked, "groups")
-        if guarded.refusal is not None or not getattr(request, "include_authorized_operations", False):
+        operations = getattr(request, "include_authorized_operations", False)
+        if guarded.refusal is not None or not (operations or hide):
             return guarded
         merge = guarded.finish
 
         def finish(response: Any) -> Any:
-            for group in response.groups:
+            if hide is not None:
+                hide(version, response, caller)
+            for group in response.groups if operations else ():
                 if group.error_code == ErrorCode.NONE:
                     group.authorized_operations = bits(caller.acls.authorized_operations(
                         caller.principal, caller.host, ResourceType.GROUP, group.group_id))
@@ -223,6 +228,25 @@ def _describe(api_key: int, asked: str, bits):
         guarded.finish = finish
         return guarded
     return check
+
+
+UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
+
+
+def _hide_undescribable_topics(version: int, response: Any, caller: Caller) -> None:
+    """Kafka 4 (KAFKA-18813): a consumer group one of whose members is assigned, or is to
+    be assigned, a topic the caller may not describe is answered TOPIC_AUTHORIZATION_FAILED
+    with no members, so neither the topic's name nor who holds it is told."""
+    def hidden(group: Any) -> bool:
+        return any(not caller.topic(Operation.DESCRIBE, tp.topic_name) for member in group.members
+                   for assignment in (member.assignment, member.target_assignment)
+                   for tp in assignment.topic_partitions)
+    refused = [group.group_id for group in response.groups if hidden(group)]
+    if not refused:
+        return
+    rows = iter(error_response(ApiKey.ConsumerGroupDescribe, version, SimpleNamespace(group_ids=refused),
+                               TOPIC_DENIED, UNDESCRIBABLE_TOPICS).groups)
+    response.groups = [next(rows) if group.group_id in refused else group for group in response.groups]
 
 
 def _list_groups(version: int, request: Any, caller: Caller) -> Guarded:
@@ -258,7 +282,7 @@ _GUARDS = {
     ApiKey.OffsetFetch: _offset_fetch,
     ApiKey.DescribeGroups: _describe(ApiKey.DescribeGroups, "groups", set),
     ApiKey.ConsumerGroupDescribe: _describe(ApiKey.ConsumerGroupDescribe, "group_ids",
-                                            lambda ops: sum(1 << op for op in ops)),
+                                            lambda ops: sum(1 << op for op in ops), _hide_undescribable_topics),
     ApiKey.ListGroups: _list_groups,
     ApiKey.DeleteGroups: _delete_groups,
     ApiKey.ConsumerGroupHeartbeat: _consumer_group_heartbeat,

@@ -23,6 +23,12 @@ frame, bad header, undecodable request, unknown API) logs why and closes: Kafka 
 same, and a client that sent garbage cannot be answered in a shape it would understand.
 DRAINING is graceful shutdown: reading stops for good, and the responses already owed
 are still written in order.
+
+Before its login (a listener with SASL), a connection reads frames of at most
+`login_frame_bytes` (Kafka's `sasl.server.max.receive.size`), judged on the size in the
+frame's first four bytes, so a client that has not logged in cannot make kgc hold more
+than that for it; `logged_in` raises the limit to `max_frame_bytes`. `last_active` (the
+clock's time of the last read or write) is what the listener's idle sweep looks at.
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from coordinator.security.tls import peer_certificate
-from protocol.framing import FrameError, FrameReader
+from protocol.framing import FrameError, FrameReader, FrameTooLarge
 from storage.eager_future import EagerFuture
 
 log = logging.getLogger(__name__)
@@ -85,13 +93,17 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = (
         "_dispatcher", "_reader", "_slots", "_transport", "_session", "_max_in_flight",
         "_reading_paused", "_writing_paused", "state", "peer_host", "listener_node_id", "tls",
-        "peer_certificate", "_dispatching", "_stream_source",
+        "peer_certificate", "_dispatching", "_stream_source", "_max_frame_bytes", "_clock", "last_active",
     )
 
     def __init__(self, dispatcher: FrameHandler, *, max_frame_bytes: int, max_in_flight: int,
-                 listener_node_id: int | None = None, tls: bool = False):
+                 listener_node_id: int | None = None, tls: bool = False, login_frame_bytes: int | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self._dispatcher = dispatcher
-        self._reader = FrameReader(max_frame_bytes)
+        self._max_frame_bytes = max_frame_bytes
+        self._reader = FrameReader(max_frame_bytes if login_frame_bytes is None else login_frame_bytes)
+        self._clock = clock
+        self.last_active = clock()
         self._slots: deque[bytes | asyncio.Future] = deque()
         self._transport: asyncio.Transport | None = None
         self._session: Any = None
@@ -115,9 +127,14 @@ class KafkaConnection(asyncio.Protocol):
             self.peer_certificate = peer_certificate(transport)
         self._session = self._dispatcher.open(self)
 
+    def logged_in(self) -> None:
+        """The client has logged in: from its next frame on, frames up to `max_frame_bytes`."""
+        self._reader.max_frame_bytes = self._max_frame_bytes
+
     def data_received(self, data: bytes) -> None:
         if self.state is not ConnectionState.ACTIVE:
             return
+        self.last_active = self._clock()
         slots = self._slots
         # Answers made while no earlier response is owed skip the slot queue (the common
         # case: one Heartbeat per read); they go out in one write, before any slot.
@@ -142,6 +159,8 @@ class KafkaConnection(asyncio.Protocol):
                     break
         except (FrameError, ProtocolViolation) as exc:
             why = str(exc)
+            if isinstance(exc, FrameTooLarge) and self._reader.max_frame_bytes < self._max_frame_bytes:
+                why += " before login (sasl_server_max_receive_size)"
             if not self.tls and data[:2] == b"\x16\x03":
                 why = "it speaks TLS to a plaintext listener (set the client's security.protocol to match kgc's)"
             log.warning("closing connection from %s: %s", self.peer_host, why)
@@ -202,6 +221,7 @@ class KafkaConnection(asyncio.Protocol):
         # One write per flush: responses completed together (a pipelined batch, a group
         # commit releasing many) go out in one send.
         if ready and self.state in _WRITING:
+            self.last_active = self._clock()
             self._transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
 
     def _apply_backpressure(self) -> None:
@@ -242,6 +262,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def stream(self, data: bytes | memoryview) -> None:
         if self.state in _WRITING:
+            self.last_active = self._clock()
             self._transport.write(data)
 
     def end_stream(self) -> None:

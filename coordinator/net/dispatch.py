@@ -3,8 +3,10 @@
 ApiVersions is always answered here (our ranges for what we serve, upstream's for what
 we forward), and so are SaslHandshake and SaslAuthenticate (`net/sasl.py`). Metadata is answered here only in standalone mode; with an upstream it is
 forwarded and rewritten by the gateway. Group APIs go to the coordinator service on
-every listener (all group state lives in this one process: docs/ARCHITECTURE.md). Anything else
-goes upstream as an opaque frame, or closes the connection when there is no upstream.
+every listener (all group state lives in this one process: docs/ARCHITECTURE.md); a group
+API kgc does not serve (`protocol.api_keys.UNSERVED_GROUP_APIS`) is refused here, never
+forwarded. Anything else goes upstream as an opaque frame, or closes the connection when
+there is no upstream.
 
 A large frame (over `LARGE_FRAME_BYTES`) is decoded, and its answer encoded, on the app's
 codec thread rather than on the loop: each is one call into kafka-python's codec, whose
@@ -37,8 +39,9 @@ from coordinator.net.authorization import Caller
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.topic_ids import TopicIds
-from coordinator.security.acl import AclSource
+from coordinator.security.acl import AclSource, Operation
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
+from protocol.api_keys import UNSERVED_GROUP_APIS
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -144,6 +147,9 @@ class Dispatcher:
             session.auth.admit(api_key)
         if api_key in self._versions and not (api_key == ApiKey.Metadata and session.upstream is not None):
             return self._local(session, header, payload, request_metrics)
+        if api_key in UNSERVED_GROUP_APIS:
+            # A group API kgc does not serve: upstream it would act on a group kgc holds.
+            return self._unsupported_version(session, header, payload, None, request_metrics)
         if session.upstream is not None:
             return session.upstream.forward(header, payload)
         raise ProtocolViolation(f"api key {api_key} (version {header.api_version}) is not served "
@@ -171,17 +177,41 @@ class Dispatcher:
         else:
             answer = auth.authenticate(header, payload, request)
         if not isinstance(answer, asyncio.Future):
-            return _sasl_frame(header, answer)
+            return self._sasl_frame(session, header, answer)
+        # What the client sends before it has this answer waits for it, as in Kafka, which
+        # reads nothing more while a login step is being judged: after a refusal it is never
+        # served (the refusal is written, then the connection closes), after a success it is.
+        session.held = deque()
         frame = self._loop.create_future()
-        answer.add_done_callback(partial(_sasl_answered, header, frame))
+        answer.add_done_callback(partial(self._sasl_answered, session, header, frame))
         return frame
+
+    @staticmethod
+    def _sasl_frame(session: Session, header, answer: Answer) -> bytes:
+        response, last = answer
+        if session.auth.principal is not None:
+            session.conn.logged_in()        # frames past the login limit may come now
+        # bytes: upstream's answer, relayed as it came (passthrough)
+        data = response if isinstance(response, bytes) else encode_response(header, response, header.api_version)
+        return LastFrame(data) if last else data
+
+    def _sasl_answered(self, session: Session, header, frame: asyncio.Future, answer: asyncio.Future) -> None:
+        if frame.done():
+            return      # the client went away
+        if answer.exception() is not None:      # upstream gone mid-exchange: close the client
+            frame.set_exception(answer.exception())
+            return
+        response = self._sasl_frame(session, header, answer.result())
+        frame.set_result(response)
+        if type(response) is not LastFrame:
+            self._release(session)
 
     def _local(self, session: Session, header, payload: bytes,
                request_metrics: metrics.RequestMetrics) -> bytes | asyncio.Future:
         api_key, version = header.api_key, header.api_version
         low, high = self._versions[api_key]
         if not low <= version <= high:
-            return self._unsupported_version(session, header, payload, low, high, request_metrics)
+            return self._unsupported_version(session, header, payload, (low, high), request_metrics)
         if self._codec_pool is not None and len(payload) > LARGE_FRAME_BYTES:
             return self._decode_off_loop(session, header, payload, request_metrics)
         return self._serve(session, header, payload, self._decode(header, payload), request_metrics)
@@ -248,9 +278,12 @@ class Dispatcher:
         # topics; the ids nobody knows are answered after the group's check, as in Kafka.
         self._topic_ids.name(api_key, version, request)
         finish = None
+        may_describe_topic = None
         if self._authorizer is not None:
             # Before the service: a denied request changes nothing and learns nothing.
             caller = Caller(self._authorizer.current(), session.principal, session.conn.peer_host)
+            if api_key == ApiKey.ConsumerGroupHeartbeat:      # its regexes resolve to what it may see
+                may_describe_topic = partial(caller.topic, Operation.DESCRIBE)
             guarded = authorization.guard(api_key, version, request, caller)
             if guarded.refusal is not None:
                 metrics.response(request_metrics, api_key, version, guarded.refusal)
@@ -262,7 +295,7 @@ class Dispatcher:
             metrics.response(request_metrics, api_key, version, refusal)
             return encode_response(header, refusal, version)
         request, finish = resolved.request, _then(finish, resolved.finish)
-        ctx = RequestContext(version, header.client_id or "", session.client_host)
+        ctx = RequestContext(version, header.client_id or "", session.client_host, may_describe_topic)
         outcome = self._service.submit(ctx, api_key, request)
         if not isinstance(outcome, asyncio.Future):
             # Answered inline (a Heartbeat on an idle partition): no task, no future.
@@ -280,21 +313,23 @@ class Dispatcher:
         frame.add_done_callback(pending)
         return frame
 
-    def _unsupported_version(self, session: Session, header, payload: bytes, low: int, high: int,
+    def _unsupported_version(self, session: Session, header, payload: bytes, served: tuple[int, int] | None,
                              request_metrics: metrics.RequestMetrics) -> bytes:
         """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
-        (e.g. OffsetCommit v0-1 under `min_group_api_versions = "kafka4"`), counted among
-        the API's response errors; otherwise there is no shape the client could read, so
-        close."""
+        (e.g. OffsetCommit v0-1 under `min_group_api_versions = "kafka4"`, or a
+        TxnOffsetCommit, a group API not served at all: `served` None), counted among the
+        API's response errors; otherwise there is no shape the client could read, so
+        close, as Kafka closes on an API its listener does not serve."""
         name = ApiKey(header.api_key).name
-        log.debug("refusing %s v%d from %s: we serve %d-%d", name, header.api_version,
-                  session.client_host, low, high)
+        served_text = "no version" if served is None else f"{served[0]}-{served[1]}"
+        log.debug("refusing %s v%d from %s: we serve %s", name, header.api_version,
+                  session.client_host, served_text)
         try:
             request = decode_request(header.api_key, header.api_version, payload[header.header_len:])
             response = error_response(header.api_key, header.api_version, request, ErrorCode.UNSUPPORTED_VERSION)
             frame = encode_response(header, response, header.api_version)
         except (MalformedRequest, ValueError, KeyError) as exc:
-            raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {low}-{high})") from exc
+            raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {served_text})") from exc
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
 
@@ -445,22 +480,6 @@ def _relay(frame: asyncio.Future, outcome: asyncio.Future) -> None:
 def _cancel_with(outcome: asyncio.Future, frame: asyncio.Future) -> None:
     if frame.cancelled():
         outcome.cancel()
-
-
-def _sasl_frame(header, answer: Answer) -> bytes:
-    response, last = answer
-    # bytes: upstream's answer, relayed as it came (passthrough)
-    data = response if isinstance(response, bytes) else encode_response(header, response, header.api_version)
-    return LastFrame(data) if last else data
-
-
-def _sasl_answered(header, frame: asyncio.Future, answer: asyncio.Future) -> None:
-    if frame.done():
-        return      # the client went away
-    if answer.exception() is not None:      # upstream gone mid-exchange: close the client
-        frame.set_exception(answer.exception())
-        return
-    frame.set_result(_sasl_frame(header, answer.result()))
 
 
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:

@@ -1,23 +1,35 @@
-"""Listeners: the bootstrap/coordinator listener and, with an upstream, one per broker."""
+"""Listeners: the bootstrap/coordinator listener and, with an upstream, one per broker.
+
+Each closes the connections that Kafka's connection bounds refuse (`connection_limits`):
+past their address's limit when accepted, idle past `connections.max.idle.ms` on its
+sweep. The per-address count is shared by every listener.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import socket
+import time
+from collections.abc import Callable
 
 from coordinator import metrics
-from coordinator.net.connection import KafkaConnection
+from coordinator.net.connection import ConnectionState, KafkaConnection
+from coordinator.net.connection_limits import ConnectionsPerIp, IdleLimit
 from coordinator.security.tls import HANDSHAKE_TIMEOUT_S, ServerTls
 
 log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_LIMIT = IdleLimit()     # Kafka's connections.max.idle.ms default
 
 
 class Listener:
     """A TCP listener whose connections speak for one node (None: the bootstrap listener)."""
 
     def __init__(self, host: str, port: int, *, listener_node_id: int | None,
-                 max_frame_bytes: int, max_in_flight: int, tls: ServerTls | None = None):
+                 max_frame_bytes: int, max_in_flight: int, tls: ServerTls | None = None,
+                 login_frame_bytes: int | None = None, per_ip: ConnectionsPerIp | None = None,
+                 idle: IdleLimit = DEFAULT_IDLE_LIMIT, clock: Callable[[], float] = time.monotonic):
         self._dispatcher = None
         self._tls = tls
         self._sock: socket.socket | None = None
@@ -26,15 +38,34 @@ class Listener:
         self._node_id = listener_node_id
         self._max_frame_bytes = max_frame_bytes
         self._max_in_flight = max_in_flight
+        self._login_frame_bytes = login_frame_bytes     # None: no login on this listener
+        self._per_ip = per_ip or ConnectionsPerIp()
+        self._idle = idle
+        self._clock = clock
+        self._sweep: asyncio.TimerHandle | None = None
         self._server: asyncio.Server | None = None
         self._connections: set[KafkaConnection] = set()
 
     def _make_connection(self) -> KafkaConnection:
         conn = _TrackedConnection(self._dispatcher, max_frame_bytes=self._max_frame_bytes,
                                   max_in_flight=self._max_in_flight, listener_node_id=self._node_id,
-                                  tls=self._tls is not None)
+                                  tls=self._tls is not None, login_frame_bytes=self._login_frame_bytes,
+                                  clock=self._clock)
         conn.registry = self._connections
+        conn.per_ip = self._per_ip
         return conn
+
+    def _sweep_idle(self) -> None:
+        for conn in self._idle.idle(self._connections, self._clock()):
+            log.info("closing connection from %s: idle for more than %d ms (connections_max_idle_ms)",
+                     conn.peer_host, self._idle.max_idle_ms)
+            conn.close()
+        self._schedule_sweep()
+
+    def _schedule_sweep(self) -> None:
+        if self._idle.enabled:
+            self._sweep = asyncio.get_running_loop().call_later(self._idle.sweep_interval_ms / 1000,
+                                                                self._sweep_idle)
 
     def bind(self) -> int:
         """Bind before serving, so the port (maybe ephemeral) is known to what answers for it."""
@@ -50,6 +81,7 @@ class Listener:
         else:
             self._server = await loop.create_server(self._make_connection, sock=self._sock, ssl=self._tls.context,
                                                     ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+        self._schedule_sweep()
         log.info("listening on %s:%d (%s%s)", self._host, self._port,
                  "bootstrap/coordinator" if self._node_id is None else f"broker {self._node_id}",
                  ", TLS" if self._tls is not None else "")
@@ -59,6 +91,8 @@ class Listener:
         return self._port
 
     async def stop_accepting(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -78,14 +112,29 @@ class Listener:
 
 
 class _TrackedConnection(KafkaConnection):
-    __slots__ = ("registry",)
+    __slots__ = ("registry", "per_ip", "_counted")
 
     def connection_made(self, transport) -> None:
+        peer = transport.get_extra_info("peername")
+        host = peer[0] if peer else "unknown"
+        self._counted = self.per_ip.admit(host)
+        if not self._counted:
+            # Kafka's ConnectionQuotas: refused as accepted, before a byte is read.
+            log.warning("closing connection from %s: it already has the %d connections max_connections_per_ip "
+                        "allows", host, self.per_ip.limit(host))
+            self.peer_host = host
+            self.state = ConnectionState.CLOSING
+            transport.abort()
+            return
         self.registry.add(self)
         metrics.connection_opened()
         super().connection_made(transport)
 
     def connection_lost(self, exc) -> None:
+        if not self._counted:
+            self.state = ConnectionState.CLOSED
+            return
+        self.per_ip.release(self.peer_host)
         self.registry.discard(self)
         metrics.connection_closed()
         super().connection_lost(exc)

@@ -79,6 +79,14 @@ def test_the_config_flag_wins_over_the_config_environment_variable(tmp_path):
     assert load("--config", flag_file, env={"KGC_CONFIG": str(tmp_path / "missing.toml")}).config.port == 7
 
 
+def test_connection_bounds_read_kafkas_forms(tmp_path):
+    path = write(tmp_path, 'max_connections_per_ip_overrides = { "10.0.0.7" = 50 }\n')
+    loaded = load("--config", path, env={"KGC_CONNECTIONS_MAX_IDLE_MS": "-1"}).config
+    assert (loaded.connections_max_idle_ms, loaded.max_connections_per_ip_overrides) == (-1, (("10.0.0.7", 50),))
+    flags = load("--max-connections-per-ip-overrides", "::1:5,127.0.0.1:7").config
+    assert flags.max_connections_per_ip_overrides == (("::1", 5), ("127.0.0.1", 7))
+
+
 def test_an_empty_environment_value_unsets_a_nullable_setting(tmp_path):
     path = write(tmp_path, 'data_dir = "/var/lib/kgc"\n')
     assert load("--config", path, env={"KGC_DATA_DIR": ""}).config.data_dir is None
@@ -99,6 +107,9 @@ def test_an_empty_environment_value_unsets_a_nullable_setting(tmp_path):
      "min_session_timeout_ms (9000) is above max_session_timeout_ms (8000)"),
     (["--standalone", "--upstream", "k:9092"], {}, "standalone and upstream exclude each other"),
     (["--port", "9180"], {}, "http_port and port are both 9180"),
+    (["--connections-max-idle-ms", "0"], {}, "must be -1 (never) or at least 1"),
+    (["--max-connections-per-ip-overrides", "10.0.0.7"], {}, "expected ADDRESS:COUNT, got '10.0.0.7'"),
+    (["--max-connections-per-ip-overrides", "kafka-client:7"], {}, "'kafka-client' is not an IP address"),
 ])
 def test_each_kind_of_bad_value_names_the_setting_and_its_source(argv, env, message):
     with pytest.raises(ConfigError) as raised:

@@ -14,6 +14,7 @@ import pytest
 from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.admin.groups import ListGroupsRequest
 from kafka.protocol.producer import ProduceResponse
+from kafka.protocol.sasl import SaslAuthenticateRequest
 
 from coordinator.net.passthrough import plain_user, scram_user
 from coordinator.settings import ConfigError, ServerConfig, load_config
@@ -23,6 +24,7 @@ from tests.e2e.clients import Member, MemberSettings, wait_until
 from tests.gateway.kafka_client import create_topic, produce
 from tests.security.test_authorization import commit, fetch, join, partition_errors
 from tests.security.test_http_and_secrets import auth_count
+from tests.security.test_sasl_terminate import pipelined
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, unsecured_jwt
@@ -101,6 +103,14 @@ async def test_the_broker_refuses_a_wrong_password_and_kgc_closes(secured_tansu,
                 assert s.closed_by_peer()
             with KafkaSocket(app.port, context=pki.client_context()) as s:
                 s.send(join("secure-victim", "v-1"))           # no SASL at all
+                assert s.closed_by_peer()
+            with KafkaSocket(app.port, context=pki.client_context()) as s:
+                # A wrong password with a request right behind it: the broker's refusal is
+                # relayed first, then kgc closes, as Kafka does.
+                assert s.handshake("PLAIN").error_code == ErrorCode.NONE
+                wrong = SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0wrong")
+                pipelined(s, wrong, join("secure-victim", "v-1"))
+                assert s.receive(wrong).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
                 assert s.closed_by_peer()
             with KafkaSocket(app.port, context=pki.client_context()) as s:
                 assert s.login_plain("alice", USERS["alice"]).error_code == ErrorCode.NONE

@@ -87,6 +87,49 @@ async def test_each_mechanism_accepts_the_password_and_refuses_others(tmp_path, 
         await in_thread(scenario)
 
 
+def pipelined(s: KafkaSocket, *requests) -> None:
+    """Send `requests` in one write: kgc reads them together, before answering any."""
+    frames = []
+    for number, request in enumerate(requests, 1):
+        request.with_header(correlation_id=100 + number, client_id="kgc-test")
+        frames.append(bytes(request.encode(header=True, framed=True)))
+    s.sock.sendall(b"".join(frames))
+
+
+async def test_a_refused_password_is_answered_before_the_close_even_with_a_request_behind_it(tmp_path):
+    async with sasl_kgc(tmp_path) as app:
+        def scenario():
+            with KafkaSocket(app.port) as s:
+                assert s.handshake("PLAIN").error_code == ErrorCode.NONE
+                wrong = SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0wrong")
+                pipelined(s, wrong, join("victim"))
+                assert s.receive(wrong).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+                assert s.closed_by_peer()          # and the JoinGroup behind it was never served
+
+        await in_thread(scenario)
+        assert await in_thread(lambda: _groups(app)) == []
+
+
+async def test_a_request_pipelined_behind_an_accepted_password_is_served_after_it(tmp_path):
+    async with sasl_kgc(tmp_path) as app:
+        def scenario():
+            with KafkaSocket(app.port) as s:
+                assert s.handshake("PLAIN").error_code == ErrorCode.NONE
+                right = SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0" + PASSWORDS["alice"].encode())
+                listing = ListGroupsRequest[4](states_filter=[])
+                pipelined(s, right, listing)
+                assert s.receive(right).error_code == ErrorCode.NONE
+                assert s.receive(listing).error_code == ErrorCode.NONE
+
+        await in_thread(scenario)
+
+
+def _groups(app) -> list:
+    with KafkaSocket(app.port) as s:
+        assert s.login_plain("alice", PASSWORDS["alice"]).error_code == ErrorCode.NONE
+        return s.call(ListGroupsRequest[4](states_filter=[])).groups
+
+
 async def test_unknown_mechanism_and_out_of_order_authenticate_close(tmp_path):
     async with sasl_kgc(tmp_path) as app:
         def scenario():
