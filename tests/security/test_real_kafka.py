@@ -15,13 +15,16 @@ import time
 
 import pytest
 from confluent_kafka import Producer
+from kafka.protocol.producer.transaction import TxnOffsetCommitRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest
 
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.conftest import KAFKA_USERS
 from tests.e2e.admin import new_name
 from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.security.test_authorization import fetch
+from tests.security.test_authorization import fetch, join
+from tests.security.test_sasl_terminate import pipelined
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, credentials_file
 
@@ -146,3 +149,37 @@ def _wait_failed(member: Member) -> None:
     while member.error is None:
         assert time.monotonic() < deadline, f"{member.name} was never refused; consumed {len(member.consumed)}"
         time.sleep(0.1)
+
+
+async def test_in_passthrough_kafkas_refusal_comes_before_the_close_early_frames_are_bounded_and_group_apis_stay(
+        kafka_acls, tmp_path):
+    """A wrong password with a request pipelined behind it gets Kafka's refusal first; a 64 MiB
+    frame announced before any login is closed at its header; a TxnOffsetCommit, which Kafka
+    would take, is refused by kgc and never reaches it (issue 28's gaps, before real Kafka)."""
+    kafka = kafka_acls
+    async with kgc_in_front(kafka, tmp_path, "passthrough") as app:
+        context = kafka.security.pki.client_context()
+
+        def scenario():
+            with KafkaSocket(app.port, context=context) as s:
+                assert s.handshake("PLAIN").error_code == ErrorCode.NONE
+                wrong = SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0wrong")
+                pipelined(s, wrong, join("secure-victim"))
+                assert s.receive(wrong).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+                assert s.closed_by_peer()
+            with KafkaSocket(app.port, context=context) as s:
+                s.sock.sendall((64 * 2**20).to_bytes(4, "big") + b"\0" * 65_536)    # before any login
+                assert s.closed_by_peer()
+            with KafkaSocket(app.port, context=context) as s:
+                assert s.login_plain("alice", KAFKA_USERS["alice"]).error_code == ErrorCode.NONE
+                cls = TxnOffsetCommitRequest[3]
+                topic = cls.TxnOffsetCommitRequestTopic
+                commit = cls(transactional_id="tx", group_id="secure-group", producer_id=1, producer_epoch=0,
+                             generation_id=-1, member_id="", group_instance_id=None, topics=[
+                                 topic(name="secure-payments", partitions=[topic.TxnOffsetCommitRequestPartition(
+                                     partition_index=0, committed_offset=42, committed_leader_epoch=-1,
+                                     committed_metadata="")])])
+                refused = s.call(commit)
+                assert refused.topics[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+
+        await asyncio.to_thread(scenario)
