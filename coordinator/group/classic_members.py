@@ -39,34 +39,34 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
-from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import (
-    STATIC_LEAVE_EPOCH,
-    ConsumerGroup,
-    ConsumerGroupMember,
-    MemberState,
-)
-from coordinator.group.consumer_heartbeat import (
-    ConsumerGroups,
-    check_static_holder,
-    classic_join_key,
-    classic_sync_key,
-    successor_of,
-)
-from coordinator.group.consumer_protocol import (
-    MalformedProtocol,
-    decode_subscription,
-    encode_assignment,
-    owned_partitions,
-    subscription_version,
-)
-from coordinator.group.responses import (
+from coordinator.group.classic.responses import (
     JoinAnswer,
     SyncAnswer,
     heartbeat_response,
     join_response,
     leave_response,
     sync_response,
+)
+from coordinator.group.config import GroupConfig
+from coordinator.group.consumer.consumer_protocol import (
+    MalformedProtocol,
+    decode_subscription,
+    encode_assignment,
+    owned_partitions,
+    subscription_version,
+)
+from coordinator.group.consumer.group import (
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+)
+from coordinator.group.consumer.manager import (
+    ConsumerGroups,
+    check_static_holder,
+    classic_join_key,
+    classic_sync_key,
+    successor_of,
 )
 from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
 from coordinator.group.timer import Timer

@@ -21,7 +21,7 @@ member with its target assignment; once durable, a classic rebalance starts (aft
 static replacement only if the target is older than the group epoch or a member was not
 at it yet), so the classic members agree on an assignment among themselves again.
 
-Classic membership is soft state (`membership.py`): the upgrade answers the classic
+Classic membership is soft state (`classic/manager.py`): the upgrade answers the classic
 group's parked JoinGroup/SyncGroup requests REBALANCE_IN_PROGRESS and cancels its timers
 directly, as Kafka does; everything else is records.
 """
@@ -31,21 +31,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic.manager import Membership, group_metadata_value
+from coordinator.group.classic.responses import JoinAnswer, SyncAnswer
+from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
-from coordinator.group.consumer_heartbeat import ConsumerGroups, target_record
-from coordinator.group.consumer_protocol import (
+from coordinator.group.consumer.consumer_protocol import (
     MalformedProtocol,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     subscription_version,
 )
-from coordinator.group.membership import Membership, group_metadata_value
-from coordinator.group.responses import JoinAnswer, SyncAnswer
+from coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState
+from coordinator.group.consumer.manager import ConsumerGroups, target_record
 from coordinator.group.result import EMPTY_RESULT, Result
-from coordinator.group.state import GroupState
 from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from coordinator.group.topics import metadata_hash
 from coordinator.records import (

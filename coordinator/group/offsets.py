@@ -46,14 +46,14 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse,
 )
 
-from coordinator.group.classic import ClassicGroup
+from coordinator.group.classic.group import ClassicGroup
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import ConsumerGroup
-from coordinator.group.consumer_heartbeat import ConsumerGroups
-from coordinator.group.membership import Membership
+from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.record_limits import check_commit_topics
 from coordinator.group.result import RequestContext, Result, Slices, whole
-from coordinator.group.state import GroupState
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
     CoordinatorRecord,

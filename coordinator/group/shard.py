@@ -11,7 +11,7 @@ Hard and soft state:
   records they return are snapshots with `replay=False`. Replaying a GroupMetadata
   record (on load) rebuilds the group as Stable (it has members) or Empty;
 - DeleteGroups and the offsets expiry return tombstones that *are* replayed;
-- KIP-848 consumer groups (`consumer_heartbeat.ConsumerGroups`) are hard state
+- KIP-848 consumer groups (`consumer.manager.ConsumerGroups`) are hard state
   throughout: every change is a replayed record. A group id is either a classic or a
   consumer group: an empty classic group (or one that only has offsets) becomes a
   consumer group when a ConsumerGroupHeartbeat joins it, and an empty consumer group a
@@ -40,20 +40,20 @@ from kafka.protocol.consumer.group import (
 
 from coordinator.group import describe, record_limits
 from coordinator.group.adopt import AdoptedOffset, adoption_records
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic.heartbeat import heartbeat, leave_group
+from coordinator.group.classic.join import join_group
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.state import GroupState
+from coordinator.group.classic.sync import sync_group
 from coordinator.group.classic_members import ClassicMembers
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import ConsumerGroup
-from coordinator.group.consumer_heartbeat import ConsumerGroups, describe_consumer_group
+from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.consumer.manager import ConsumerGroups, describe_consumer_group
 from coordinator.group.errors import CorruptStateError
-from coordinator.group.heartbeat import heartbeat, leave_group
-from coordinator.group.join import join_group
-from coordinator.group.membership import Membership
 from coordinator.group.migration import Migration
 from coordinator.group.offsets import OffsetManager
 from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result, Slices
-from coordinator.group.state import GroupState
-from coordinator.group.sync import sync_group
 from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
 from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup

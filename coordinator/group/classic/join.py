@@ -24,11 +24,11 @@ import logging
 
 from kafka.protocol.consumer.group import JoinGroupRequest
 
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember, Parked, Protocols
-from coordinator.group.membership import Membership
-from coordinator.group.responses import JoinAnswer, SyncAnswer, join_response, sync_response
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, Parked, Protocols
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.responses import JoinAnswer, SyncAnswer, join_response, sync_response
+from coordinator.group.classic.state import GroupState
 from coordinator.group.result import EMPTY_RESULT, ReplyHandle, RequestContext, Result
-from coordinator.group.state import GroupState
 from coordinator.records import GroupMetadataValue, new_group_metadata_record
 from protocol.errors import ErrorCode
 

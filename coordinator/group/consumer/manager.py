@@ -35,9 +35,9 @@ from dataclasses import replace
 
 import re2
 
-from coordinator.group.assignors import ASSIGNORS, AssignmentMember
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import (
+from coordinator.group.consumer.assignors import ASSIGNORS, AssignmentMember
+from coordinator.group.consumer.group import (
     EMPTY_ASSIGNMENT,
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -49,7 +49,7 @@ from coordinator.group.consumer_group import (
     is_subset,
     to_topic_partitions,
 )
-from coordinator.group.reconcile import reconcile
+from coordinator.group.consumer.reconcile import reconcile
 from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
 from coordinator.group.timer import Timer
 from coordinator.group.topics import TopicImage, metadata_hash

@@ -27,8 +27,8 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
+from coordinator.group.classic.state import VALID_PREVIOUS, GroupState, IllegalTransition
 from coordinator.group.result import ReplyHandle
-from coordinator.group.state import VALID_PREVIOUS, GroupState, IllegalTransition
 from coordinator.group.timer import KeyedTimerOp
 from protocol.errors import ErrorCode
 
