@@ -64,12 +64,10 @@ from coordinator.group.consumer.group import (
 from coordinator.group.consumer.manager import (
     ConsumerGroups,
     check_static_holder,
-    classic_join_key,
-    classic_sync_key,
     successor_of,
 )
 from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
-from coordinator.group.timer import Timer
+from coordinator.group.timer import Timer, classic_join_key, classic_sync_key
 from coordinator.records import ClassicMemberMetadata, ConsumerGroupMetadataKey
 from protocol.errors import ApiError, ErrorCode
 

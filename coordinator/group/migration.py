@@ -44,7 +44,8 @@ from coordinator.group.consumer.consumer_protocol import (
     subscription_version,
 )
 from coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState
-from coordinator.group.consumer.manager import ConsumerGroups, target_record
+from coordinator.group.consumer.manager import ConsumerGroups
+from coordinator.group.consumer.target_assignment import target_record
 from coordinator.group.result import EMPTY_RESULT, Result
 from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from coordinator.group.topics import metadata_hash

@@ -48,8 +48,9 @@ from coordinator.group.classic.state import GroupState
 from coordinator.group.classic.sync import sync_group
 from coordinator.group.classic_members import ClassicMembers
 from coordinator.group.config import GroupConfig
+from coordinator.group.consumer.describe import describe_consumer_group
 from coordinator.group.consumer.group import ConsumerGroup
-from coordinator.group.consumer.manager import ConsumerGroups, describe_consumer_group
+from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.migration import Migration
 from coordinator.group.offsets import OffsetManager

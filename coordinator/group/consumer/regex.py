@@ -1,0 +1,58 @@
+"""Regular-expression subscriptions (KIP-848 v1; Kafka's `GroupRegexManager` and
+`TopicRegexResolver`): RE2 full-match against the upstream's topic names, resolved again
+only when the topics the group last checked against have changed."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import re2
+
+from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.topics import TopicImage
+from coordinator.records import (
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    CoordinatorRecord,
+)
+from protocol.errors import ApiError, ErrorCode
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_regex(regex: str):
+    """RE2 (Kafka uses RE2/J): the same syntax, linear time; `re2.error` when invalid."""
+    return re2.compile(regex)
+
+
+def resolve_regex(regex: str, image: TopicImage) -> tuple[str, ...]:
+    pattern = compile_regex(regex)
+    return tuple(sorted(name for name in image.by_name if pattern.fullmatch(name)))
+
+
+def refresh_regexes(group: ConsumerGroup, in_use: set[str], image: TopicImage, image_changed: bool,
+                    clock: Callable[[], int], records: list[CoordinatorRecord]
+                    ) -> tuple[dict[str, tuple[str, ...]], bool]:
+    """Step 2 of a heartbeat: appends a tombstone for each regex nobody uses any more and a
+    record for each one whose topics changed; returns every used regex's topics and
+    whether any of them changed (which moves the group epoch)."""
+    regex_topics = {rx: v.topics for rx, v in group.regexes.items()}
+    changed = False
+    for rx in sorted(group.regexes.keys() - in_use):
+        records.append(CoordinatorRecord(ConsumerGroupRegularExpressionKey(group.group_id, rx), None))
+        del regex_topics[rx]
+    for rx in sorted(in_use):
+        if rx in group.regexes and not image_changed:
+            continue
+        try:
+            topics = resolve_regex(rx, image)
+        except re2.error as exc:
+            raise ApiError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                           f"SubscribedTopicRegex `{rx}` is not a valid regular expression: {exc}.") from None
+        if regex_topics.get(rx) != topics:
+            changed = True
+            regex_topics[rx] = topics
+            records.append(CoordinatorRecord(
+                ConsumerGroupRegularExpressionKey(group.group_id, rx),
+                ConsumerGroupRegularExpressionValue(topics, image.version, clock())))
+    return regex_topics, changed
