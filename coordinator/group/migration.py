@@ -51,13 +51,11 @@ from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from coordinator.group.topics import metadata_hash
 from coordinator.records import (
     ClassicMemberMetadata,
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
+    new_consumer_group_current_assignment_record,
+    new_consumer_group_epoch_record,
+    new_consumer_group_member_subscription_record,
+    new_consumer_group_target_assignment_epoch_record,
     new_group_metadata_record,
     new_group_metadata_tombstone,
 )
@@ -114,15 +112,13 @@ class Migration:
                 classic=ClassicMemberMetadata(m.session_timeout_ms, m.protocols)), assigned))
         names = {n for member, _ in members for n in member.subscribed_topic_names}
         records = [new_group_metadata_tombstone(group_id, generation=generation)]
-        records += [CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id, m.member_id), m.metadata_value())
+        records += [new_consumer_group_member_subscription_record(group_id, m.member_id, m.metadata_value())
                     for m, _ in members]
-        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group_id),
-                                         ConsumerGroupMetadataValue(generation, metadata_hash(image, names))))
+        records.append(new_consumer_group_epoch_record(group_id, generation, metadata_hash(image, names)))
         records += [target_record(group_id, m.member_id, assigned) for m, assigned in members]
-        records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id),
-                                         ConsumerGroupTargetAssignmentMetadataValue(generation)))
-        records += [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, m.member_id),
-                                      m.assignment_value()) for m, _ in members]
+        records.append(new_consumer_group_target_assignment_epoch_record(group_id, generation))
+        records += [new_consumer_group_current_assignment_record(group_id, m.member_id, m.assignment_value())
+                    for m, _ in members]
         group = ConsumerGroup(group_id)
         for record in records[1:]:
             group.replay(record.key, record.value)

@@ -29,7 +29,7 @@ from coordinator.group.classic.manager import Membership
 from coordinator.group.classic.responses import JoinAnswer, SyncAnswer, join_response, sync_response
 from coordinator.group.classic.state import GroupState
 from coordinator.group.result import EMPTY_RESULT, ReplyHandle, RequestContext, Result
-from coordinator.records import GroupMetadataValue, new_group_metadata_record
+from coordinator.records import new_empty_group_metadata_record
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -68,10 +68,9 @@ def join_group(membership: Membership, ctx: RequestContext, request: JoinGroupRe
         result = join.existing_member()
 
     if is_new_group and not result.records:
-        empty = GroupMetadataValue("", 0, None, None, group.current_state_timestamp_ms, ())
-        result = Result(records=(new_group_metadata_record(group_id, empty, member_id=member_id,
-                                                           client_id=ctx.client_id,
-                                                           client_host=ctx.client_host),),
+        result = Result(records=(new_empty_group_metadata_record(group_id, "", group.current_state_timestamp_ms,
+                                                                 member_id=member_id, client_id=ctx.client_id,
+                                                                 client_host=ctx.client_host),),
                         response=result.response, replies=result.replies, replay=False)
     return result
 

@@ -59,15 +59,17 @@ from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
 from coordinator.group.timer import Timer, classic_join_key, classic_sync_key, rebalance_key, session_key
 from coordinator.group.topics import TopicImage, metadata_hash
 from coordinator.records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
+    new_consumer_group_current_assignment_record,
+    new_consumer_group_current_assignment_tombstone,
+    new_consumer_group_epoch_record,
+    new_consumer_group_epoch_tombstone,
+    new_consumer_group_member_subscription_record,
+    new_consumer_group_member_subscription_tombstone,
+    new_consumer_group_regular_expression_tombstone,
+    new_consumer_group_target_assignment_epoch_record,
+    new_consumer_group_target_assignment_epoch_tombstone,
+    new_consumer_group_target_assignment_tombstone,
 )
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatResponse
 from protocol.errors import ApiError, ErrorCode
@@ -203,8 +205,8 @@ class ConsumerGroups:
             records += _member_tombstones(group.group_id, replaced.member_id)
             self.cancel_timers(group.group_id, replaced.member_id)
         if is_new or updated.metadata_value() != base.metadata_value() or replaced is not None:
-            records.append(CoordinatorRecord(ConsumerGroupMemberMetadataKey(group.group_id, member_id),
-                                             updated.metadata_value()))
+            records.append(new_consumer_group_member_subscription_record(group.group_id, member_id,
+                                                                         updated.metadata_value()))
 
         members = dict(group.members)
         if replaced is not None:
@@ -234,8 +236,7 @@ class ConsumerGroups:
         group.checked_image_version = image.version
         if bump:
             group_epoch += 1
-            records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group.group_id),
-                                             ConsumerGroupMetadataValue(group_epoch, hash_)))
+            records.append(new_consumer_group_epoch_record(group.group_id, group_epoch, hash_))
 
         # 4. the target assignment
         targets = dict(group.target)
@@ -259,8 +260,8 @@ class ConsumerGroups:
         reconciled = reconcile(updated, target_epoch, targets.get(member_id, EMPTY_ASSIGNMENT), owned, ids,
                                subscription_changed and not is_new, is_free)
         if is_new or replaced is not None or not reconciled.same_assignment(old):
-            records.append(CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
-                                             reconciled.assignment_value()))
+            records.append(new_consumer_group_current_assignment_record(group.group_id, member_id,
+                                                                        reconciled.assignment_value()))
             if old is None or reconciled.member_epoch != old.member_epoch or reconciled.state != old.state:
                 log.debug("[group=%s] member %s now at epoch %d, %s (group epoch %d, target %d)", group.group_id,
                           member_id, reconciled.member_epoch, reconciled.state.name, group_epoch, target_epoch)
@@ -331,8 +332,8 @@ class ConsumerGroups:
             # A static member leaving for a while keeps its partitions until its session ends.
             away = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation={})
             self.timer.cancel(rebalance_key(group.group_id, member_id))
-            return Result(records=(CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
-                                                     away.assignment_value()),), response=response)
+            return Result(records=(new_consumer_group_current_assignment_record(
+                group.group_id, member_id, away.assignment_value()),), response=response)
         log.info("[group=%s] member %s left", group.group_id, member_id)
         return replace(self.fence(group, [member_id]), response=response)
 
@@ -380,16 +381,14 @@ class ConsumerGroups:
         remaining = [m for mid, m in group.members.items() if mid not in gone]
         in_use = {m.subscribed_topic_regex for m in remaining if m.subscribed_topic_regex}
         for rx in sorted(group.regexes.keys() - in_use):
-            records.append(CoordinatorRecord(ConsumerGroupRegularExpressionKey(group.group_id, rx), None))
+            records.append(new_consumer_group_regular_expression_tombstone(group.group_id, rx))
         image = self.topics()
         names = {n for m in remaining for n in m.subscribed_topic_names}
         names |= {n for rx in in_use for n in (group.regexes[rx].topics if rx in group.regexes else ())}
         epoch = group.group_epoch + 1
-        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group.group_id),
-                                         ConsumerGroupMetadataValue(epoch, metadata_hash(image, names))))
+        records.append(new_consumer_group_epoch_record(group.group_id, epoch, metadata_hash(image, names)))
         if not remaining:
-            records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
-                                             ConsumerGroupTargetAssignmentMetadataValue(epoch)))
+            records.append(new_consumer_group_target_assignment_epoch_record(group.group_id, epoch))
         return records
 
     def group_tombstones(self, group: ConsumerGroup, renamed: dict[str, str] | None = None) -> list[CoordinatorRecord]:
@@ -400,12 +399,12 @@ class ConsumerGroups:
         renamed = renamed or {}
         members = sorted(renamed.get(m, m) for m in group.members)
         targets = sorted(renamed.get(m, m) for m in group.target)
-        records = [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in members]
-        records += [CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in targets]
-        records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(gid), None))
-        records += [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, m), None) for m in members]
-        records += [CoordinatorRecord(ConsumerGroupRegularExpressionKey(gid, rx), None) for rx in sorted(group.regexes)]
-        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(gid), None))
+        records = [new_consumer_group_current_assignment_tombstone(gid, m) for m in members]
+        records += [new_consumer_group_target_assignment_tombstone(gid, m) for m in targets]
+        records.append(new_consumer_group_target_assignment_epoch_tombstone(gid))
+        records += [new_consumer_group_member_subscription_tombstone(gid, m) for m in members]
+        records += [new_consumer_group_regular_expression_tombstone(gid, rx) for rx in sorted(group.regexes)]
+        records.append(new_consumer_group_epoch_tombstone(gid))
         return records
 
     # ------------------------------------------------------------ timers
@@ -550,9 +549,9 @@ def _apply_request(member: ConsumerGroupMember, request, regex: str | None,
 
 
 def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
-    return [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
-            CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
-            CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
+    return [new_consumer_group_current_assignment_tombstone(group_id, member_id),
+            new_consumer_group_target_assignment_tombstone(group_id, member_id),
+            new_consumer_group_member_subscription_tombstone(group_id, member_id)]
 
 
 def _wire_assignment(version: int, assignment: Assignment):

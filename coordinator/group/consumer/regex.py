@@ -12,9 +12,9 @@ import re2
 from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.topics import TopicImage
 from coordinator.records import (
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
     CoordinatorRecord,
+    new_consumer_group_regular_expression_record,
+    new_consumer_group_regular_expression_tombstone,
 )
 from protocol.errors import ApiError, ErrorCode
 
@@ -39,7 +39,7 @@ def refresh_regexes(group: ConsumerGroup, in_use: set[str], image: TopicImage, i
     regex_topics = {rx: v.topics for rx, v in group.regexes.items()}
     changed = False
     for rx in sorted(group.regexes.keys() - in_use):
-        records.append(CoordinatorRecord(ConsumerGroupRegularExpressionKey(group.group_id, rx), None))
+        records.append(new_consumer_group_regular_expression_tombstone(group.group_id, rx))
         del regex_topics[rx]
     for rx in sorted(in_use):
         if rx in group.regexes and not image_changed:
@@ -52,7 +52,6 @@ def refresh_regexes(group: ConsumerGroup, in_use: set[str], image: TopicImage, i
         if regex_topics.get(rx) != topics:
             changed = True
             regex_topics[rx] = topics
-            records.append(CoordinatorRecord(
-                ConsumerGroupRegularExpressionKey(group.group_id, rx),
-                ConsumerGroupRegularExpressionValue(topics, image.version, clock())))
+            records.append(new_consumer_group_regular_expression_record(group.group_id, rx, topics, image.version,
+                                                                        clock()))
     return regex_topics, changed

@@ -14,11 +14,9 @@ from coordinator.group.consumer.group import (
 )
 from coordinator.group.topics import TopicImage
 from coordinator.records import (
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
+    new_consumer_group_target_assignment_epoch_record,
+    new_consumer_group_target_assignment_record,
 )
 
 
@@ -39,11 +37,9 @@ def target_assignment_records(group_id: str, previous: dict[str, Assignment], ta
     """A record for every member whose target is new or changed, then the assignment epoch."""
     records = [target_record(group_id, mid, targets[mid]) for mid in sorted(targets)
                if targets[mid] != previous.get(mid, EMPTY_ASSIGNMENT) or mid not in previous]
-    records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id),
-                                     ConsumerGroupTargetAssignmentMetadataValue(epoch)))
+    records.append(new_consumer_group_target_assignment_epoch_record(group_id, epoch))
     return records
 
 
 def target_record(group_id: str, member_id: str, assignment: Assignment) -> CoordinatorRecord:
-    return CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-                             ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(assignment)))
+    return new_consumer_group_target_assignment_record(group_id, member_id, to_topic_partitions(assignment))
