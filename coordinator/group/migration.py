@@ -43,7 +43,7 @@ from coordinator.group.consumer.consumer_protocol import (
     encode_assignment,
     subscription_version,
 )
-from coordinator.group.consumer.group import ConsumerGroup, ConsumerGroupMember, MemberState
+from coordinator.group.consumer.group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
 from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.consumer.target_assignment import target_record
 from coordinator.group.result import EMPTY_RESULT, Result
@@ -92,7 +92,7 @@ class Migration:
             raise refuse("the group size exceeds the consumer group maximum size")
         image = self.consumer.loaded_topics()
         generation = classic.generation
-        members: list[tuple[ConsumerGroupMember, dict]] = []
+        members: list[tuple[ConsumerGroupMember, Assignment]] = []
         for m in classic.members.values():
             protocol = classic.protocol_name or m.protocols[0][0]
             try:
@@ -140,8 +140,8 @@ class Migration:
             self.membership.timer.cancel(heartbeat_key(group_id, member_id))
         self.membership.timer.cancel(join_key(group_id))
         self.membership.timer.cancel(sync_key(group_id))
-        for member in converted.members.values():
-            self.consumer.schedule_session(group_id, member)
+        for consumer_member in converted.members.values():
+            self.consumer.schedule_session(group_id, consumer_member)
 
     # ------------------------------------------------------------ consumer → classic
 
@@ -166,12 +166,13 @@ class Migration:
                 m.classic.session_timeout_ms, "consumer", m.classic.supported_protocols), None)
         classic.protocol_name = classic.select_protocol()
         assignments = {}
-        for m in classic.members.values():
+        for classic_member in classic.members.values():
             try:
-                version = subscription_version(m.metadata(classic.protocol_name))
+                version = subscription_version(classic_member.metadata(classic.protocol_name))
             except MalformedProtocol:
                 version = 0
-            assignments[m.member_id] = encode_assignment(targets.get(m.member_id, {}), image, version)
+            assignments[classic_member.member_id] = encode_assignment(
+                targets.get(classic_member.member_id, {}), image, version)
         renamed = {replaced.member_id: joining.member_id} if joining is not None else None
         records = self.consumer.group_tombstones(group, renamed)
         records.append(new_group_metadata_record(group_id, group_metadata_value(classic, assignments)))

@@ -220,7 +220,7 @@ class OffsetManager:
             return []
         group_id, now, expire_ms, max_bytes, with_epoch, stamped, audit = terms
         records: list[CoordinatorRecord] = []
-        commits = []
+        commits: list[tuple[int, int, int, str]] = []
         for p in partitions:
             metadata = p.committed_metadata
             if metadata and len(metadata) * 2 > max_bytes and utf16_length(metadata) > max_bytes:
@@ -325,7 +325,7 @@ class OffsetManager:
             subscribed = group.is_subscribed_to_topic(topic.name)
             held = stored.get(topic.name, {})
             partitions = topic.partitions
-            parts = []
+            parts: list[Any] = []
             for start in range(0, max(len(partitions), 1), COMMIT_SLICE):
                 piece = partitions[start:start + COMMIT_SLICE]
                 if subscribed:

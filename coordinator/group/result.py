@@ -26,8 +26,9 @@ from typing import Any, NamedTuple
 
 from coordinator.records import CoordinatorRecord
 
-# Opaque to the state machine: the runtime maps it to a waiting connection.
-ReplyHandle = object
+# Opaque to the state machine, which only hands it back in a `Reply`: the runtime's own
+# handle (`runtime/partition.py`, `FutureReplyHandle`), typed there.
+ReplyHandle = Any
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ TimerOp = Callable[[], Result]
 class KeyedTimerOp(Protocol):
     """A timer op that carries the key it is scheduled under (a member's session timer)."""
 
-    key: Hashable
+    @property
+    def key(self) -> Hashable: ...
 
     def __call__(self) -> Result: ...
 

@@ -63,6 +63,7 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
+from typing import Any, cast
 
 from coordinator.records.types import (
     ADOPTED_GROUP_KEY_TYPE,
@@ -444,7 +445,7 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
             metadata_hash = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
             return ConsumerGroupMetadataValue(epoch, metadata_hash)
         case ConsumerGroupMemberMetadataKey():
-            fields = dict(
+            fields: dict[str, Any] = dict(
                 instance_id=r.nullable_string(), rack_id=r.nullable_string(), client_id=r.string(),
                 client_host=r.string(), subscribed_topic_names=_strings(r),
                 subscribed_topic_regex=r.nullable_string(), rebalance_timeout_ms=r.int32(),
@@ -543,7 +544,7 @@ def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
         if version != CONSUMER_GROUP_VALUE_VERSION:
             raise RecordDecodeError(f"unknown value version {version} for record type {_CONSUMER_KEY_TYPES[type(key)]}")
         vr.flexible = True
-        consumer_value = _decode_consumer_value(key, vr)
+        consumer_value = _decode_consumer_value(cast(ConsumerGroupKey, key), vr)
         vr.done()
         return consumer_value
     if not 0 <= version <= FLEXIBLE_VERSION:
