@@ -39,6 +39,8 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
+from coordinator.common.result import EMPTY_RESULT, Result
+from coordinator.common.timer import Timer
 from coordinator.group.classic.responses import (
     JoinAnswer,
     SyncAnswer,
@@ -66,8 +68,8 @@ from coordinator.group.consumer.manager import (
     check_static_holder,
     successor_of,
 )
-from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
-from coordinator.group.timer import Timer, classic_join_key, classic_sync_key
+from coordinator.group.context import RequestContext
+from coordinator.group.timer import classic_join_key, classic_sync_key
 from coordinator.records import ClassicMemberMetadata, ConsumerGroupMetadataKey
 from protocol.errors import ApiError, ErrorCode
 

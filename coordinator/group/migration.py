@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from coordinator.common.result import EMPTY_RESULT, Result
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
 from coordinator.group.classic.manager import Membership, group_metadata_value
 from coordinator.group.classic.responses import JoinAnswer, SyncAnswer
@@ -46,7 +47,6 @@ from coordinator.group.consumer.consumer_protocol import (
 from coordinator.group.consumer.group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
 from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.consumer.target_assignment import target_record
-from coordinator.group.result import EMPTY_RESULT, Result
 from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from coordinator.group.topics import metadata_hash
 from coordinator.records import (

@@ -46,14 +46,15 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse,
 )
 
+from coordinator.common.result import Result, Slices, whole
 from coordinator.group.classic.group import ClassicGroup
 from coordinator.group.classic.manager import Membership
 from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.consumer.manager import ConsumerGroups
+from coordinator.group.context import RequestContext
 from coordinator.group.record_limits import check_commit_topics
-from coordinator.group.result import RequestContext, Result, Slices, whole
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
     CoordinatorRecord,

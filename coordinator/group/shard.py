@@ -38,6 +38,8 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
+from coordinator.common.result import Reply, ReplyHandle, Result, Slices
+from coordinator.common.timer import Timer
 from coordinator.group import describe, record_limits
 from coordinator.group.adopt import AdoptedOffset, adoption_records
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
@@ -51,11 +53,11 @@ from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.describe import describe_consumer_group
 from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.consumer.manager import ConsumerGroups
+from coordinator.group.context import RequestContext
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.migration import Migration
 from coordinator.group.offsets import OffsetManager
-from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result, Slices
-from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
+from coordinator.group.timer import expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
 from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
@@ -385,3 +387,12 @@ class GroupShard:
                 records += self.consumer.group_tombstones(consumer_group)
         self._schedule_offsets_expiry()
         return Result(records=tuple(records))
+
+
+def group_shard_factory(config: GroupConfig, clock: Callable[[], int], new_member_id: Callable[[str], str],
+                        topics: Callable[[], TopicImage] = lambda: NO_TOPICS,
+                        stopwatch: Callable[[], float] | None = None) -> Callable[[int, Timer], GroupShard]:
+    """The runtime's shard factory: a `GroupShard` per partition, on the timer the runtime gives it."""
+    def make(partition: int, timer: Timer) -> GroupShard:
+        return GroupShard(partition, config, timer, clock, new_member_id, topics, stopwatch=stopwatch)
+    return make

@@ -1,8 +1,5 @@
-"""Timers the state machine schedules: keyed, replaceable, fired as partition writes.
-
-An expired timer's op runs on its partition's executor like a request and returns a
-`Result` that goes through the same write path. Scheduling a key that is already
-scheduled replaces it.
+"""The keys of the timers the state machine schedules (the `Timer` itself, keyed,
+replaceable, fired as partition writes, is `coordinator.common.timer`).
 
 Keys are tuples whose first item names the kind of timer; a group's timers carry the
 group id second (`group_of` reads it back, so a failed timer op can be traced to the
@@ -13,29 +10,7 @@ one group it concerns). A member's session key holds ids the member already hold
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Protocol
-
-from coordinator.group.result import Result
-
-TimerOp = Callable[[], Result]
-
-
-class KeyedTimerOp(Protocol):
-    """A timer op that carries the key it is scheduled under (a member's session timer)."""
-
-    @property
-    def key(self) -> Hashable: ...
-
-    def __call__(self) -> Result: ...
-
-
-class Timer(Protocol):
-    def schedule(self, key: Hashable, delay_ms: int, op: TimerOp) -> None: ...
-
-    def cancel(self, key: Hashable) -> None: ...
-
-    def is_scheduled(self, key: Hashable) -> bool: ...
+from collections.abc import Hashable
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:

@@ -47,7 +47,7 @@ so hard state never sees part of a failed op. The partition fails only when the 
 does, when replay itself raises (hard state may then be half-applied), or when the
 shard cannot isolate a fault.
 
-Sliced ops: a request's op may return `Slices` (`group.result`) instead of a Result, for
+Sliced ops: a request's op may return `Slices` (`common.result`) instead of a Result, for
 work that grows with the request (an OffsetCommit of 100,000 partitions). The runtime
 then holds the partition's executor (later events wait in the queue, nothing runs
 inline, and an `after_commit` released meanwhile waits too) and does steps 2-3 a slice
@@ -76,7 +76,7 @@ from functools import partial
 from typing import Any
 
 from coordinator import metrics
-from coordinator.group.result import ReplyHandle, Result, Slices
+from coordinator.common.result import ReplyHandle, Result, Slices
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry

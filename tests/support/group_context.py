@@ -15,8 +15,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.common.result import Reply, Result
 from coordinator.group.config import GroupConfig
-from coordinator.group.result import Reply, RequestContext, Result
+from coordinator.group.context import RequestContext
 from coordinator.group.shard import GroupShard
 from coordinator.group.timer import join_key
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata

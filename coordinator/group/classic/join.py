@@ -24,11 +24,12 @@ import logging
 
 from kafka.protocol.consumer.group import JoinGroupRequest
 
+from coordinator.common.result import EMPTY_RESULT, ReplyHandle, Result
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, Parked, Protocols
 from coordinator.group.classic.manager import Membership
 from coordinator.group.classic.responses import JoinAnswer, SyncAnswer, join_response, sync_response
 from coordinator.group.classic.state import GroupState
-from coordinator.group.result import EMPTY_RESULT, ReplyHandle, RequestContext, Result
+from coordinator.group.context import RequestContext
 from coordinator.records import new_empty_group_metadata_record
 from protocol.errors import ErrorCode
 

@@ -34,6 +34,8 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+from coordinator.common.result import EMPTY_RESULT, Result
+from coordinator.common.timer import Timer
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.assignors import ASSIGNORS
 from coordinator.group.consumer.group import (
@@ -55,8 +57,8 @@ from coordinator.group.consumer.target_assignment import (
     target_assignment_records,
     target_record,
 )
-from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
-from coordinator.group.timer import Timer, classic_join_key, classic_sync_key, rebalance_key, session_key
+from coordinator.group.context import RequestContext
+from coordinator.group.timer import classic_join_key, classic_sync_key, rebalance_key, session_key
 from coordinator.group.topics import TopicImage, metadata_hash
 from coordinator.records import (
     CoordinatorRecord,

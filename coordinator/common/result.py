@@ -1,4 +1,5 @@
-"""What a handler returns: records to append plus responses, never side effects.
+"""What a handler returns to the runtime: records to append plus responses, never side
+effects (Kafka's `CoordinatorResult`).
 
 A handler reads state and returns a `Result`. The runtime replays `records` into the
 shard (unless `replay` is False: classic membership is soft state the handler already
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from coordinator.records import CoordinatorRecord
 
@@ -35,13 +36,6 @@ ReplyHandle = Any
 class Reply:
     handle: ReplyHandle
     response: Any
-
-
-class RequestContext(NamedTuple):
-    # One per request: a NamedTuple is cheaper to build than a frozen dataclass.
-    api_version: int
-    client_id: str = ""
-    client_host: str = "/127.0.0.1"   # Java InetAddress.toString() form, as Kafka stores it
 
 
 @dataclass(frozen=True, slots=True)
