@@ -10,8 +10,9 @@ contracts in pyproject.toml; docs/ARCHITECTURE.md traces a request through them)
     service | net | gateway | http | probe   routing, sockets, forwarding, HTTP
     security                              credentials, TLS contexts, principals, ACLs
     runtime                               one serial executor per partition: decide, replay, append
-    group | metrics | periodic            the group state machines (pure)
-    records | partitioning | node | consumer_lag | version   __consumer_offsets keys and values; placement; lag
+    group | metrics | periodic            the group state machines (pure): group/classic | group/consumer
+    common                                what runtime and groups agree on: Result, Reply, Slices, Timer
+    records | partitioning | node | consumer_lag | version   __consumer_offsets records; placement; lag
     storage (package)                     the log on disk
     protocol (package)                    the Kafka wire
 """

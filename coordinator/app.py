@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,6 +37,7 @@ from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.gateway.upstream_acls import UpstreamAcls
 from coordinator.gateway.upstream_groups import UpstreamGroups
+from coordinator.group.shard import group_shard_factory
 from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.http.groups import committed_offsets
 from coordinator.http.server import HttpServer
@@ -141,8 +143,10 @@ class KgcApp:
         except OSError as exc:
             raise CannotStart(f"cannot open the data dir {cfg.data_dir}: {_reason(exc)}; set data_dir (--data-dir, "
                               "KGC_DATA_DIR) to a directory kgc may write") from None
-        self.runtime = CoordinatorRuntime(self.store, cfg.group, clock=self._clock,
-                                          new_member_id=new_member_id, topics=self._topics)
+        # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).
+        shards = group_shard_factory(cfg.group, self._clock, new_member_id, self._topics, stopwatch=time.perf_counter)
+        self.runtime = CoordinatorRuntime(self.store, cfg.group.num_partitions, clock=self._clock,
+                                          shard_factory=shards)
         await self.runtime.start()
         try:
             bootstrap = self._listener(cfg.port, None)

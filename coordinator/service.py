@@ -34,9 +34,9 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetFetchResponse
 from kafka.protocol.metadata.find_coordinator import CoordinatorType, FindCoordinatorResponse
 
+from coordinator.group.context import RequestContext
 from coordinator.group.describe import normalized_filter
 from coordinator.group.record_limits import check_group_id
-from coordinator.group.result import RequestContext
 from coordinator.group.views import GroupDescription, OffsetFetchGroup
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for

@@ -250,7 +250,7 @@ def encode_records(records: Sequence[LogRecord], first_delta: int) -> bytes:
     headers tuple (one commit's audit headers) encodes it once."""
     small = _SMALL_VARINTS
     limit = len(small)
-    parts = []
+    parts: list[bytes | bytearray] = []
     last_headers: object = None
     header_block = b""
     for delta, record in enumerate(records, first_delta):
@@ -269,10 +269,10 @@ def encode_records(records: Sequence[LogRecord], first_delta: int) -> bytes:
             parts.append(small[length] if length < limit else _varint_bytes(length))
             parts.append(body)
             continue
-        body = b"".join((b"\x00\x00", offset_delta, small[len(key)], key, small[len(value)], value, header_block))
-        length = len(body)
+        packed = b"".join((b"\x00\x00", offset_delta, small[len(key)], key, small[len(value)], value, header_block))
+        length = len(packed)
         parts.append(small[length] if length < limit else _varint_bytes(length))
-        parts.append(body)
+        parts.append(packed)
     return b"".join(parts)
 
 
@@ -313,7 +313,7 @@ def _varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
 
 # Codecs other than gzip come from kafka-python's optional packages: (package to
 # install, kafka.codec probe, kafka.codec decoder).
-_OPTIONAL_CODECS = {
+_OPTIONAL_CODECS: dict[int, tuple[str, str, str]] = {
     Compression.SNAPPY: ("python-snappy", "has_snappy", "snappy_decode"),
     Compression.LZ4: ("lz4", "has_lz4", "lz4_decode"),
     Compression.ZSTD: ("zstandard", "has_zstd", "zstd_decode"),

@@ -44,7 +44,7 @@ import logging
 import mmap
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -195,7 +195,7 @@ class PartitionLog:
 
     def _record_manifest(self, manifest: Manifest, states: dict[int, SegmentState], active_base: int) -> None:
         """What open found is now what the manifest says (each state it accepted)."""
-        closed = {base: (state,) for base, state in states.items()}
+        closed: dict[int, tuple[SegmentState, ...]] = {base: (state,) for base, state in states.items()}
         if not manifest.exists:
             log.info("%s: recording %d closed segments in a new manifest", self.directory.name, len(closed))
         if not manifest.exists or closed != manifest.closed or manifest.active_base != active_base:
@@ -465,7 +465,7 @@ class PartitionLog:
                 size += len(batch)
         return DurableRead(b"".join(parts), log_start, end)
 
-    def _read(self, from_offset: int, decode: Callable[[Any, int, BatchHeader], T]) -> Iterator[T]:
+    def _read(self, from_offset: int, decode: Callable[[Any, int, BatchHeader], T]) -> Generator[T, None, None]:
         with self.lock:
             segments = self.segments[:self.segments.index(self.durable_segment) + 1]
             chosen = []
@@ -479,7 +479,7 @@ class PartitionLog:
 
     @staticmethod
     def _read_files(files: list[tuple[Path, int, int]], from_offset: int,
-                    decode: Callable[[Any, int, BatchHeader], T]) -> Iterator[T]:
+                    decode: Callable[[Any, int, BatchHeader], T]) -> Generator[T, None, None]:
         try:
             for path, fd, size in files:
                 yield from _read_segment(path, fd, size, from_offset, decode)

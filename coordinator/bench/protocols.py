@@ -47,7 +47,7 @@ from coordinator.bench.member import BenchError, Member, Phase, Swarm
 from coordinator.bench.targets import HOST, Target, probe_api_versions, stop_process, wait_ready
 from coordinator.bench.wire import BenchConnection, Template
 from coordinator.embedded import EmbeddedBroker, free_port
-from coordinator.group.assignors import AssignmentMember, range_, uniform
+from coordinator.group.consumer.assignors import AssignmentMember, range_, uniform
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from protocol.errors import ErrorCode
 

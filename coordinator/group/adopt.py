@@ -2,7 +2,7 @@
 
 Pure: the runtime's `Adoption` (coordinator/runtime/adoption.py) or `kgc import` fetches
 the state; `adoption_records` turns it into the records kgc would have written itself,
-with audit headers that say where they came from (`records.adoption_headers`), and the
+with audit headers that say where they came from (`records.headers.adoption_headers`), and the
 shard replays them through the normal write path. First comes kgc's own AdoptedGroup
 record, which outlives the group (adoption happens once per group, restarts included);
 then a group with a protocol type (a "consumer" group) gets an Empty GroupMetadata record,
@@ -15,14 +15,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from coordinator.records import (
-    AdoptedGroupKey,
-    AdoptedGroupValue,
     CoordinatorRecord,
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetCommitKey,
     OffsetCommitValue,
-    adoption_headers,
+    new_adopted_group_record,
+    new_empty_group_metadata_record,
+    new_offset_commit_record,
 )
 
 
@@ -36,13 +33,12 @@ class AdoptedOffset(NamedTuple):
 
 def adoption_records(group_id: str, protocol_type: str, offsets: tuple[AdoptedOffset, ...], *, source: str,
                      now_ms: int) -> tuple[CoordinatorRecord, ...]:
-    headers = adoption_headers(source, now_ms)
-    records = [CoordinatorRecord(AdoptedGroupKey(group_id), AdoptedGroupValue(source, now_ms), headers)]
+    adopted = new_adopted_group_record(group_id, source, now_ms)
+    records = [adopted]
     if protocol_type:
-        records.append(CoordinatorRecord(GroupMetadataKey(group_id), GroupMetadataValue(
-            protocol_type=protocol_type, generation=0, protocol=None, leader=None,
-            current_state_timestamp_ms=now_ms, members=()), headers))
-    records += [CoordinatorRecord(OffsetCommitKey(group_id, o.topic, o.partition),
-                                  OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, now_ms), headers)
+        records.append(new_empty_group_metadata_record(group_id, protocol_type, now_ms, headers=adopted.headers))
+    records += [new_offset_commit_record(group_id, o.topic, o.partition,
+                                         OffsetCommitValue(o.offset, o.leader_epoch, o.metadata, now_ms),
+                                         headers=adopted.headers)
                 for o in offsets]
     return tuple(records)

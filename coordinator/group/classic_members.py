@@ -39,28 +39,9 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
-from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import (
-    STATIC_LEAVE_EPOCH,
-    ConsumerGroup,
-    ConsumerGroupMember,
-    MemberState,
-)
-from coordinator.group.consumer_heartbeat import (
-    ConsumerGroups,
-    check_static_holder,
-    classic_join_key,
-    classic_sync_key,
-    successor_of,
-)
-from coordinator.group.consumer_protocol import (
-    MalformedProtocol,
-    decode_subscription,
-    encode_assignment,
-    owned_partitions,
-    subscription_version,
-)
-from coordinator.group.responses import (
+from coordinator.common.result import EMPTY_RESULT, Result
+from coordinator.common.timer import Timer
+from coordinator.group.classic.responses import (
     JoinAnswer,
     SyncAnswer,
     heartbeat_response,
@@ -68,8 +49,27 @@ from coordinator.group.responses import (
     leave_response,
     sync_response,
 )
-from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
-from coordinator.group.timer import Timer
+from coordinator.group.config import GroupConfig
+from coordinator.group.consumer.consumer_protocol import (
+    MalformedProtocol,
+    decode_subscription,
+    encode_assignment,
+    owned_partitions,
+    subscription_version,
+)
+from coordinator.group.consumer.group import (
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    MemberState,
+)
+from coordinator.group.consumer.manager import (
+    ConsumerGroups,
+    check_static_holder,
+    successor_of,
+)
+from coordinator.group.context import RequestContext
+from coordinator.group.timer import classic_join_key, classic_sync_key
 from coordinator.records import ClassicMemberMetadata, ConsumerGroupMetadataKey
 from protocol.errors import ApiError, ErrorCode
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator.group.classic import ClassicGroup
-from coordinator.group.consumer_group import ConsumerGroup
-from coordinator.group.state import GroupState
+from coordinator.group.classic.group import ClassicGroup
+from coordinator.group.classic.state import GroupState
+from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.views import DescribedMember, GroupDescription, GroupListing
 from protocol.errors import ErrorCode
 

@@ -21,7 +21,7 @@ member with its target assignment; once durable, a classic rebalance starts (aft
 static replacement only if the target is older than the group epoch or a member was not
 at it yet), so the classic members agree on an assignment among themselves again.
 
-Classic membership is soft state (`membership.py`): the upgrade answers the classic
+Classic membership is soft state (`classic/manager.py`): the upgrade answers the classic
 group's parked JoinGroup/SyncGroup requests REBALANCE_IN_PROGRESS and cancels its timers
 directly, as Kafka does; everything else is records.
 """
@@ -31,32 +31,31 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.common.result import EMPTY_RESULT, Result
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic.manager import Membership, group_metadata_value
+from coordinator.group.classic.responses import JoinAnswer, SyncAnswer
+from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember, MemberState
-from coordinator.group.consumer_heartbeat import ConsumerGroups, target_record
-from coordinator.group.consumer_protocol import (
+from coordinator.group.consumer.consumer_protocol import (
     MalformedProtocol,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     subscription_version,
 )
-from coordinator.group.membership import Membership, group_metadata_value
-from coordinator.group.responses import JoinAnswer, SyncAnswer
-from coordinator.group.result import EMPTY_RESULT, Result
-from coordinator.group.state import GroupState
+from coordinator.group.consumer.group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
+from coordinator.group.consumer.manager import ConsumerGroups
+from coordinator.group.consumer.target_assignment import target_record
 from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from coordinator.group.topics import metadata_hash
 from coordinator.records import (
     ClassicMemberMetadata,
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
+    new_consumer_group_current_assignment_record,
+    new_consumer_group_epoch_record,
+    new_consumer_group_member_subscription_record,
+    new_consumer_group_target_assignment_epoch_record,
     new_group_metadata_record,
     new_group_metadata_tombstone,
 )
@@ -93,7 +92,7 @@ class Migration:
             raise refuse("the group size exceeds the consumer group maximum size")
         image = self.consumer.loaded_topics()
         generation = classic.generation
-        members: list[tuple[ConsumerGroupMember, dict]] = []
+        members: list[tuple[ConsumerGroupMember, Assignment]] = []
         for m in classic.members.values():
             protocol = classic.protocol_name or m.protocols[0][0]
             try:
@@ -113,15 +112,13 @@ class Migration:
                 classic=ClassicMemberMetadata(m.session_timeout_ms, m.protocols)), assigned))
         names = {n for member, _ in members for n in member.subscribed_topic_names}
         records = [new_group_metadata_tombstone(group_id, generation=generation)]
-        records += [CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id, m.member_id), m.metadata_value())
+        records += [new_consumer_group_member_subscription_record(group_id, m.member_id, m.metadata_value())
                     for m, _ in members]
-        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group_id),
-                                         ConsumerGroupMetadataValue(generation, metadata_hash(image, names))))
+        records.append(new_consumer_group_epoch_record(group_id, generation, metadata_hash(image, names)))
         records += [target_record(group_id, m.member_id, assigned) for m, assigned in members]
-        records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id),
-                                         ConsumerGroupTargetAssignmentMetadataValue(generation)))
-        records += [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, m.member_id),
-                                      m.assignment_value()) for m, _ in members]
+        records.append(new_consumer_group_target_assignment_epoch_record(group_id, generation))
+        records += [new_consumer_group_current_assignment_record(group_id, m.member_id, m.assignment_value())
+                    for m, _ in members]
         group = ConsumerGroup(group_id)
         for record in records[1:]:
             group.replay(record.key, record.value)
@@ -143,8 +140,8 @@ class Migration:
             self.membership.timer.cancel(heartbeat_key(group_id, member_id))
         self.membership.timer.cancel(join_key(group_id))
         self.membership.timer.cancel(sync_key(group_id))
-        for member in converted.members.values():
-            self.consumer.schedule_session(group_id, member)
+        for consumer_member in converted.members.values():
+            self.consumer.schedule_session(group_id, consumer_member)
 
     # ------------------------------------------------------------ consumer → classic
 
@@ -169,12 +166,13 @@ class Migration:
                 m.classic.session_timeout_ms, "consumer", m.classic.supported_protocols), None)
         classic.protocol_name = classic.select_protocol()
         assignments = {}
-        for m in classic.members.values():
+        for classic_member in classic.members.values():
             try:
-                version = subscription_version(m.metadata(classic.protocol_name))
+                version = subscription_version(classic_member.metadata(classic.protocol_name))
             except MalformedProtocol:
                 version = 0
-            assignments[m.member_id] = encode_assignment(targets.get(m.member_id, {}), image, version)
+            assignments[classic_member.member_id] = encode_assignment(
+                targets.get(classic_member.member_id, {}), image, version)
         renamed = {replaced.member_id: joining.member_id} if joining is not None else None
         records = self.consumer.group_tombstones(group, renamed)
         records.append(new_group_metadata_record(group_id, group_metadata_value(classic, assignments)))

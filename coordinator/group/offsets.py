@@ -46,14 +46,15 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse,
 )
 
-from coordinator.group.classic import ClassicGroup
+from coordinator.common.result import Result, Slices, whole
+from coordinator.group.classic.group import ClassicGroup
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import ConsumerGroup
-from coordinator.group.consumer_heartbeat import ConsumerGroups
-from coordinator.group.membership import Membership
+from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.consumer.manager import ConsumerGroups
+from coordinator.group.context import RequestContext
 from coordinator.group.record_limits import check_commit_topics
-from coordinator.group.result import RequestContext, Result, Slices, whole
-from coordinator.group.state import GroupState
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
     CoordinatorRecord,
@@ -220,7 +221,7 @@ class OffsetManager:
             return []
         group_id, now, expire_ms, max_bytes, with_epoch, stamped, audit = terms
         records: list[CoordinatorRecord] = []
-        commits = []
+        commits: list[tuple[int, int, int, str]] = []
         for p in partitions:
             metadata = p.committed_metadata
             if metadata and len(metadata) * 2 > max_bytes and utf16_length(metadata) > max_bytes:
@@ -325,7 +326,7 @@ class OffsetManager:
             subscribed = group.is_subscribed_to_topic(topic.name)
             held = stored.get(topic.name, {})
             partitions = topic.partitions
-            parts = []
+            parts: list[Any] = []
             for start in range(0, max(len(partitions), 1), COMMIT_SLICE):
                 piece = partitions[start:start + COMMIT_SLICE]
                 if subscribed:

@@ -11,7 +11,7 @@ Hard and soft state:
   records they return are snapshots with `replay=False`. Replaying a GroupMetadata
   record (on load) rebuilds the group as Stable (it has members) or Empty;
 - DeleteGroups and the offsets expiry return tombstones that *are* replayed;
-- KIP-848 consumer groups (`consumer_heartbeat.ConsumerGroups`) are hard state
+- KIP-848 consumer groups (`consumer.manager.ConsumerGroups`) are hard state
   throughout: every change is a replayed record. A group id is either a classic or a
   consumer group: an empty classic group (or one that only has offsets) becomes a
   consumer group when a ConsumerGroupHeartbeat joins it, and an empty consumer group a
@@ -38,23 +38,26 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
+from coordinator.common.result import Reply, ReplyHandle, Result, Slices
+from coordinator.common.timer import Timer
 from coordinator.group import describe, record_limits
 from coordinator.group.adopt import AdoptedOffset, adoption_records
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
+from coordinator.group.classic.heartbeat import heartbeat, leave_group
+from coordinator.group.classic.join import join_group
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.state import GroupState
+from coordinator.group.classic.sync import sync_group
 from coordinator.group.classic_members import ClassicMembers
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import ConsumerGroup
-from coordinator.group.consumer_heartbeat import ConsumerGroups, describe_consumer_group
+from coordinator.group.consumer.describe import describe_consumer_group
+from coordinator.group.consumer.group import ConsumerGroup
+from coordinator.group.consumer.manager import ConsumerGroups
+from coordinator.group.context import RequestContext
 from coordinator.group.errors import CorruptStateError
-from coordinator.group.heartbeat import heartbeat, leave_group
-from coordinator.group.join import join_group
-from coordinator.group.membership import Membership
 from coordinator.group.migration import Migration
 from coordinator.group.offsets import OffsetManager
-from coordinator.group.result import Reply, ReplyHandle, RequestContext, Result, Slices
-from coordinator.group.state import GroupState
-from coordinator.group.sync import sync_group
-from coordinator.group.timer import Timer, expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
+from coordinator.group.timer import expire_offsets_key, group_of, heartbeat_key, join_key, sync_key
 from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.group.views import GroupDescription, GroupListing, OffsetFetchGroup
 from coordinator.records import (
@@ -384,3 +387,12 @@ class GroupShard:
                 records += self.consumer.group_tombstones(consumer_group)
         self._schedule_offsets_expiry()
         return Result(records=tuple(records))
+
+
+def group_shard_factory(config: GroupConfig, clock: Callable[[], int], new_member_id: Callable[[str], str],
+                        topics: Callable[[], TopicImage] = lambda: NO_TOPICS,
+                        stopwatch: Callable[[], float] | None = None) -> Callable[[int, Timer], GroupShard]:
+    """The runtime's shard factory: a `GroupShard` per partition, on the timer the runtime gives it."""
+    def make(partition: int, timer: Timer) -> GroupShard:
+        return GroupShard(partition, config, timer, clock, new_member_id, topics, stopwatch=stopwatch)
+    return make

@@ -1,40 +1,16 @@
-"""Timers the state machine schedules: keyed, replaceable, fired as partition writes.
-
-An expired timer's op runs on its partition's executor like a request and returns a
-`Result` that goes through the same write path. Scheduling a key that is already
-scheduled replaces it.
+"""The keys of the timers the state machine schedules (the `Timer` itself, keyed,
+replaceable, fired as partition writes, is `coordinator.common.timer`).
 
 Keys are tuples whose first item names the kind of timer; a group's timers carry the
 group id second (`group_of` reads it back, so a failed timer op can be traced to the
 one group it concerns). A member's session key holds ids the member already holds
 (`heartbeat_key`), which a member builds once and keeps with its expiry op
-(`membership.HeartbeatExpiry`), so a heartbeat builds no key.
+(`classic.manager.HeartbeatExpiry`), so a heartbeat builds no key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Protocol
-
-from coordinator.group.result import Result
-
-TimerOp = Callable[[], Result]
-
-
-class KeyedTimerOp(Protocol):
-    """A timer op that carries the key it is scheduled under (a member's session timer)."""
-
-    key: Hashable
-
-    def __call__(self) -> Result: ...
-
-
-class Timer(Protocol):
-    def schedule(self, key: Hashable, delay_ms: int, op: TimerOp) -> None: ...
-
-    def cancel(self, key: Hashable) -> None: ...
-
-    def is_scheduled(self, key: Hashable) -> bool: ...
+from collections.abc import Hashable
 
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
@@ -49,6 +25,26 @@ def join_key(group_id: str) -> tuple[str, str]:
 
 def sync_key(group_id: str) -> tuple[str, str]:
     return ("sync", group_id)
+
+
+# KIP-848 consumer group members (`consumer.manager`, `classic_members`).
+
+def session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-session", group_id, member_id)
+
+
+def rebalance_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    return ("consumer-rebalance", group_id, member_id)
+
+
+def classic_join_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """A classic member told to rejoin (REBALANCE_IN_PROGRESS) must do so within its rebalance timeout."""
+    return ("consumer-classic-join", group_id, member_id)
+
+
+def classic_sync_key(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """A classic member that joined must send SyncGroup within its rebalance timeout."""
+    return ("consumer-classic-sync", group_id, member_id)
 
 
 _EXPIRE_OFFSETS_KEY = ("expire-offsets",)

@@ -20,8 +20,8 @@ from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignmen
 
 from coordinator import records
 from coordinator.consumer_lag import partition_lag
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember
-from coordinator.group.consumer_group import Assignment, ConsumerGroup, ConsumerGroupMember
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
+from coordinator.group.consumer.group import Assignment, ConsumerGroup, ConsumerGroupMember
 from coordinator.group.topics import TopicImage
 from storage.format import iter_batches
 

@@ -31,7 +31,7 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 
 from coordinator import metrics
-from coordinator.group.result import RequestContext
+from coordinator.group.context import RequestContext
 from coordinator.group.topics import NO_TOPICS
 from coordinator.net import authorization, sasl
 from coordinator.net.authentication import Answer, SaslSession, SaslSettings

@@ -54,10 +54,11 @@ from coordinator.offline.findings import Finding, FindingType
 from coordinator.offline.scan import ScannedBatch
 from coordinator.records import (
     CoordinatorRecord,
-    GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    new_group_metadata_record,
+    new_offset_commit_record,
 )
 
 log = logging.getLogger(__name__)
@@ -383,13 +384,13 @@ class PartitionAudit:
                            _NoTimer(), lambda: now_ms, lambda client_id: client_id)
         for group, record in self.groups.items():
             try:
-                shard.replay(record.record_offset, CoordinatorRecord(GroupMetadataKey(group), record.value))
+                shard.replay(record.record_offset, new_group_metadata_record(group, record.value, headers=()))
             except CorruptStateError as e:
                 # Its offsets are then judged as a simple group's: by commit time.
                 log.warning("partition %d: group %s does not load (%s)", self.partition, group, e)
         for (group, topic, partition), committed in self.offsets.items():
             shard.replay(committed.record_offset,
-                         CoordinatorRecord(OffsetCommitKey(group, topic, partition), committed.value))
+                         new_offset_commit_record(group, topic, partition, committed.value, headers=()))
         expired: list[tuple[str, str, int]] = []
         for group in list(shard.groups):
             tombstones: list[CoordinatorRecord] = []

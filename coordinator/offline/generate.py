@@ -373,20 +373,19 @@ def _member_epochs_life(g: _Group, config: GeneratorConfig) -> None:
     def bump(epoch: int) -> None:
         """Group epoch `epoch`: both members (re)stated, their targets, and each member at it."""
         now = g.tick(g.clock_ms + 1000, 1)
-        batch = [CoordinatorRecord(records.ConsumerGroupMemberMetadataKey(g.name, m.member_id),
-                                   records.ConsumerGroupMemberMetadataValue(None, None, m.client_id, m.client_host,
-                                                                            (topic[0],), None, 30_000, "uniform"))
+        batch = [records.new_consumer_group_member_subscription_record(
+                     g.name, m.member_id, records.ConsumerGroupMemberMetadataValue(
+                         None, None, m.client_id, m.client_host, (topic[0],), None, 30_000, "uniform"))
                  for m in (a, b)]
-        batch.append(CoordinatorRecord(records.ConsumerGroupMetadataKey(g.name), records.ConsumerGroupMetadataValue(epoch)))
+        batch.append(records.new_consumer_group_epoch_record(g.name, epoch))
         partitions = {m.member_id: ((topic_id, tuple(p for _t, p in owned[m.member_id])),) for m in (a, b)}
-        batch += [CoordinatorRecord(records.ConsumerGroupTargetAssignmentMemberKey(g.name, m.member_id),
-                                    records.ConsumerGroupTargetAssignmentMemberValue(partitions[m.member_id])) for m in (a, b)]
-        batch.append(CoordinatorRecord(records.ConsumerGroupTargetAssignmentMetadataKey(g.name),
-                                       records.ConsumerGroupTargetAssignmentMetadataValue(epoch)))
-        batch += [CoordinatorRecord(records.ConsumerGroupCurrentMemberAssignmentKey(g.name, m.member_id),
-                                    records.ConsumerGroupCurrentMemberAssignmentValue(epoch, epoch - 1, 0,
-                                                                                      partitions[m.member_id],
-                                                                                      ())) for m in (a, b)]
+        batch += [records.new_consumer_group_target_assignment_record(g.name, m.member_id, partitions[m.member_id])
+                  for m in (a, b)]
+        batch.append(records.new_consumer_group_target_assignment_epoch_record(g.name, epoch))
+        batch += [records.new_consumer_group_current_assignment_record(
+                      g.name, m.member_id, records.ConsumerGroupCurrentMemberAssignmentValue(
+                          epoch, epoch - 1, 0, partitions[m.member_id], ()))
+                  for m in (a, b)]
         g.events.append(_Event(now, batch))
 
     for epoch in (1, 2, 3):

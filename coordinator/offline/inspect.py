@@ -18,7 +18,7 @@ is corrupt (kgc would refuse that partition), 2 for a bad command line.
 
 Like `coordinator.offline`, this module may import the pure `coordinator.records` and
 `coordinator.partitioning`, and KIP-848 groups are materialized by the coordinator's own
-replay (`coordinator.group.consumer_group`); nothing else from `coordinator`.
+replay (`coordinator.group.consumer.group`); nothing else from `coordinator`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator import records
-from coordinator.group.consumer_group import ConsumerGroup
+from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.errors import CorruptStateError
 from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import struct
 import sys
-import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,9 +30,11 @@ from pathlib import Path
 from coordinator import records
 from coordinator.group.adopt import AdoptedOffset
 from coordinator.group.config import GroupConfig
+from coordinator.group.shard import group_shard_factory
 from coordinator.offline.inspect import inspect_partition, partition_dirs
 from coordinator.partitioning import partition_for
 from coordinator.runtime.runtime import CoordinatorRuntime
+from storage.clock import wall_clock_ms
 from storage.file_store import FileLogStore
 
 SOURCE = "kafka-log"
@@ -136,9 +137,9 @@ async def adopt_into(data_dir: str | Path, state: KafkaLogState, num_partitions:
     """Each group through kgc's partition write path; group id -> adopted (False: kgc had it)."""
     store = FileLogStore(data_dir, num_partitions=num_partitions)
     await store.open()
-    runtime = CoordinatorRuntime(store, GroupConfig(num_partitions=num_partitions),
-                                 clock=lambda: time.time_ns() // 1_000_000,
-                                 new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}")
+    shards = group_shard_factory(GroupConfig(num_partitions=num_partitions), wall_clock_ms,
+                                 lambda prefix: f"{prefix}-{uuid.uuid4()}")
+    runtime = CoordinatorRuntime(store, num_partitions, clock=wall_clock_ms, shard_factory=shards)
     outcome: dict[str, bool] = {}
     try:
         await runtime.start()

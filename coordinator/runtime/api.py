@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
-from coordinator.group.result import ReplyHandle, Result
+from coordinator.common.result import ReplyHandle, Result
 from coordinator.records import CoordinatorRecord
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator import metrics
-from coordinator.group.state import GroupState
+from coordinator.group.classic.state import GroupState
 from coordinator.periodic import run_every
 from coordinator.runtime.partition import PartitionState
 

@@ -70,11 +70,7 @@ class KafkaRecordSerde:
         return _new_tuple(LogRecord, (records.serialize_key(key), records.serialize_value(value), headers))
 
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
-        decoded = records.deserialize(stored.key, stored.value)
-        if decoded is None:
-            return None
-        key, value = decoded
-        return CoordinatorRecord(key, value, stored.headers)
+        return records.deserialize_record(stored.key, stored.value, stored.headers)
 
 
 class LoadError(Exception):

@@ -26,7 +26,7 @@ import heapq
 import math
 from collections.abc import Callable, Hashable
 
-from coordinator.group.timer import TimerOp
+from coordinator.common.timer import TimerOp
 
 # uvloop rounds timers to whole milliseconds and may wake up to a millisecond early;
 # deadlines that close are treated as due rather than re-armed for a sub-ms wait.

@@ -47,7 +47,7 @@ so hard state never sees part of a failed op. The partition fails only when the 
 does, when replay itself raises (hard state may then be half-applied), or when the
 shard cannot isolate a fault.
 
-Sliced ops: a request's op may return `Slices` (`group.result`) instead of a Result, for
+Sliced ops: a request's op may return `Slices` (`common.result`) instead of a Result, for
 work that grows with the request (an OffsetCommit of 100,000 partitions). The runtime
 then holds the partition's executor (later events wait in the queue, nothing runs
 inline, and an `after_commit` released meanwhile waits too) and does steps 2-3 a slice
@@ -76,7 +76,7 @@ from functools import partial
 from typing import Any
 
 from coordinator import metrics
-from coordinator.group.result import Result, Slices
+from coordinator.common.result import ReplyHandle, Result, Slices
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
@@ -246,7 +246,7 @@ class PartitionRuntime:
 
     # ---- requests --------------------------------------------------------------------
 
-    async def write(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope = None) -> Any:
+    async def write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope = None) -> Any:
         self._check_serving()
         self.stats.writes += 1
         return await self._enqueue_write(op, scope)
@@ -256,7 +256,7 @@ class PartitionRuntime:
         self.stats.reads += 1
         return await self._enqueue(self._read_event(op))
 
-    def submit_write(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope = None) -> Any:
+    def submit_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope = None) -> Any:
         """`write` without a coroutine, for the request path: the response itself when the
         op ran inline and its answer needs no durable write, otherwise a future of it."""
         self._check_serving()
@@ -273,7 +273,7 @@ class PartitionRuntime:
             return op(self._shard)
         return self._enqueue(self._read_event(op))
 
-    def _enqueue_write(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope) -> asyncio.Future:
+    def _enqueue_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope) -> asyncio.Future:
         handle = FutureReplyHandle(self._new_waiter())
         self._enqueue(_Event(lambda: self._run_write(op, handle, scope), handle.future))
         return handle.future
@@ -289,7 +289,7 @@ class PartitionRuntime:
         """Nothing waits on durability: an answer made now may go out now."""
         return not self._parked and self._last_written <= self._last_durable
 
-    def _write_inline(self, op: Callable[[Any, FutureReplyHandle], Result], scope: Scope) -> Any:
+    def _write_inline(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope) -> Any:
         handle = _InlineHandle(self._new_waiter)
         try:
             result = op(self._shard, handle)
@@ -370,7 +370,7 @@ class PartitionRuntime:
             log.exception("partition %d: runtime step failed", self.partition)
             self._fail(exc)
 
-    def _run_write(self, op: Callable[[Any, FutureReplyHandle], Result], handle: FutureReplyHandle,
+    def _run_write(self, op: Callable[[Any, ReplyHandle], Result], handle: FutureReplyHandle,
                    scope: Scope) -> None:
         try:
             result = op(self._shard, handle)
@@ -436,7 +436,7 @@ class PartitionRuntime:
                 reply.handle.future.set_exception(aborted)
         self._isolate(scope, exc)
 
-    def _op_failed(self, handle: FutureReplyHandle, scope: Scope, exc: Exception) -> None:
+    def _op_failed(self, handle: FutureReplyHandle | _InlineHandle, scope: Scope, exc: Exception) -> None:
         """An op raised before anything of it was replayed: its request gets the error; a
         refusal (ApiError) leaves the group as it was, anything else may not have."""
         if not handle.future.done():

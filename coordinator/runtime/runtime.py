@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from coordinator.group.config import GroupConfig
-from coordinator.group.result import Result
-from coordinator.group.shard import GroupShard
-from coordinator.group.topics import NO_TOPICS, TopicImage
+from coordinator.common.result import Result
 from coordinator.runtime.api import PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loader import KafkaRecordSerde, RecordSerde
 from coordinator.runtime.partition import (
@@ -32,26 +28,14 @@ from storage.api import LogStore
 log = logging.getLogger(__name__)
 
 
-def group_shard_factory(config: GroupConfig, clock: Callable[[], int], new_member_id: Callable[[str], str],
-                        topics: Callable[[], TopicImage] = lambda: NO_TOPICS) -> ShardFactory:
-    def make(partition: int, timer) -> GroupShard:
-        # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).
-        return GroupShard(partition, config, timer, clock, new_member_id, topics, stopwatch=time.perf_counter)
-    return make
-
-
 class CoordinatorRuntime:
-    def __init__(self, store: LogStore, config: GroupConfig, *, clock: Callable[[], int],
-                 new_member_id: Callable[[str], str] | None = None,
-                 shard_factory: ShardFactory | None = None, serde: RecordSerde | None = None,
-                 topics: Callable[[], TopicImage] = lambda: NO_TOPICS):
-        if shard_factory is None:
-            if new_member_id is None:
-                raise ValueError("new_member_id is required for group shards")
-            shard_factory = group_shard_factory(config, clock, new_member_id, topics)
-        if store.num_partitions != config.num_partitions:
-            raise ValueError(f"store has {store.num_partitions} partitions, config {config.num_partitions}")
-        self.num_partitions = config.num_partitions
+    def __init__(self, store: LogStore, num_partitions: int, *, clock: Callable[[], int],
+                 shard_factory: ShardFactory, serde: RecordSerde | None = None):
+        """`shard_factory(partition, timer)` makes a partition's shard (the app's are
+        `GroupShard`s: `coordinator.group.shard.group_shard_factory`)."""
+        if store.num_partitions != num_partitions:
+            raise ValueError(f"store has {store.num_partitions} partitions, config {num_partitions}")
+        self.num_partitions = num_partitions
         self._closed = False
         self._partitions = [
             PartitionRuntime(p, store, shard_factory, serde or KafkaRecordSerde(), clock)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.group.consumer_group import MemberState
+from coordinator.group.consumer.group import MemberState
 from coordinator.records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
 from protocol.errors import ErrorCode
 from tests.support.group_context import GroupTestContext

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from coordinator.group.consumer_heartbeat import classic_join_key, classic_sync_key, session_key
+from coordinator.group.timer import classic_join_key, classic_sync_key, session_key
 from coordinator.http.groups import detail
 from coordinator.records import (
     ClassicMemberMetadata,

@@ -3,7 +3,7 @@ Heartbeat row belongs to the runtime)."""
 
 import pytest
 
-from coordinator.group.state import GroupState
+from coordinator.group.classic.state import GroupState
 from coordinator.group.timer import heartbeat_key
 from tests.support.builders import subscription
 from tests.support.group_context import GroupTestContext

@@ -4,7 +4,7 @@ it once (the join that used to raise inside `vote` completes)."""
 
 from __future__ import annotations
 
-from coordinator.group.responses import JoinAnswer
+from coordinator.group.classic.responses import JoinAnswer
 from coordinator.group.timer import expire_offsets_key, heartbeat_key, join_key, sync_key
 from protocol.errors import ApiError, ErrorCode
 from tests.support.builders import subscription

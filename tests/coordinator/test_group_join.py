@@ -6,7 +6,7 @@ common-mapping rows 14/15/16 of a loading/unloaded partition (the runtime's job)
 
 import pytest
 
-from coordinator.group.state import GroupState
+from coordinator.group.classic.state import GroupState
 from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from tests.support.builders import subscription
 from tests.support.group_context import GroupTestContext

@@ -2,7 +2,7 @@
 
 import pytest
 
-from coordinator.group.state import GroupState
+from coordinator.group.classic.state import GroupState
 from coordinator.group.timer import sync_key
 from tests.support.builders import subscription
 from tests.support.group_context import GroupTestContext

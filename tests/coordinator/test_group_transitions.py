@@ -2,8 +2,8 @@
 
 import pytest
 
-from coordinator.group.classic import ClassicGroup
-from coordinator.group.state import VALID_PREVIOUS, GroupState, IllegalTransition
+from coordinator.group.classic.group import ClassicGroup
+from coordinator.group.classic.state import VALID_PREVIOUS, GroupState, IllegalTransition
 from coordinator.group.timer import join_key, sync_key
 from tests.support.group_context import GroupTestContext
 

@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from coordinator.group.result import Result
+from coordinator.common.result import Result
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 
 

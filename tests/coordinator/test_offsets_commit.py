@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from coordinator.group.state import GroupState
+from coordinator.group.classic.state import GroupState
 from coordinator.group.timer import heartbeat_key
 from coordinator.records import OffsetCommitKey, OffsetCommitValue
 from tests.support import builders

@@ -4,7 +4,7 @@ Not here: 29/30 (authorization, not enforced), 88 (no transactional offsets exis
 25/22/113 for KIP-848 member checks, 100/3 resolved by the service.
 """
 
-from coordinator.group.state import GroupState
+from coordinator.group.classic.state import GroupState
 from coordinator.group.views import OffsetFetchPartition, OffsetFetchTopic
 from tests.support.builders import subscription
 from tests.support.group_context import GroupTestContext

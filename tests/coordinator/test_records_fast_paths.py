@@ -1,4 +1,4 @@
-"""The struct fast paths of `coordinator.records` (OffsetCommit key type 1, value v3 and
+"""The struct fast paths of `coordinator.records.codec` (OffsetCommit key type 1, value v3 and
 the loader's key memo) against a plain reference reading of the same layout."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator import records
-from coordinator.records import OffsetCommitKey, OffsetCommitValue, RecordDecodeError
+from coordinator.records import OffsetCommitKey, OffsetCommitValue, RecordDecodeError, codec
 
 names = st.text(max_size=30)
 int32 = st.integers(-(2**31), 2**31 - 1)
@@ -139,10 +139,10 @@ def group_metadata_value(version: int, value: records.GroupMetadataValue) -> byt
 
 
 def reader_value(buf: bytes) -> records.GroupMetadataValue:
-    reader = records._Reader(buf)
+    reader = codec._Reader(buf)
     version = reader.int16()
     assert 0 <= version < records.FLEXIBLE_VERSION
-    value = records._decode_group_metadata_value(reader, version)
+    value = codec._decode_group_metadata_value(reader, version)
     reader.done()
     return value
 
@@ -168,7 +168,7 @@ def group_metadata_values(draw) -> tuple[int, records.GroupMetadataValue]:
 def test_group_metadata_values_of_every_plain_version_decode_as_written(drawn):
     version, value = drawn
     buf = group_metadata_value(version, value)
-    assert records._plain_group_metadata_value(buf) == value
+    assert codec._plain_group_metadata_value(buf) == value
     assert records.deserialize_value(records.GroupMetadataKey("g"), buf) == value == reader_value(buf)
 
 
@@ -179,4 +179,4 @@ def test_damaged_group_metadata_values_decode_as_the_reader_reads_them_or_are_re
     got, expected = outcome(lambda b: records.deserialize_value(records.GroupMetadataKey("g"), b), reader_value, buf)
     assert got == expected
     if expected is None:
-        assert records._plain_group_metadata_value(buf) is None
+        assert codec._plain_group_metadata_value(buf) is None

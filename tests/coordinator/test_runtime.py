@@ -8,8 +8,7 @@ import asyncio
 
 import pytest
 
-from coordinator.group.config import GroupConfig
-from coordinator.group.result import Reply, Result
+from coordinator.common.result import Reply, Result
 from coordinator.records import CoordinatorRecord
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
@@ -465,8 +464,7 @@ async def wait_for_state(partition: PartitionRuntime, state: PartitionState) -> 
 async def test_the_runtime_is_loaded_once_every_partition_is_active():
     store = MemoryLogStore(num_partitions=3)
     append_durable(store, [LogRecord(b"!garbage", b"x")], partition=2)
-    runtime = CoordinatorRuntime(store, GroupConfig(num_partitions=3), clock=lambda: 0,
-                                 shard_factory=DummyShard, serde=StrSerde())
+    runtime = CoordinatorRuntime(store, 3, clock=lambda: 0, shard_factory=DummyShard, serde=StrSerde())
     await runtime.start()
     await runtime.wait_loaded()
     assert [runtime.partition_state(p) for p in range(3)] == [
@@ -483,5 +481,5 @@ async def test_the_runtime_is_loaded_once_every_partition_is_active():
 
 def test_the_runtime_refuses_a_store_with_another_partition_count():
     with pytest.raises(ValueError):
-        CoordinatorRuntime(MemoryLogStore(num_partitions=3), GroupConfig(num_partitions=50), clock=lambda: 0,
-                           shard_factory=DummyShard, serde=StrSerde())
+        CoordinatorRuntime(MemoryLogStore(num_partitions=3), 50, clock=lambda: 0, shard_factory=DummyShard,
+                           serde=StrSerde())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.group.result import Reply, Result
+from coordinator.common.result import Reply, Result
 from coordinator.runtime.partition import PartitionState
 from protocol.errors import ApiError, ErrorCode
 from tests.coordinator.test_runtime import P, Parker, rec, respond, settle

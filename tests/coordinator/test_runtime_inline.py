@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.group.result import Reply, Result
+from coordinator.common.result import Reply, Result
 from protocol.errors import ApiError, ErrorCode
 from storage.api import Append
 from storage.memory_store import MemoryLogStore

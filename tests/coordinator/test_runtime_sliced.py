@@ -1,4 +1,4 @@
-"""Sliced ops (`group.result.Slices`): a request's op whose records are made a slice at a
+"""Sliced ops (`common.result.Slices`): a request's op whose records are made a slice at a
 time. The partition's executor is the op's until it ends, the loop runs between slices,
 and the records are replayed and appended as one batch, all or nothing."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.group.result import Result
+from coordinator.common.result import Result
 from coordinator.runtime.api import PartitionNotActive
 from coordinator.runtime.partition import PartitionState
 from protocol.errors import ApiError, ErrorCode

@@ -30,8 +30,8 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from coordinator.group.config import GroupConfig
-from coordinator.group.result import RequestContext
-from coordinator.group.shard import GroupShard
+from coordinator.group.context import RequestContext
+from coordinator.group.shard import GroupShard, group_shard_factory
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
@@ -56,8 +56,12 @@ class Coordinator:
         ids = itertools.count(1)
         loop = asyncio.get_running_loop()
         self.store = store
-        self.runtime = CoordinatorRuntime(store, CONFIG, clock=lambda: int(loop.time() * 1000),
-                                          new_member_id=lambda client_id: f"{client_id}-{next(ids)}")
+
+        def clock() -> int:
+            return int(loop.time() * 1000)
+
+        shards = group_shard_factory(CONFIG, clock, lambda client_id: f"{client_id}-{next(ids)}")
+        self.runtime = CoordinatorRuntime(store, CONFIG.num_partitions, clock=clock, shard_factory=shards)
         self.service = GroupCoordinatorService(self.runtime, NODE)
 
     async def start(self, wait: bool = True) -> None:

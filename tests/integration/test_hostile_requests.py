@@ -12,7 +12,7 @@ import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
-from coordinator.group.membership import Membership
+from coordinator.group.classic.manager import Membership
 from coordinator.group.shard import GroupShard
 from coordinator.net import dispatch
 from coordinator.partitioning import partition_for

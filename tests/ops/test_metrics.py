@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from aiokafka.client import AIOKafkaClient
 
-from coordinator.group.state import GroupState
+from coordinator.group.classic.state import GroupState
 from coordinator.runtime.group_stats import GroupSample, RebalanceTracker
 from coordinator.settings import ServerConfig
 from tests.integration.aio_member import AioMember

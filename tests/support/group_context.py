@@ -15,12 +15,13 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.common.result import Reply, Result
 from coordinator.group.config import GroupConfig
-from coordinator.group.result import Reply, RequestContext, Result
+from coordinator.group.context import RequestContext
 from coordinator.group.shard import GroupShard
 from coordinator.group.timer import join_key
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata
-from coordinator.records import CoordinatorRecord, deserialize, serialize_key, serialize_value
+from coordinator.records import CoordinatorRecord, deserialize_record, serialize_key, serialize_value
 from protocol.errors import ApiError
 from tests.support import builders
 from tests.support.clock import ManualClock
@@ -233,9 +234,9 @@ class GroupTestContext:
         fresh.topics = self.topics
         fresh.shard.on_unloaded()
         for offset, record in enumerate(self.written):
-            decoded = deserialize(serialize_key(record.key), serialize_value(record.value))
+            decoded = deserialize_record(serialize_key(record.key), serialize_value(record.value), record.headers)
             assert decoded is not None
-            fresh.shard.replay(offset, CoordinatorRecord(decoded[0], decoded[1], record.headers))
+            fresh.shard.replay(offset, decoded)
         fresh.written = list(self.written)
         fresh._offset = len(self.written)
         fresh.shard.on_loaded()

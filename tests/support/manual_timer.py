@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 
-from coordinator.group.timer import TimerOp
+from coordinator.common.timer import TimerOp
 
 
 @dataclass(frozen=True, slots=True)

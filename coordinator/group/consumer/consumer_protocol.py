@@ -12,7 +12,7 @@ import struct
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from coordinator.group.consumer_group import Assignment, from_topic_partitions
+from coordinator.group.consumer.group import Assignment, from_topic_partitions
 from coordinator.group.topics import TopicImage
 
 _MALFORMED = (struct.error, ValueError, UnicodeDecodeError, IndexError, TypeError, EOFError)

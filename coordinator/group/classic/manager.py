@@ -25,12 +25,14 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember, discard_member_id
+from coordinator.common.result import EMPTY_RESULT, Reply, Result
+from coordinator.common.timer import Timer
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, discard_member_id
+from coordinator.group.classic.responses import JoinAnswer, SyncAnswer, join_response, sync_response
+from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
-from coordinator.group.responses import JoinAnswer, SyncAnswer, join_response, sync_response
-from coordinator.group.result import EMPTY_RESULT, Reply, RequestContext, Result
-from coordinator.group.state import GroupState
-from coordinator.group.timer import Timer, heartbeat_key, join_key, sync_key
+from coordinator.group.context import RequestContext
+from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from coordinator.records import (
     GroupMetadataValue,
     MemberMetadata,

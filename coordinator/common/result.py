@@ -1,4 +1,5 @@
-"""What a handler returns: records to append plus responses, never side effects.
+"""What a handler returns to the runtime: records to append plus responses, never side
+effects (Kafka's `CoordinatorResult`).
 
 A handler reads state and returns a `Result`. The runtime replays `records` into the
 shard (unless `replay` is False: classic membership is soft state the handler already
@@ -22,28 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from coordinator.records import CoordinatorRecord
 
-# Opaque to the state machine: the runtime maps it to a waiting connection.
-ReplyHandle = object
+# Opaque to the state machine, which only hands it back in a `Reply`: the runtime's own
+# handle (`runtime/partition.py`, `FutureReplyHandle`), typed there.
+ReplyHandle = Any
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
     handle: ReplyHandle
     response: Any
-
-
-class RequestContext(NamedTuple):
-    # One per request: a NamedTuple is cheaper to build than a frozen dataclass.
-    api_version: int
-    client_id: str = ""
-    client_host: str = "/127.0.0.1"   # Java InetAddress.toString() form, as Kafka stores it
-    # The caller's DESCRIBE right on a topic (its ACLs, decided before the request came
-    # here: a pure function); None when kgc has no authorizer, so every topic may be seen.
-    may_describe_topic: Callable[[str], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)

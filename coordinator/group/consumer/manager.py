@@ -13,11 +13,12 @@ One heartbeat, in order (records in this order, one batch):
    inherits its partitions), its epoch checked, the request's non-null fields applied
    → `MemberMetadata` if it changed;
 2. regular expressions (v1) resolved with RE2 full-match against the upstream topics
-   the member may describe → `RegularExpression` records, and tombstones for regexes
-   nobody uses any more;
+   the member may describe (`regex.py`) → `RegularExpression` records, and tombstones for
+   regexes nobody uses any more;
 3. a new group epoch when the member's subscribed topics, a regex's topics, or the
    metadata hash of the group's subscribed topics changed → `GroupMetadata`;
-4. a new target assignment when the group epoch is ahead of the assignment epoch →
+4. a new target assignment when the group epoch is ahead of the assignment epoch
+   (`target_assignment.py`, the assignors in `assignors.py`) →
    `TargetAssignmentMember` for each changed member, `TargetAssignmentMetadata`;
 5. the member reconciled towards its target (`reconcile.py`) → `CurrentMemberAssignment`.
 
@@ -34,11 +35,11 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-import re2
-
-from coordinator.group.assignors import ASSIGNORS, AssignmentMember
+from coordinator.common.result import EMPTY_RESULT, Result
+from coordinator.common.timer import Timer
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer_group import (
+from coordinator.group.consumer.assignors import ASSIGNORS
+from coordinator.group.consumer.group import (
     EMPTY_ASSIGNMENT,
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -50,24 +51,30 @@ from coordinator.group.consumer_group import (
     is_subset,
     to_topic_partitions,
 )
-from coordinator.group.reconcile import reconcile
-from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
-from coordinator.group.timer import Timer
+from coordinator.group.consumer.reconcile import reconcile
+from coordinator.group.consumer.regex import refresh_regexes
+from coordinator.group.consumer.target_assignment import (
+    assignment_spec,
+    target_assignment_records,
+    target_record,
+)
+from coordinator.group.context import RequestContext
+from coordinator.group.timer import classic_join_key, classic_sync_key, rebalance_key, session_key
 from coordinator.group.topics import TopicImage, metadata_hash
 from coordinator.records import (
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupRegularExpressionKey,
-    ConsumerGroupRegularExpressionValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
     CoordinatorRecord,
+    new_consumer_group_current_assignment_record,
+    new_consumer_group_current_assignment_tombstone,
+    new_consumer_group_epoch_record,
+    new_consumer_group_epoch_tombstone,
+    new_consumer_group_member_subscription_record,
+    new_consumer_group_member_subscription_tombstone,
+    new_consumer_group_regular_expression_tombstone,
+    new_consumer_group_target_assignment_epoch_record,
+    new_consumer_group_target_assignment_epoch_tombstone,
+    new_consumer_group_target_assignment_tombstone,
 )
-from protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from protocol.consumer_group_messages import ConsumerGroupHeartbeatResponse
 from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -76,44 +83,10 @@ _Assignment = ConsumerGroupHeartbeatResponse.Assignment
 _TopicPartitions = _Assignment.TopicPartitions
 
 
-def session_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("consumer-session", group_id, member_id)
-
-
-def rebalance_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    return ("consumer-rebalance", group_id, member_id)
-
-
-def classic_join_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    """A classic member told to rejoin (REBALANCE_IN_PROGRESS) must do so within its rebalance timeout."""
-    return ("consumer-classic-join", group_id, member_id)
-
-
-def classic_sync_key(group_id: str, member_id: str) -> tuple[str, str, str]:
-    """A classic member that joined must send SyncGroup within its rebalance timeout."""
-    return ("consumer-classic-sync", group_id, member_id)
-
-
 def successor_of(departed: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
     """A departed static member's successor: its subscription and partitions, a new id."""
     return replace(departed, member_id=member_id, member_epoch=0, previous_member_epoch=0,
                    state=MemberState.STABLE, pending_revocation={})
-
-
-@functools.lru_cache(maxsize=1024)
-def compile_regex(regex: str):
-    """RE2 (Kafka uses RE2/J): the same syntax, linear time; `re2.error` when invalid."""
-    return re2.compile(regex)
-
-
-def resolve_regex(regex: str, image: TopicImage,
-                  may_describe: Callable[[str], bool] | None = None) -> tuple[str, ...]:
-    """The topics `regex` matches, less those `may_describe` refuses: Kafka 4 resolves a
-    group's regexes with the rights of the member whose heartbeat asked for it
-    (KAFKA-18813), so no member is assigned a topic it may not even see."""
-    pattern = compile_regex(regex)
-    return tuple(sorted(name for name in image.by_name
-                        if pattern.fullmatch(name) and (may_describe is None or may_describe(name))))
 
 
 def _blank(s: str | None) -> bool:
@@ -238,8 +211,8 @@ class ConsumerGroups:
             records += _member_tombstones(group.group_id, replaced.member_id)
             self.cancel_timers(group.group_id, replaced.member_id)
         if is_new or updated.metadata_value() != base.metadata_value() or replaced is not None:
-            records.append(CoordinatorRecord(ConsumerGroupMemberMetadataKey(group.group_id, member_id),
-                                             updated.metadata_value()))
+            records.append(new_consumer_group_member_subscription_record(group.group_id, member_id,
+                                                                         updated.metadata_value()))
 
         members = dict(group.members)
         if replaced is not None:
@@ -248,26 +221,9 @@ class ConsumerGroups:
 
         # 2. regular expressions
         image_changed = group.checked_image_version != image.version
-        regex_topics = {rx: v.topics for rx, v in group.regexes.items()}
-        regexes_changed = False
         in_use = {m.subscribed_topic_regex for m in members.values() if m.subscribed_topic_regex}
-        for rx in sorted(group.regexes.keys() - in_use):
-            records.append(CoordinatorRecord(ConsumerGroupRegularExpressionKey(group.group_id, rx), None))
-            del regex_topics[rx]
-        for rx in sorted(in_use):
-            if rx in group.regexes and not image_changed:
-                continue
-            try:
-                topics = resolve_regex(rx, image, may_describe)
-            except re2.error as exc:
-                raise ApiError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                               f"SubscribedTopicRegex `{rx}` is not a valid regular expression: {exc}.") from None
-            if regex_topics.get(rx) != topics:
-                regexes_changed = True
-                regex_topics[rx] = topics
-                records.append(CoordinatorRecord(
-                    ConsumerGroupRegularExpressionKey(group.group_id, rx),
-                    ConsumerGroupRegularExpressionValue(topics, image.version, self.clock())))
+        regex_topics, regexes_changed = refresh_regexes(group, in_use, image, image_changed, self.clock, records,
+                                                          may_describe)
 
         def subscribed(m: ConsumerGroupMember) -> frozenset[str]:
             extra = regex_topics.get(m.subscribed_topic_regex, ()) if m.subscribed_topic_regex else ()
@@ -287,8 +243,7 @@ class ConsumerGroups:
         group.checked_image_version = image.version
         if bump:
             group_epoch += 1
-            records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group.group_id),
-                                             ConsumerGroupMetadataValue(group_epoch, hash_)))
+            records.append(new_consumer_group_epoch_record(group.group_id, group_epoch, hash_))
 
         # 4. the target assignment
         targets = dict(group.target)
@@ -298,11 +253,7 @@ class ConsumerGroups:
         target_epoch = group.assignment_epoch
         if group_epoch > group.assignment_epoch:
             new_targets = self._assign(group, members, image, subscribed, targets)
-            for mid in sorted(new_targets):
-                if new_targets[mid] != targets.get(mid, EMPTY_ASSIGNMENT) or mid not in targets:
-                    records.append(target_record(group.group_id, mid, new_targets[mid]))
-            records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
-                                             ConsumerGroupTargetAssignmentMetadataValue(group_epoch)))
+            records += target_assignment_records(group.group_id, targets, new_targets, group_epoch)
             targets, target_epoch = new_targets, group_epoch
 
         # 5. the member's current assignment
@@ -316,8 +267,8 @@ class ConsumerGroups:
         reconciled = reconcile(updated, target_epoch, targets.get(member_id, EMPTY_ASSIGNMENT), owned, ids,
                                subscription_changed and not is_new, is_free)
         if is_new or replaced is not None or not reconciled.same_assignment(old):
-            records.append(CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
-                                             reconciled.assignment_value()))
+            records.append(new_consumer_group_current_assignment_record(group.group_id, member_id,
+                                                                        reconciled.assignment_value()))
             if old is None or reconciled.member_epoch != old.member_epoch or reconciled.state != old.state:
                 log.debug("[group=%s] member %s now at epoch %d, %s (group epoch %d, target %d)", group.group_id,
                           member_id, reconciled.member_epoch, reconciled.state.name, group_epoch, target_epoch)
@@ -365,10 +316,7 @@ class ConsumerGroups:
                 subscribed: Callable[[ConsumerGroupMember], frozenset[str]],
                 previous: dict[str, Assignment]) -> dict[str, Assignment]:
         name = group.preferred_assignor(members.values(), self.config.consumer_assignors[0])
-        partitions = {t.topic_id: t.partitions for t in image.by_id.values()}
-        inputs = [AssignmentMember(m.member_id, m.instance_id,
-                                   frozenset(image.by_name[n].topic_id for n in subscribed(m) if n in image.by_name))
-                  for m in members.values()]
+        inputs, partitions = assignment_spec(members.values(), image, subscribed)
         if self.stopwatch is None:
             return ASSIGNORS[name](inputs, partitions, previous)
         started = self.stopwatch()
@@ -391,8 +339,8 @@ class ConsumerGroups:
             # A static member leaving for a while keeps its partitions until its session ends.
             away = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation={})
             self.timer.cancel(rebalance_key(group.group_id, member_id))
-            return Result(records=(CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group.group_id, member_id),
-                                                     away.assignment_value()),), response=response)
+            return Result(records=(new_consumer_group_current_assignment_record(
+                group.group_id, member_id, away.assignment_value()),), response=response)
         log.info("[group=%s] member %s left", group.group_id, member_id)
         return replace(self.fence(group, [member_id]), response=response)
 
@@ -440,16 +388,14 @@ class ConsumerGroups:
         remaining = [m for mid, m in group.members.items() if mid not in gone]
         in_use = {m.subscribed_topic_regex for m in remaining if m.subscribed_topic_regex}
         for rx in sorted(group.regexes.keys() - in_use):
-            records.append(CoordinatorRecord(ConsumerGroupRegularExpressionKey(group.group_id, rx), None))
+            records.append(new_consumer_group_regular_expression_tombstone(group.group_id, rx))
         image = self.topics()
         names = {n for m in remaining for n in m.subscribed_topic_names}
         names |= {n for rx in in_use for n in (group.regexes[rx].topics if rx in group.regexes else ())}
         epoch = group.group_epoch + 1
-        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(group.group_id),
-                                         ConsumerGroupMetadataValue(epoch, metadata_hash(image, names))))
+        records.append(new_consumer_group_epoch_record(group.group_id, epoch, metadata_hash(image, names)))
         if not remaining:
-            records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
-                                             ConsumerGroupTargetAssignmentMetadataValue(epoch)))
+            records.append(new_consumer_group_target_assignment_epoch_record(group.group_id, epoch))
         return records
 
     def group_tombstones(self, group: ConsumerGroup, renamed: dict[str, str] | None = None) -> list[CoordinatorRecord]:
@@ -460,12 +406,12 @@ class ConsumerGroups:
         renamed = renamed or {}
         members = sorted(renamed.get(m, m) for m in group.members)
         targets = sorted(renamed.get(m, m) for m in group.target)
-        records = [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(gid, m), None) for m in members]
-        records += [CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(gid, m), None) for m in targets]
-        records.append(CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(gid), None))
-        records += [CoordinatorRecord(ConsumerGroupMemberMetadataKey(gid, m), None) for m in members]
-        records += [CoordinatorRecord(ConsumerGroupRegularExpressionKey(gid, rx), None) for rx in sorted(group.regexes)]
-        records.append(CoordinatorRecord(ConsumerGroupMetadataKey(gid), None))
+        records = [new_consumer_group_current_assignment_tombstone(gid, m) for m in members]
+        records += [new_consumer_group_target_assignment_tombstone(gid, m) for m in targets]
+        records.append(new_consumer_group_target_assignment_epoch_tombstone(gid))
+        records += [new_consumer_group_member_subscription_tombstone(gid, m) for m in members]
+        records += [new_consumer_group_regular_expression_tombstone(gid, rx) for rx in sorted(group.regexes)]
+        records.append(new_consumer_group_epoch_tombstone(gid))
         return records
 
     # ------------------------------------------------------------ timers
@@ -610,58 +556,12 @@ def _apply_request(member: ConsumerGroupMember, request, regex: str | None,
 
 
 def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
-    return [CoordinatorRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
-            CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
-            CoordinatorRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
-
-
-def target_record(group_id: str, member_id: str, assignment: Assignment) -> CoordinatorRecord:
-    return CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-                             ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(assignment)))
+    return [new_consumer_group_current_assignment_tombstone(group_id, member_id),
+            new_consumer_group_target_assignment_tombstone(group_id, member_id),
+            new_consumer_group_member_subscription_tombstone(group_id, member_id)]
 
 
 def _wire_assignment(version: int, assignment: Assignment):
     return _Assignment(version=version, topic_partitions=[
         _TopicPartitions(version=version, topic_id=topic_id, partitions=list(partitions))
         for topic_id, partitions in to_topic_partitions(assignment)])
-
-
-# ---------------------------------------------------------------- ConsumerGroupDescribe
-
-_Described = ConsumerGroupDescribeResponse.DescribedGroup
-_DescribedMember = _Described.Member
-_CLASSIC_MEMBER_TYPE, _CONSUMER_MEMBER_TYPE = 0, 1
-
-
-def describe_consumer_group(group: ConsumerGroup | None, group_id: str, version: int, image: TopicImage,
-                            default_assignor: str):
-    """Kafka's `ConsumerGroup.asDescribedGroup`; a member's assignment includes the
-    partitions it is still revoking (KAFKA-20431). Topics the cluster no longer has are left out."""
-    if group is None:
-        return _Described(version=version, error_code=int(ErrorCode.GROUP_ID_NOT_FOUND),
-                          error_message=f"Group {group_id} not found.", group_id=group_id, group_state="Dead",
-                          group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],
-                          authorized_operations=-2**31)
-
-    def shown(assignment: Assignment):
-        cls = _DescribedMember.Assignment
-        return cls(version=version, topic_partitions=[
-            cls.TopicPartitions(version=version, topic_id=topic_id, topic_name=image.by_id[topic_id].name,
-                                partitions=list(partitions))
-            for topic_id, partitions in to_topic_partitions(assignment) if topic_id in image.by_id])
-
-    members = []
-    for m in sorted(group.members.values(), key=lambda m: m.member_id):
-        held = dict(m.assigned)
-        for topic_id, partitions in m.pending_revocation.items():
-            held[topic_id] = held.get(topic_id, frozenset()) | partitions
-        members.append(_DescribedMember(
-            version=version, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
-            member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
-            subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-            assignment=shown(held), target_assignment=shown(group.target.get(m.member_id, EMPTY_ASSIGNMENT)),
-            member_type=_CLASSIC_MEMBER_TYPE if m.uses_classic_protocol else _CONSUMER_MEMBER_TYPE))
-    return _Described(version=version, error_code=0, error_message=None, group_id=group_id, group_state=group.state,
-                      group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                      assignor_name=group.preferred_assignor(group.members.values(), default_assignor),
-                      members=members, authorized_operations=-2**31)

@@ -27,9 +27,9 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from coordinator.group.result import ReplyHandle
-from coordinator.group.state import VALID_PREVIOUS, GroupState, IllegalTransition
-from coordinator.group.timer import KeyedTimerOp
+from coordinator.common.result import ReplyHandle
+from coordinator.common.timer import KeyedTimerOp
+from coordinator.group.classic.state import VALID_PREVIOUS, GroupState, IllegalTransition
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

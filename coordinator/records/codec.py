@@ -1,7 +1,4 @@
-"""`__consumer_offsets` keys and values, byte-compatible with Apache Kafka.
-
-Pure and dependency-free: the coordinator, the storage tools and the offline audit all
-decode with this one module.
+"""The bytes of `__consumer_offsets` keys and values, byte-compatible with Apache Kafka.
 
 Every key starts with an int16 *record type*; every value with an int16 *version*; a
 null value is a tombstone. Non-flexible versions use int16-length strings (-1 = null),
@@ -66,200 +63,55 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, cast
 
+from coordinator.records.types import (
+    ADOPTED_GROUP_KEY_TYPE,
+    ADOPTED_GROUP_VALUE_VERSION,
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_TYPE,
+    CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE,
+    CONSUMER_GROUP_METADATA_KEY_TYPE,
+    CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_TYPE,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_TYPE,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_TYPE,
+    CONSUMER_GROUP_VALUE_VERSION,
+    FLEXIBLE_VERSION,
+    GROUP_METADATA_KEY_TYPE,
+    GROUP_METADATA_VALUE_VERSION,
+    OFFSET_COMMIT_KEY_TYPE,
+    OFFSET_COMMIT_LEGACY_KEY_TYPE,
+    OFFSET_COMMIT_VALUE_VERSION,
+    OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY,
+    AdoptedGroupKey,
+    AdoptedGroupValue,
+    ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupValue,
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    Headers,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordDecodeError,
+    RecordKey,
+    RecordValue,
+    TopicPartitions,
+)
 from protocol import wire
-
-OFFSET_COMMIT_LEGACY_KEY_TYPE = 0
-OFFSET_COMMIT_KEY_TYPE = 1
-GROUP_METADATA_KEY_TYPE = 2
-CONSUMER_GROUP_METADATA_KEY_TYPE = 3
-CONSUMER_GROUP_MEMBER_METADATA_KEY_TYPE = 5
-CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_KEY_TYPE = 6
-CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_KEY_TYPE = 7
-CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_KEY_TYPE = 8
-CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_TYPE = 16
-# kgc's own record type (Kafka's loader skips key types it does not know, with a warning):
-# a group kgc adopted from another coordinator (`AdoptedGroupKey`).
-ADOPTED_GROUP_KEY_TYPE = 0x4B41
-ADOPTED_GROUP_VALUE_VERSION = 0
-CONSUMER_GROUP_VALUE_VERSION = 0
-
-OFFSET_COMMIT_VALUE_VERSION = 3
-OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
-GROUP_METADATA_VALUE_VERSION = 3
-FLEXIBLE_VERSION = 4
-
-
-class CoordinatorRecord(NamedTuple):
-    # A tuple, not a frozen dataclass: an OffsetCommit builds one per partition.
-    key: Any                 # one of the keys below
-    value: Any | None        # its value; None is a tombstone
-    headers: tuple[tuple[str, bytes | None], ...] = ()
-
-
-class RecordDecodeError(ValueError):
-    """Bytes that claim to be a known record but cannot be decoded: the log is corrupt."""
-
-
-# The two records of every partition commit are tuples, not frozen dataclasses: a commit
-# builds one of each per partition, and `tuple.__new__` builds them several times faster.
-class OffsetCommitKey(NamedTuple):
-    group: str
-    topic: str
-    partition: int
-
-
-class OffsetCommitValue(NamedTuple):
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMetadataKey:
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class MemberMetadata:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMetadataValue:
-    protocol_type: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    current_state_timestamp_ms: int
-    members: tuple[MemberMetadata, ...] = ()
-
-
-# ---- KIP-848 consumer groups
-
-# A member's partitions: (topic id, sorted partitions) per topic, topics sorted by id.
-TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadataKey:
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMetadataValue:
-    epoch: int
-    metadata_hash: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMemberMetadataKey:
-    group: str
-    member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ClassicMemberMetadata:
-    """What a member speaking the classic protocol inside a consumer group joined with:
-    its session timeout and its JoinGroup protocols (name, ConsumerProtocolSubscription)."""
-
-    session_timeout_ms: int
-    supported_protocols: tuple[tuple[str, bytes], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupMemberMetadataValue:
-    instance_id: str | None
-    rack_id: str | None
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-    subscribed_topic_regex: str | None
-    rebalance_timeout_ms: int
-    server_assignor: str | None
-    classic_member_metadata: ClassicMemberMetadata | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMetadataKey:
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMetadataValue:
-    assignment_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMemberKey:
-    group: str
-    member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupTargetAssignmentMemberValue:
-    topic_partitions: TopicPartitions
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupCurrentMemberAssignmentKey:
-    group: str
-    member_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupCurrentMemberAssignmentValue:
-    member_epoch: int
-    previous_member_epoch: int
-    state: int
-    assigned_partitions: TopicPartitions
-    partitions_pending_revocation: TopicPartitions
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupRegularExpressionKey:
-    group: str
-    regex: str
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerGroupRegularExpressionValue:
-    topics: tuple[str, ...]
-    version: int
-    timestamp_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class AdoptedGroupKey:
-    """A group kgc adopted (`coordinator.group.adopt`). Never tombstoned, so compaction
-    keeps it after the group itself is deleted or expires: kgc adopts a group at most
-    once, and never brings back offsets older than its own, restarts included."""
-    group: str
-
-
-@dataclass(frozen=True, slots=True)
-class AdoptedGroupValue:
-    source: str          # where the group came from: "upstream", "kafka-log"
-    adopted_at_ms: int
-
-
-ConsumerGroupKey = (ConsumerGroupMetadataKey | ConsumerGroupMemberMetadataKey
-                    | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
-                    | ConsumerGroupCurrentMemberAssignmentKey | ConsumerGroupRegularExpressionKey)
-ConsumerGroupValue = (ConsumerGroupMetadataValue | ConsumerGroupMemberMetadataValue
-                      | ConsumerGroupTargetAssignmentMetadataValue | ConsumerGroupTargetAssignmentMemberValue
-                      | ConsumerGroupCurrentMemberAssignmentValue | ConsumerGroupRegularExpressionValue)
 
 _CONSUMER_KEY_TYPES: dict[type, int] = {
     ConsumerGroupMetadataKey: CONSUMER_GROUP_METADATA_KEY_TYPE,
@@ -270,9 +122,6 @@ _CONSUMER_KEY_TYPES: dict[type, int] = {
     ConsumerGroupRegularExpressionKey: CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_TYPE,
 }
 _CONSUMER_KEY_CLASSES = {record_type: cls for cls, record_type in _CONSUMER_KEY_TYPES.items()}
-
-RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerGroupKey | AdoptedGroupKey
-RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerGroupValue | AdoptedGroupValue
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -601,7 +450,7 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
             metadata_hash = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
             return ConsumerGroupMetadataValue(epoch, metadata_hash)
         case ConsumerGroupMemberMetadataKey():
-            fields = dict(
+            fields: dict[str, Any] = dict(
                 instance_id=r.nullable_string(), rack_id=r.nullable_string(), client_id=r.string(),
                 client_host=r.string(), subscribed_topic_names=_strings(r),
                 subscribed_topic_regex=r.nullable_string(), rebalance_timeout_ms=r.int32(),
@@ -700,7 +549,7 @@ def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
         if version != CONSUMER_GROUP_VALUE_VERSION:
             raise RecordDecodeError(f"unknown value version {version} for record type {_CONSUMER_KEY_TYPES[type(key)]}")
         vr.flexible = True
-        consumer_value = _decode_consumer_value(key, vr)
+        consumer_value = _decode_consumer_value(cast(ConsumerGroupKey, key), vr)
         vr.done()
         return consumer_value
     if not 0 <= version <= FLEXIBLE_VERSION:
@@ -832,92 +681,11 @@ def _plain_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos:end]), end
 
 
-# ---------------------------------------------------------------- record constructors
-
-
-@functools.lru_cache(maxsize=4096)
-def _audit_headers(member_id: str, generation: int, client_id: str,
-                   client_host: str) -> tuple[tuple[str, bytes | None], ...]:
-    # Kafka ignores headers in this topic; the offline audit reads them to say who wrote what.
-    # Cached: every partition of one commit shares them, and the batch encoder encodes a
-    # run of records holding the same tuple once.
-    return (
-        ("member_id", member_id.encode("utf-8")),
-        ("generation", str(generation).encode("utf-8")),
-        ("client_id", client_id.encode("utf-8")),
-        ("client_host", client_host.encode("utf-8")),
-    )
-
-
-def new_offset_commit_record(group: str, topic: str, partition: int, value: OffsetCommitValue, *,
-                             member_id: str = "", generation: int = -1, client_id: str = "",
-                             client_host: str = "") -> CoordinatorRecord:
-    return CoordinatorRecord(OffsetCommitKey(group, topic, partition), value,
-                             _audit_headers(member_id, generation, client_id, client_host))
-
-
-_new_tuple = tuple.__new__    # skips the NamedTuples' Python-level __new__
-
-
-def new_offset_commit_records(group: str, topic: str, commits: list[tuple[int, int, int, str]],
-                              commit_timestamp_ms: int, expire_timestamp_ms: int, *, member_id: str,
-                              generation: int, client_id: str, client_host: str) -> list[CoordinatorRecord]:
-    """`new_offset_commit_record` for each (partition, offset, leader epoch, metadata) of
-    one commit to one topic: the OffsetCommit hot path, so the shared audit headers are
-    looked up once and the tuples built without their constructors' Python calls."""
-    headers = _audit_headers(member_id, generation, client_id, client_host)
-    return [_new_tuple(CoordinatorRecord, (
-                _new_tuple(OffsetCommitKey, (group, topic, partition)),
-                _new_tuple(OffsetCommitValue, (offset, leader_epoch, metadata, commit_timestamp_ms,
-                                               expire_timestamp_ms)),
-                headers))
-            for partition, offset, leader_epoch, metadata in commits]
-
-
-def new_offset_commit_tombstone(group: str, topic: str, partition: int, *, member_id: str = "",
-                                generation: int = -1, client_id: str = "",
-                                client_host: str = "") -> CoordinatorRecord:
-    return CoordinatorRecord(OffsetCommitKey(group, topic, partition), None,
-                             _audit_headers(member_id, generation, client_id, client_host))
-
-
-def new_group_metadata_record(group: str, value: GroupMetadataValue, *, member_id: str = "",
-                              client_id: str = "", client_host: str = "") -> CoordinatorRecord:
-    return CoordinatorRecord(GroupMetadataKey(group), value,
-                             _audit_headers(member_id, value.generation, client_id, client_host))
-
-
-def new_group_metadata_tombstone(group: str, *, member_id: str = "", generation: int = -1,
-                                 client_id: str = "", client_host: str = "") -> CoordinatorRecord:
-    return CoordinatorRecord(GroupMetadataKey(group), None,
-                             _audit_headers(member_id, generation, client_id, client_host))
-
-
-ADOPTED_FROM = "adopted_from"
-ADOPTED_AT_MS = "adopted_at_ms"
-
-
-def adoption_headers(source: str, adopted_at_ms: int) -> tuple[tuple[str, bytes | None], ...]:
-    """The audit headers of a record kgc adopted rather than was sent: from where, and when."""
-    return _audit_headers("", -1, "kgc-adoption", "") + (
-        (ADOPTED_FROM, source.encode("utf-8")), (ADOPTED_AT_MS, str(adopted_at_ms).encode("utf-8")))
-
-
-def adoption_of(headers: tuple[tuple[str, bytes | None], ...]) -> tuple[str, int] | None:
-    """(source, adopted at ms) from a record's audit headers, or None if it was not adopted."""
-    found = {name: value for name, value in headers if value is not None}
-    source, at = found.get(ADOPTED_FROM), found.get(ADOPTED_AT_MS)
-    if source is None or at is None:
+def deserialize_record(key_bytes: bytes, value_bytes: bytes | None, headers: Headers) -> CoordinatorRecord | None:
+    """`deserialize` as a record carrying `headers`; None for record types this
+    coordinator does not know."""
+    decoded = deserialize(key_bytes, value_bytes)
+    if decoded is None:
         return None
-    try:
-        return source.decode("utf-8", "replace"), int(at)
-    except ValueError:
-        return source.decode("utf-8", "replace"), -1
-
-
-def origin_view(adoption: tuple[str, int] | None) -> dict[str, str | int]:
-    """Where a committed offset came from, for JSON views: committed to kgc, or adopted
-    (from where, when), as `adoption_of` read it from the offset's latest record."""
-    if adoption is None:
-        return {"source": "committed"}
-    return {"source": "adopted", "adopted_from": adoption[0], "adopted_at_ms": adoption[1]}
+    key, value = decoded
+    return CoordinatorRecord(key, value, headers)

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from coordinator.group.consumer_group import Assignment
+from coordinator.group.consumer.group import Assignment
 
 _MAX_BALANCING_ROUNDS = 16
 

@@ -24,12 +24,13 @@ import logging
 
 from kafka.protocol.consumer.group import JoinGroupRequest
 
-from coordinator.group.classic import ClassicGroup, ClassicGroupMember, Parked, Protocols
-from coordinator.group.membership import Membership
-from coordinator.group.responses import JoinAnswer, SyncAnswer, join_response, sync_response
-from coordinator.group.result import EMPTY_RESULT, ReplyHandle, RequestContext, Result
-from coordinator.group.state import GroupState
-from coordinator.records import GroupMetadataValue, new_group_metadata_record
+from coordinator.common.result import EMPTY_RESULT, ReplyHandle, Result
+from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, Parked, Protocols
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.responses import JoinAnswer, SyncAnswer, join_response, sync_response
+from coordinator.group.classic.state import GroupState
+from coordinator.group.context import RequestContext
+from coordinator.records import new_empty_group_metadata_record
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -68,10 +69,9 @@ def join_group(membership: Membership, ctx: RequestContext, request: JoinGroupRe
         result = join.existing_member()
 
     if is_new_group and not result.records:
-        empty = GroupMetadataValue("", 0, None, None, group.current_state_timestamp_ms, ())
-        result = Result(records=(new_group_metadata_record(group_id, empty, member_id=member_id,
-                                                           client_id=ctx.client_id,
-                                                           client_host=ctx.client_host),),
+        result = Result(records=(new_empty_group_metadata_record(group_id, "", group.current_state_timestamp_ms,
+                                                                 member_id=member_id, client_id=ctx.client_id,
+                                                                 client_host=ctx.client_host),),
                         response=result.response, replies=result.replies, replay=False)
     return result
 

@@ -13,11 +13,12 @@ import logging
 
 from kafka.protocol.consumer.group import SyncGroupRequest
 
-from coordinator.group.classic import Parked
-from coordinator.group.membership import Membership
-from coordinator.group.responses import SyncAnswer, sync_response
-from coordinator.group.result import EMPTY_RESULT, ReplyHandle, RequestContext, Result
-from coordinator.group.state import GroupState
+from coordinator.common.result import EMPTY_RESULT, ReplyHandle, Result
+from coordinator.group.classic.group import Parked
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.responses import SyncAnswer, sync_response
+from coordinator.group.classic.state import GroupState
+from coordinator.group.context import RequestContext
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -8,10 +8,11 @@ import logging
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import HeartbeatRequest, LeaveGroupRequest
 
-from coordinator.group.membership import Membership
-from coordinator.group.responses import heartbeat_response, leave_response
-from coordinator.group.result import EMPTY_RESULT, RequestContext, Result
-from coordinator.group.state import GroupState
+from coordinator.common.result import EMPTY_RESULT, Result
+from coordinator.group.classic.manager import Membership
+from coordinator.group.classic.responses import heartbeat_response, leave_response
+from coordinator.group.classic.state import GroupState
+from coordinator.group.context import RequestContext
 from coordinator.group.timer import heartbeat_key
 from protocol.api_keys import LOCAL_VERSIONS
 from protocol.errors import ErrorCode

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from coordinator.group.consumer_group import Assignment, ConsumerGroupMember, MemberState
+from coordinator.group.consumer.group import Assignment, ConsumerGroupMember, MemberState
 
 
 def _owns_any(owned: Assignment | None, partitions: Assignment) -> bool:
