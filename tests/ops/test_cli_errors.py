@@ -11,6 +11,7 @@ from importlib.util import find_spec
 
 import pytest
 
+from tests.support.data_dirs import bound_by_file_modes, made_by_kgc, make_read_only, make_writable
 from tests.support.kgc import free_port
 
 TIMEOUT_S = 60
@@ -133,3 +134,25 @@ def test_a_data_dir_kgc_cannot_create(tmp_path):
                str(tmp_path / "a-file" / "data"))
     one_line_error(done, 2, f"kgc serve: cannot open the data dir {tmp_path / 'a-file' / 'data'}: not a directory",
                    "--data-dir")
+
+
+@pytest.fixture
+def unwritable_data_dir(tmp_path):
+    path = made_by_kgc(tmp_path / "data")
+    make_read_only(path)
+    yield path
+    make_writable(path)
+
+
+def test_a_data_dir_whose_files_kgc_cannot_write(unwritable_data_dir):
+    # Not one partition can be opened: kgc could serve no group, so it says so once and
+    # stops instead of serving with every partition failed.
+    path = unwritable_data_dir
+    done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--standalone", "--port", "0",
+                           "--http-port", "0", "--data-dir", str(path)],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, **bound_by_file_modes())
+    line = one_line_error(done, 2, f"kgc serve: cannot use the data dir {path}", "none of its 50 partitions",
+                          "Permission denied", "--data-dir")
+    assert "kgc serving on" not in done.stdout
+    assert [entry for entry in done.stderr.splitlines() if "ERROR" in entry] == [], done.stderr
+    assert line.count("partition") == 2, line     # the count and the first partition's error, once
