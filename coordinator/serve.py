@@ -139,14 +139,18 @@ def serve(config: ServerConfig) -> int:
             broker.kill()
         os._exit(128 + sig)
 
+    cannot_start = None
     try:
         _run(run_until_signalled(config, exit_now, broker))
     except CannotStart as exc:
-        print(f"kgc serve: {exc}", file=sys.stderr)
-        return 2
+        cannot_start = exc
     finally:
         if broker is not None:
             broker.close()
+    if cannot_start is not None:
+        # After the embedded broker's own last line: the reason kgc stopped is what is read last.
+        print(f"kgc serve: {cannot_start}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -59,6 +59,15 @@ def test_a_kafka_port_in_use(taken_port):
         "kgc serve: cannot listen for Kafka clients")
 
 
+def test_a_kafka_port_in_use_at_a_first_start_with_the_embedded_broker_is_the_last_line(taken_port, tmp_path):
+    # The embedded broker is stopped after kgc gives up; what it logs then must not bury the
+    # reason, nor may a new data dir's 50 partitions each say that they have a new manifest.
+    done = kgc("serve", "--port", str(taken_port), "--http-port", "0", "--data-dir", str(tmp_path / "data"))
+    one_line_error(done, 2, f"127.0.0.1:{taken_port}", "address already in use", "--port")
+    assert "embedded upstream" in done.stderr and "manifest" not in done.stderr
+    assert len(done.stderr.splitlines()) < 10, done.stderr
+
+
 def test_an_http_port_in_use(taken_port):
     done = kgc("serve", "--standalone", "--port", "0", "--http-port", str(taken_port))
     assert one_line_error(done, 2, f"127.0.0.1:{taken_port}", "address already in use", "--http-port").startswith(
