@@ -115,7 +115,7 @@ def readme_docker_run() -> DockerRun:
 def image_built_by_readme(image: str) -> str:
     """The Dockerfile target the README's `docker build` makes this image from."""
     name = image.removesuffix(":latest")
-    match = re.search(rf"docker build (?:--target (\w+) )?-t {re.escape(name)} \.", README)
+    match = re.search(rf"docker build (?:--target (\w+) )?-t {re.escape(name)} \.", DOCS)
     assert match, f"the README does not build {image}"
     return match.group(1) or "service"
 
@@ -134,7 +134,7 @@ def test_the_dockerfile_installs_with_the_readmes_commands():
     installs = [args for _, k, args in dockerfile() if k == "RUN" and "pip install" in args]
     assert len(installs) == 2
     for command in installs:
-        assert command in README, command
+        assert command in DOCS, command
 
 
 def test_the_dockerfile_copies_files_that_exist_and_the_package_they_make():
@@ -347,5 +347,5 @@ def test_the_dashboard_charts_every_kgc_metric_and_nothing_else():
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
-def test_the_readme_documents_every_setting(setting):
-    assert f"| `{setting.name}` | `{setting.option}` |" in README
+def test_the_docs_document_every_setting(setting):
+    assert f"| `{setting.name}` | `{setting.option}` |" in (ROOT / "docs" / "configuration.md").read_text()
