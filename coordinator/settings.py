@@ -260,7 +260,7 @@ _PORT_OR_ANY = integer(0, 65535)
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", text(), "address the Kafka listeners bind"),
     Setting("port", _PORT_OR_ANY, "bootstrap/coordinator listener port (0: any free port)"),
-    Setting("advertised_host", text(nullable=True), "host clients are told to connect to (default: host)"),
+    Setting("advertised_host", text(nullable=True), "host clients are told to connect to (default: host; required when host is 0.0.0.0 or ::)"),
     Setting("node_id", integer(0, 2**31 - 1), "kgc's own node id; no upstream broker may use it"),
     Setting("data_dir", text(nullable=True), "directory of the 50-partition log (unset: in memory)"),
     Setting("fsync", text(check=_fsync_policy), "always | interval:<ms> | never"),
