@@ -5,7 +5,7 @@ committed offsets), then the same consumers are pointed at kgc, which adopts the
 from Kafka on first use; after `kgc export` they go back to Kafka. Every record is checked
 by its sequence number: none lost, none consumed twice, across both coordinators. Two
 tests keep a Tansu of their own: one stops it mid-request (SIGSTOP), one shows the Tansu
-defect the README's migration section warns about.
+defect docs/migrating.md warns about.
 """
 
 from __future__ import annotations
