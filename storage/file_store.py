@@ -50,6 +50,10 @@ class NoPartitionOpens(StorageError):
     store can hold no group at all."""
 
 
+class CannotOpen(StorageError):
+    """A partition's files cannot be opened (permissions, a file where a directory belongs)."""
+
+
 def partition_dir(data_dir: Path, partition: int) -> Path:
     return Path(data_dir) / f"{TOPIC}-{partition}"
 
@@ -79,7 +83,7 @@ class FileLogStore:
 
     async def open(self) -> None:
         """Opens every partition; one that is refused is logged and refuses its requests,
-        unless every one is: then `NoPartitionOpens` (one cause, said once)."""
+        unless none can be opened at all: then `NoPartitionOpens` (one cause, said once)."""
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._exclusive = [asyncio.Lock() for _ in range(self.num_partitions)]
         for p in range(self.num_partitions):
@@ -87,7 +91,9 @@ class FileLogStore:
             self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy, self._commit_observer,
                                                 self._disk)
         refused = [(p, error) for p, error in enumerate(self._open_errors) if error is not None]
-        if len(refused) == self.num_partitions:
+        # Only files kgc cannot open at all make the store useless; damage stays per
+        # partition, for `kgc inspect` and `kgc repair` to name and mend.
+        if len(refused) == self.num_partitions and all(isinstance(e, CannotOpen) for _, e in refused):
             raise NoPartitionOpens(f"none of its {self.num_partitions} partitions can be opened "
                                    f"(partition {refused[0][0]}: {refused[0][1]})")
         for p, error in refused:
@@ -99,7 +105,7 @@ class FileLogStore:
         except StorageError as e:
             self._open_errors[partition] = e
         except OSError as e:
-            self._open_errors[partition] = StorageError(f"cannot open: {e}")
+            self._open_errors[partition] = CannotOpen(f"cannot open: {e}")
         else:
             self._open_errors[partition] = None
             return
