@@ -2,10 +2,16 @@
 #
 #   docker build -t kgc .                        # the service (the default target)
 #   docker build --target audit -t kgc-audit .   # + pyspark and Java 17: `kgc audit` / `kgc compact`
-#   docker run -p 9092:9092 -p 9180:9180 -v kgc-data:/var/lib/kgc kgc --upstream kafka:9092
+#   docker run -p 9092:9092 -p 19092-19094:19092-19094 -p 127.0.0.1:9180:9180 \
+#       -e KGC_ADVERTISED_HOST=localhost -e KGC_HTTP_AUTH_TOKEN_FILE=/run/secrets/kgc-http-token \
+#       -v "$PWD/kgc-http-token:/run/secrets/kgc-http-token:ro" -v kgc-data:/var/lib/kgc \
+#       kgc --upstream kafka:9092
 #
-# kgc is installed with the README's commands (Deployment section). Settings come from flags
-# after the image name, KGC_* variables, or a TOML file given with --config.
+# kgc is installed with the README's commands (docs/deployment.md). Settings come from flags
+# after the image name, KGC_* variables, or a TOML file given with --config. The image sets
+# no advertised host (kgc refuses to tell clients to connect to 0.0.0.0): give
+# KGC_ADVERTISED_HOST, the name clients reach the published ports by, and publish every
+# listener port on the same number (9092, and 19092 + node id of each upstream broker).
 FROM python:3.11-slim AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -35,7 +41,9 @@ CMD ["audit", "--help"]
 # The service; the last stage, so a plain `docker build` makes it.
 FROM base AS service
 RUN python3 -m venv .venv && .venv/bin/pip install '.[embedded]'
-# Listen on every interface inside the container; clients reach it through the published ports.
+# Listen on every interface inside the container; clients reach it through the published
+# ports, at KGC_ADVERTISED_HOST. HTTP too (orchestrators probe /healthz and /readyz, which
+# need no token); kgc warns at start unless KGC_HTTP_AUTH_TOKEN_FILE guards the rest.
 ENV KGC_HOST=0.0.0.0 \
     KGC_HTTP_HOST=0.0.0.0 \
     KGC_HTTP_PORT=9180

@@ -62,7 +62,7 @@ from coordinator.service import GroupCoordinatorService
 from coordinator.settings import ServerConfig
 from protocol.api_keys import local_versions
 from storage.clock import wall_clock_ms
-from storage.file_store import FileLogStore
+from storage.file_store import FileLogStore, NoPartitionOpens
 from storage.memory_store import MemoryLogStore
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,10 @@ class KgcApp:
             await self.store.open()
         except OSError as exc:
             raise CannotStart(f"cannot open the data dir {cfg.data_dir}: {_reason(exc)}; set data_dir (--data-dir, "
+                              "KGC_DATA_DIR) to a directory kgc may write") from None
+        except NoPartitionOpens as exc:
+            # A coordinator that can hold no group would only answer NOT_COORDINATOR.
+            raise CannotStart(f"cannot use the data dir {cfg.data_dir}: {exc}; set data_dir (--data-dir, "
                               "KGC_DATA_DIR) to a directory kgc may write") from None
         # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).
         shards = group_shard_factory(cfg.group, self._clock, new_member_id, self._topics, stopwatch=time.perf_counter)

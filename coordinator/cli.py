@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 
+from coordinator.arguments import finish_parsers, parse
 from coordinator.bench.cli import add_bench_parser
 from coordinator.credentials_command import add_credentials_parser
 from coordinator.demo import add_demo_parser
@@ -22,10 +23,6 @@ from coordinator.settings import SETTINGS, ConfigError, boolean, default_of, loa
 from coordinator.version import kgc_version
 
 log = logging.getLogger("kgc")
-
-# The offline tools' parsers are added only when one of them (or help) is asked for, so
-# `kgc serve` does not import the offline package (nor, through it, pyarrow's users).
-OFFLINE_COMMANDS = frozenset({"inspect", "audit", "compact", "generate", "repair"})
 
 OTHER_COMMANDS_LOG_LEVEL = "WARNING"
 BROKEN_PIPE_EXIT = 128 + 13   # 128 + SIGPIPE, as a shell reports a command a closed pipe killed
@@ -73,7 +70,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """Every subcommand's parser; given the `command` about to run, only what it needs."""
+    """Every subcommand's parser; given the `command` about to run, only what it needs: the
+    offline tools' parsers are added only when one of them (or help, or a command not known
+    otherwise) is asked for, so `kgc serve` does not import the offline package (nor, through
+    it, pyarrow's users)."""
     parser = argparse.ArgumentParser(prog="kgc", description="Kafka group coordinator")
     parser.add_argument("--version", action="version", version=f"kgc {kgc_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,7 +82,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     add_groups_parser(sub)
     add_migrate_parsers(sub)
     add_credentials_parser(sub)
-    if command is None or command in OFFLINE_COMMANDS:
+    # Also for a command not known yet (a typo): its error's usage then names every command.
+    if command not in sub.choices:
         from coordinator.offline.cli import add_subcommands as add_offline_parsers
         from coordinator.offline.inspect import add_inspect_parser
         from coordinator.offline.repair import add_repair_parser
@@ -92,7 +93,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         add_offline_parsers(sub)
     add_bench_parser(sub)
     _describe_from_help(parser)
-    return parser
+    return finish_parsers(parser)
 
 
 def _describe_from_help(parser: argparse.ArgumentParser) -> None:
@@ -110,7 +111,7 @@ def _describe_from_help(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and not argv[0].startswith("-") else None
-    args = build_parser(command).parse_args(argv)
+    args = parse(build_parser(command), argv)
     if args.command != "serve":
         setup_logging(getattr(args, "log_level", OTHER_COMMANDS_LOG_LEVEL), "text")
     try:

@@ -6,7 +6,7 @@ the base offset of the partition's last batch + 1, which is the end only when th
 holds one record. Lag computed from such a number is too small, and below zero when the
 group has read past it. A negative lag cannot be true, so it is never reported: the lag
 is unknown, with the reason (the committed offset is past the reported end). A lag that
-is merely too small cannot be told from a true one; the README says which upstreams do
+is merely too small cannot be told from a true one; docs/operations.md says which upstreams do
 this.
 """
 

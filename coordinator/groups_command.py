@@ -128,7 +128,11 @@ def run_groups(args: argparse.Namespace, out=None) -> int:
 
 
 def run_list(admin, args, out) -> int:
-    groups = sorted(admin.list_groups(), key=lambda g: g["group_id"])
+    # The admin client asks every broker Metadata names and concatenates the answers; kgc's
+    # own node and each broker listener are all kgc, so each group comes back once per
+    # listener. One row per group, as Kafka's admin client (kafka-consumer-groups --list) keeps.
+    unique = {g["group_id"]: g for g in admin.list_groups()}
+    groups = [unique[group_id] for group_id in sorted(unique)]
     _table(out, ["GROUP", "STATE", "PROTOCOL-TYPE"],
            [[g["group_id"], g.get("group_state") or "-", g.get("protocol_type") or "-"] for g in groups])
     return 0

@@ -47,7 +47,7 @@ tally per label set, so a client sending garbage grows neither the series nor me
 | kgc_authentications_total | counter | mechanism, outcome | SASL exchanges: success, reauthenticated, failure, unsupported_mechanism |
 | kgc_sasl_sessions_expired_total | counter | | connections closed because their SASL session lifetime passed |
 | kgc_authorization_denials_total | counter | api | requests (or parts of them) refused by the authorizer |
-| kgc_consumer_lag | gauge | group, topic | log end minus committed offset, summed over partitions whose lag is known |
+| kgc_consumer_lag | gauge | group, topic | log end minus committed offset, summed over the partitions; absent while any one's lag is unknown |
 | kgc_consumer_lag_unknown_partitions | gauge | group, topic | partitions whose lag is unknown |
 | kgc_consumer_lag_partition | gauge | group, topic, partition | per partition (setting lag_metrics_per_partition) |
 | kgc_consumer_lag_series_dropped | gauge | | lag series left out past MAX_LAG_SERIES per family |
@@ -502,7 +502,8 @@ class _LagCollector:
             else:
                 known_unknown[0] += row.lag
         lag = GaugeMetricFamily("kgc_consumer_lag", "Consumer lag per group and topic: log end minus committed "
-                                "offset, summed over the partitions whose lag is known", labels=["group", "topic"])
+                                "offset, summed over the partitions (absent while any one's lag is unknown)",
+                                labels=["group", "topic"])
         unknown = GaugeMetricFamily("kgc_consumer_lag_unknown_partitions", "Partitions per group and topic whose "
                                     "lag is unknown (no log end, or the upstream's end is below the commit)",
                                     labels=["group", "topic"])
@@ -511,7 +512,8 @@ class _LagCollector:
             if i >= MAX_LAG_SERIES:
                 dropped += 1
                 continue
-            lag.add_metric([group, topic], known)
+            if not n_unknown:   # a sum without them would read as the lag: absent, not too small
+                lag.add_metric([group, topic], known)
             unknown.add_metric([group, topic], n_unknown)
         yield lag
         yield unknown

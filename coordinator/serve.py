@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from coordinator.app import CannotStart, KgcApp
 from coordinator.embedded import MEMORY_STORAGE_WARNING, EmbeddedBroker, choose_upstream
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition import PartitionState, failed_to_load
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.settings import ServerConfig
 
@@ -112,10 +112,12 @@ async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:
     gc.freeze()
     # One line for the load; each partition's own lines are at DEBUG.
     stats = runtime.stats()
-    failed = sum(1 for p in range(runtime.num_partitions) if runtime.partition_state(p) is not PartitionState.ACTIVE)
-    log.info("loaded %d partitions (%d records; slowest %.0f ms)%s", runtime.num_partitions,
-             sum(s.records_loaded for s in stats), max((s.last_load_ms or 0 for s in stats), default=0),
-             f"; {failed} failed to load (the errors above say why)" if failed else "")
+    total = runtime.num_partitions
+    failed = sum(1 for p in range(total) if runtime.partition_state(p) is not PartitionState.ACTIVE)
+    log.info("loaded %d of %d partitions (%d records; slowest %.0f ms)", total - failed, total,
+             sum(s.records_loaded for s in stats), max((s.last_load_ms or 0 for s in stats), default=0))
+    if failed:
+        log.error("%s (the errors above say why; /readyz lists them)", failed_to_load(failed, total))
 
 
 async def _watch_embedded(broker: EmbeddedBroker) -> None:
@@ -137,14 +139,18 @@ def serve(config: ServerConfig) -> int:
             broker.kill()
         os._exit(128 + sig)
 
+    cannot_start = None
     try:
         _run(run_until_signalled(config, exit_now, broker))
     except CannotStart as exc:
-        print(f"kgc serve: {exc}", file=sys.stderr)
-        return 2
+        cannot_start = exc
     finally:
         if broker is not None:
             broker.close()
+    if cannot_start is not None:
+        # After the embedded broker's own last line: the reason kgc stopped is what is read last.
+        print(f"kgc serve: {cannot_start}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -292,7 +292,7 @@ _PORT_OR_ANY = integer(0, 65535)
 SETTINGS: tuple[Setting, ...] = (
     Setting("host", text(), "address the Kafka listeners bind"),
     Setting("port", _PORT_OR_ANY, "bootstrap/coordinator listener port (0: any free port)"),
-    Setting("advertised_host", text(nullable=True), "host clients are told to connect to (default: host)"),
+    Setting("advertised_host", text(nullable=True), "host clients are told to connect to (default: host; required when host is 0.0.0.0 or ::)"),
     Setting("node_id", integer(0, 2**31 - 1), "kgc's own node id; no upstream broker may use it"),
     Setting("data_dir", text(nullable=True), "directory of the 50-partition log (unset: in memory)"),
     Setting("fsync", text(check=_fsync_policy), "always | interval:<ms> | never"),
@@ -482,7 +482,17 @@ def load_config(flags: Mapping[str, Any], environ: Mapping[str, str], *, config_
     group = GroupConfig(**{s.name: values[s.name] for s in SETTINGS if s.in_group})
     config = ServerConfig(group=group, **{s.name: values[s.name] for s in SETTINGS if not s.in_group})
     check(config)
+    if config.http_port is not None and config.http_auth_token_file is None and config.http_host not in LOOPBACK:
+        warnings.append(f"http_host {config.http_host} lets anyone who reaches port {config.http_port} read /metrics "
+                        "and /v1/groups (member and client ids and hosts): set http_auth_token_file "
+                        "(--http-auth-token-file, KGC_HTTP_AUTH_TOKEN_FILE)")
     return LoadedConfig(config, sources, tuple(warnings))
+
+
+# Addresses only this machine reaches, and those that mean "every interface": a listener
+# may bind one of these, but no client can connect to it.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARDS = frozenset({"0.0.0.0", "::", "*"})
 
 
 def check(config: ServerConfig) -> None:
@@ -495,6 +505,10 @@ def check(config: ServerConfig) -> None:
         raise ConfigError("standalone and upstream exclude each other: standalone means no upstream")
     if config.http_port and config.http_port == config.port:
         raise ConfigError(f"http_port and port are both {config.port}")
+    if config.advertised in WILDCARDS:
+        raise ConfigError(f"advertised host {config.advertised} is not an address clients can connect to: set "
+                          "advertised_host (--advertised-host, KGC_ADVERTISED_HOST) to the name or address they "
+                          "reach kgc by")
     if config.data_dir is not None and Path(config.data_dir).exists() and not Path(config.data_dir).is_dir():
         raise ConfigError(f"data_dir {config.data_dir} exists and is not a directory")
     _check_security(config)

@@ -45,6 +45,15 @@ TOPIC = "__consumer_offsets"
 PREALLOCATE_BYTES = 2**20
 
 
+class NoPartitionOpens(StorageError):
+    """Not one partition of the data dir opens (its files cannot be written, say): the
+    store can hold no group at all."""
+
+
+class CannotOpen(StorageError):
+    """A partition's files cannot be opened (permissions, a file where a directory belongs)."""
+
+
 def partition_dir(data_dir: Path, partition: int) -> Path:
     return Path(data_dir) / f"{TOPIC}-{partition}"
 
@@ -73,24 +82,35 @@ class FileLogStore:
         self._exclusive: list[asyncio.Lock] = []
 
     async def open(self) -> None:
+        """Opens every partition; one that is refused is logged and refuses its requests,
+        unless none can be opened at all: then `NoPartitionOpens` (one cause, said once)."""
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._exclusive = [asyncio.Lock() for _ in range(self.num_partitions)]
         for p in range(self.num_partitions):
-            await self._open_partition(p)
+            await self._open_partition(p, report=False)
             self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy, self._commit_observer,
                                                 self._disk)
+        refused = [(p, error) for p, error in enumerate(self._open_errors) if error is not None]
+        # Only files kgc cannot open at all make the store useless; damage stays per
+        # partition, for `kgc inspect` and `kgc repair` to name and mend.
+        if len(refused) == self.num_partitions and all(isinstance(e, CannotOpen) for _, e in refused):
+            raise NoPartitionOpens(f"none of its {self.num_partitions} partitions can be opened "
+                                   f"(partition {refused[0][0]}: {refused[0][1]})")
+        for p, error in refused:
+            log.error("partition %d refused: %s", p, error)
 
-    async def _open_partition(self, partition: int) -> None:
+    async def _open_partition(self, partition: int, *, report: bool = True) -> None:
         try:
             await asyncio.to_thread(self._logs[partition].open)
         except StorageError as e:
             self._open_errors[partition] = e
-            log.error("partition %d refused: %s", partition, e)
         except OSError as e:
-            self._open_errors[partition] = StorageError(f"partition {partition}: cannot open: {e}")
-            log.error("partition %d refused: cannot open: %s", partition, e)
+            self._open_errors[partition] = CannotOpen(f"cannot open: {e}")
         else:
             self._open_errors[partition] = None
+            return
+        if report:
+            log.error("partition %d refused: %s", partition, self._open_errors[partition])
 
     async def close(self) -> None:
         for p, writer in enumerate(self._writers):

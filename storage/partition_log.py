@@ -197,7 +197,8 @@ class PartitionLog:
         """What open found is now what the manifest says (each state it accepted)."""
         closed: dict[int, tuple[SegmentState, ...]] = {base: (state,) for base, state in states.items()}
         if not manifest.exists:
-            log.info("%s: recording %d closed segments in a new manifest", self.directory.name, len(closed))
+            # DEBUG: a first start says this once per partition, 50 times over.
+            log.debug("%s: recording %d closed segments in a new manifest", self.directory.name, len(closed))
         if not manifest.exists or closed != manifest.closed or manifest.active_base != active_base:
             manifest.closed, manifest.active_base = closed, active_base
             manifest.save()

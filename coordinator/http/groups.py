@@ -169,18 +169,23 @@ def committed_offsets(shard: Any) -> dict[str, dict[TopicPartition, int]]:
 
 
 def lag_summary(committed: Mapping[TopicPartition, int], end_of: EndOf) -> dict[str, Any]:
-    """A group's lag: in total and per topic, the sum over partitions whose lag is known,
-    and how many are unknown (never a negative lag: `coordinator.consumer_lag`)."""
-    topics: dict[str, dict[str, int]] = {}
+    """A group's lag, in total and per topic: the sum over its partitions, or None when any
+    partition's lag is unknown (a sum of the others would read as the lag), with how many
+    are unknown and why the first is (never a negative lag: `coordinator.consumer_lag`)."""
+    topics: dict[str, dict[str, Any]] = {}
     for (topic, partition), offset in sorted(committed.items()):
         lag = partition_lag(offset, *end_of((topic, partition)))
-        entry = topics.setdefault(topic, {"lag": 0, "unknown_partitions": 0})
+        entry = topics.setdefault(topic, {"lag": 0, "unknown_partitions": 0, "unknown_reason": None})
         if lag.value is None:
             entry["unknown_partitions"] += 1
-        else:
+            entry["unknown_reason"] = entry["unknown_reason"] or f"{topic}-{partition}: {lag.reason}"
+            entry["lag"] = None
+        elif entry["lag"] is not None:
             entry["lag"] += lag.value
-    return {"total": sum(t["lag"] for t in topics.values()),
-            "unknown_partitions": sum(t["unknown_partitions"] for t in topics.values()), "topics": topics}
+    unknown = [t for t in topics.values() if t["lag"] is None]
+    return {"total": None if unknown else sum(t["lag"] for t in topics.values()),
+            "unknown_partitions": sum(t["unknown_partitions"] for t in unknown),
+            "unknown_reason": unknown[0]["unknown_reason"] if unknown else None, "topics": topics}
 
 
 def add_partition_lag(view: dict[str, Any], end_of: EndOf) -> None:

@@ -37,7 +37,7 @@ from coordinator import metrics
 from coordinator.http import groups
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition import PartitionState, failed_to_load
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,12 @@ def readiness(kgc: Any) -> Readiness:
         counts = Counter(runtime.partition_state(p).value for p in range(runtime.num_partitions))
         partitions = dict(sorted(counts.items()))
         if not runtime.all_loaded:
-            waiting = {state: n for state, n in partitions.items() if state != PartitionState.ACTIVE.value}
-            reasons.append("partitions not active: " + ", ".join(f"{n} {state}" for state, n in waiting.items()))
+            waiting = {state: n for state, n in partitions.items()
+                       if state not in (PartitionState.ACTIVE.value, PartitionState.FAILED.value)}
+            if waiting:
+                reasons.append("partitions not active: " + ", ".join(f"{n} {state}" for state, n in waiting.items()))
+            if PartitionState.FAILED.value in partitions:
+                reasons.append(failed_to_load(partitions[PartitionState.FAILED.value], runtime.num_partitions))
             # A partition the store refuses (damage at open or found while running) is
             # named with the file, byte and offsets its error names.
             errors = getattr(kgc.store, "partition_error", None)

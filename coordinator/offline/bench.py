@@ -20,6 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from coordinator.arguments import finish_parsers, parse
 from coordinator.offline.generate import GeneratorConfig, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact, local_map
@@ -31,7 +32,7 @@ def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m coordinator.offline.bench")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--groups", type=int, default=2_000)
@@ -40,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default="spark", help="python, spark or both (comma-separated)")
     parser.add_argument("--scanners", default="records,columns",
                         help="records (batch by batch, the reference), columns (numpy), or both")
-    args = parser.parse_args(argv)
+    return finish_parsers(parser)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(build_parser(), argv)
 
     work = Path(args.work)
     data = work / f"data-{args.records}"

@@ -20,6 +20,7 @@ import time
 from importlib.util import find_spec
 from pathlib import Path
 
+from coordinator.arguments import finish_parsers, parse
 from coordinator.group.config import GroupConfig
 from coordinator.offline.findings import FindingType
 from coordinator.offline.job import Options
@@ -262,10 +263,14 @@ def run_generate(args) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgc-offline", description="kgc offline audit and compaction")
     add_subcommands(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
+    return finish_parsers(parser)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(build_parser(), argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return args.handler(args)

@@ -101,6 +101,11 @@ class PartitionState(enum.Enum):
     CLOSED = "closed"
 
 
+def failed_to_load(failed: int, total: int) -> str:
+    """How the log and /readyz alike say that some partitions cannot serve."""
+    return f"{failed} of {total} partitions failed to load: the groups they hold cannot be served"
+
+
 VALID_PREVIOUS: dict[PartitionState, frozenset[PartitionState]] = {
     PartitionState.INITIAL: frozenset(),
     PartitionState.LOADING: frozenset({PartitionState.INITIAL, PartitionState.FAILED}),

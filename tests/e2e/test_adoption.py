@@ -5,7 +5,7 @@ committed offsets), then the same consumers are pointed at kgc, which adopts the
 from Kafka on first use; after `kgc export` they go back to Kafka. Every record is checked
 by its sequence number: none lost, none consumed twice, across both coordinators. Two
 tests keep a Tansu of their own: one stops it mid-request (SIGSTOP), one shows the Tansu
-defect the README's migration section warns about.
+defect docs/migrating.md warns about.
 """
 
 from __future__ import annotations
@@ -410,7 +410,7 @@ async def _leader_after_leaves(port: int, leader_leaves_first: bool) -> tuple[st
 @pytest.mark.timeout(60)
 async def test_tansu_keeps_naming_a_leader_that_left_a_rebalancing_group(tansu):
     """The Tansu defect the tests above work around by stopping consumers on Tansu one at a
-    time (README, "Migrating to kgc"): the group forgets its leader when the leader leaves a
+    time (docs/migrating.md): the group forgets its leader when the leader leaves a
     settled group, not when it leaves after another member's leave started a rebalance; a
     newcomer is then told of the departed leader and its SyncGroup never succeeds. If this
     test fails, Tansu was fixed and the workaround can go."""

@@ -159,3 +159,15 @@ def test_reset_offsets_is_refused_for_a_group_with_members_and_a_dry_run_changes
     deleted = groups(kgc.bootstrap, "delete", group)
     assert deleted.returncode == 0, deleted.stderr
     assert committed_offsets(kgc.bootstrap, group) == {}
+
+
+def test_list_shows_each_group_once_though_every_broker_listener_answers(kgc):
+    # Metadata names kgc's own node and the broker's listener; both answer ListGroups with
+    # the same groups, as every broker of a cluster answers for its own. Kafka's
+    # `kafka-consumer-groups --list` shows each group once, and so must `kgc groups list`.
+    _, group = commit_past_the_end(kgc.bootstrap)
+    listed = groups(kgc.bootstrap, "list")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
+    assert names.count(group) == 1, listed.stdout
+    assert len(names) == len(set(names)), listed.stdout

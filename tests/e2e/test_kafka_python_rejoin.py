@@ -1,7 +1,7 @@
 """A kafka-python (3.0.12) leader that rejoins because its topic metadata changed can
 complete the join in the background and never apply it: it stops heartbeating, keeps its
 old partitions, and the coordinator removes it when its session expires. The fault is the
-client's (README, "Troubleshooting"); these tests pin it down against kgc over sockets.
+client's (docs/troubleshooting.md); these tests pin it down against kgc over sockets.
 
 kafka-python runs the JoinGroup/SyncGroup exchange as a task on its IO thread and awaits
 it only from `poll()`, and only while `need_rejoin()` is true. The leader's reason to

@@ -77,8 +77,9 @@ def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metri
         for p, entry in view["offsets"][topic].items():
             assert (entry["offset"], entry["log_end_offset"], entry["lag"]) == (
                 committed[int(p)], positions[int(p)], expected[int(p)])
-        assert view["lag"] == {"total": sum(expected.values()), "unknown_partitions": 0,
-                               "topics": {topic: {"lag": sum(expected.values()), "unknown_partitions": 0}}}
+        assert view["lag"] == {"total": sum(expected.values()), "unknown_partitions": 0, "unknown_reason": None,
+                               "topics": {topic: {"lag": sum(expected.values()), "unknown_partitions": 0,
+                                                  "unknown_reason": None}}}
 
         listed = {g["group_id"]: g for g in get_json(http_port, "/v1/groups")["groups"]}
         assert listed[group]["lag"]["total"] == sum(expected.values())
@@ -98,15 +99,24 @@ def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metri
         consumer.close()
 
 
-def test_an_end_below_the_commit_is_unknown_lag_never_negative(kgc_http):
+def test_an_end_below_the_commit_is_unknown_lag_never_negative_and_never_zero(kgc_http):
+    # Unknown reads as unknown everywhere: null with the reason in the API, no lag series
+    # in the metrics (a 0 there would read as "caught up"), only the unknown count.
     kgc, http_port = kgc_http
     topic, group = commit_past_the_end(kgc.bootstrap)
-    entry = get_json(http_port, f"/v1/groups/{group}")["offsets"][topic]["0"]
+    view = get_json(http_port, f"/v1/groups/{group}")
+    entry = view["offsets"][topic]["0"]
     assert entry["lag"] is None and entry["log_end_offset"] == 5
     assert "committed offset 8 is past the log end offset 5" in entry["lag_unknown_reason"]
+    for lag in (view["lag"], view["lag"]["topics"][topic]):
+        assert lag["unknown_partitions"] == 1
+        assert lag.get("total", lag.get("lag")) is None
+        assert lag["unknown_reason"] == f"{topic}-0: {entry['lag_unknown_reason']}"
+    listed = {g["group_id"]: g for g in get_json(http_port, "/v1/groups")["groups"]}
+    assert listed[group]["lag"] == view["lag"]
     samples = until(lambda: (s := scrape(http_port)).get("kgc_consumer_lag_unknown_partitions", group=group,
                                                           topic=topic) == 1 and s)
-    assert samples.get("kgc_consumer_lag", group=group, topic=topic) == 0
-    assert ("kgc_consumer_lag_partition", frozenset({("group", group), ("topic", topic), ("partition", "0")})) \
-        not in samples.values
+    labels = frozenset({("group", group), ("topic", topic)})
+    assert ("kgc_consumer_lag", labels) not in samples.values
+    assert ("kgc_consumer_lag_partition", labels | {("partition", "0")}) not in samples.values
 

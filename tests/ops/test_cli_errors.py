@@ -11,6 +11,7 @@ from importlib.util import find_spec
 
 import pytest
 
+from tests.support.data_dirs import bound_by_file_modes, made_by_kgc, make_read_only, make_writable
 from tests.support.kgc import free_port
 
 TIMEOUT_S = 60
@@ -56,6 +57,15 @@ def test_a_kafka_port_in_use(taken_port):
     done = kgc("serve", "--standalone", "--port", str(taken_port), "--http-port", "0")
     assert one_line_error(done, 2, f"127.0.0.1:{taken_port}", "address already in use", "--port").startswith(
         "kgc serve: cannot listen for Kafka clients")
+
+
+def test_a_kafka_port_in_use_at_a_first_start_with_the_embedded_broker_is_the_last_line(taken_port, tmp_path):
+    # The embedded broker is stopped after kgc gives up; what it logs then must not bury the
+    # reason, nor may a new data dir's 50 partitions each say that they have a new manifest.
+    done = kgc("serve", "--port", str(taken_port), "--http-port", "0", "--data-dir", str(tmp_path / "data"))
+    one_line_error(done, 2, f"127.0.0.1:{taken_port}", "address already in use", "--port")
+    assert "embedded upstream" in done.stderr and "manifest" not in done.stderr
+    assert len(done.stderr.splitlines()) < 10, done.stderr
 
 
 def test_an_http_port_in_use(taken_port):
@@ -133,3 +143,25 @@ def test_a_data_dir_kgc_cannot_create(tmp_path):
                str(tmp_path / "a-file" / "data"))
     one_line_error(done, 2, f"kgc serve: cannot open the data dir {tmp_path / 'a-file' / 'data'}: not a directory",
                    "--data-dir")
+
+
+@pytest.fixture
+def unwritable_data_dir(tmp_path):
+    path = made_by_kgc(tmp_path / "data")
+    make_read_only(path)
+    yield path
+    make_writable(path)
+
+
+def test_a_data_dir_whose_files_kgc_cannot_write(unwritable_data_dir):
+    # Not one partition can be opened: kgc could serve no group, so it says so once and
+    # stops instead of serving with every partition failed.
+    path = unwritable_data_dir
+    done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--standalone", "--port", "0",
+                           "--http-port", "0", "--data-dir", str(path)],
+                          capture_output=True, text=True, timeout=TIMEOUT_S, **bound_by_file_modes())
+    line = one_line_error(done, 2, f"kgc serve: cannot use the data dir {path}", "none of its 50 partitions",
+                          "Permission denied", "--data-dir")
+    assert "kgc serving on" not in done.stdout
+    assert [entry for entry in done.stderr.splitlines() if "ERROR" in entry] == [], done.stderr
+    assert line.count("partition") == 2, line     # the count and the first partition's error, once

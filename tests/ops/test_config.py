@@ -110,6 +110,10 @@ def test_an_empty_environment_value_unsets_a_nullable_setting(tmp_path):
     (["--connections-max-idle-ms", "0"], {}, "must be -1 (never) or at least 1"),
     (["--max-connections-per-ip-overrides", "10.0.0.7"], {}, "expected ADDRESS:COUNT, got '10.0.0.7'"),
     (["--max-connections-per-ip-overrides", "kafka-client:7"], {}, "'kafka-client' is not an IP address"),
+    # Listening on every interface is fine; telling clients to connect to "every interface" is not.
+    ([], {"KGC_HOST": "0.0.0.0"}, "advertised host 0.0.0.0 is not an address clients can connect to: set "
+                                  "advertised_host (--advertised-host, KGC_ADVERTISED_HOST)"),
+    (["--host", "::", "--advertised-host", "::"], {}, "advertised host :: is not an address clients can connect to"),
 ])
 def test_each_kind_of_bad_value_names_the_setting_and_its_source(argv, env, message):
     with pytest.raises(ConfigError) as raised:
@@ -137,6 +141,18 @@ def test_a_missing_config_file_and_a_data_dir_that_is_a_file_are_refused(tmp_pat
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="exists and is not a directory"):
         load("--data-dir", str(tmp_path / "file"))
+
+
+def test_an_http_port_others_can_reach_without_a_token_is_warned_about(tmp_path):
+    # /v1/groups shows member and client ids and hosts; the README's Security section asks
+    # for a token whenever the HTTP port is reachable from elsewhere.
+    open_to_all = load("--http-host", "0.0.0.0").warnings
+    assert open_to_all == ("http_host 0.0.0.0 lets anyone who reaches port 9180 read /metrics and /v1/groups "
+                           "(member and client ids and hosts): set http_auth_token_file (--http-auth-token-file, "
+                           "KGC_HTTP_AUTH_TOKEN_FILE)",)
+    (tmp_path / "token").write_text("s3cret\n")
+    assert load("--http-host", "0.0.0.0", "--http-auth-token-file", str(tmp_path / "token")).warnings == ()
+    assert load("--http-host", "127.0.0.1").warnings == load("--http-host", "::1").warnings == ()
 
 
 def test_unknown_kgc_environment_variables_are_warned_about_not_fatal():

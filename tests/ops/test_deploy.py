@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,13 @@ from prometheus_client.metrics_core import Metric
 
 from coordinator.cli import build_parser
 from coordinator.metrics import REGISTRY
-from coordinator.settings import SETTINGS, load_config
+from coordinator.settings import SETTINGS, ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 README = (ROOT / "README.md").read_text()
+# The README and the pages it links to, where the long parts live.
+DOCS = README + "".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
 
 
 # ---- reading the files ------------------------------------------------------------------
@@ -76,10 +79,43 @@ def serve_config(args: list[str], env: dict[str, str] | None = None, config_file
     return loaded.config
 
 
+@dataclass(frozen=True)
+class DockerRun:
+    """The README's `docker run` line, as Docker reads it."""
+    published: list[tuple[str, int, int]]     # (host address or "", host port, container port)
+    env: dict[str, str]
+    mounts: dict[str, str]                     # container path -> host path or volume
+    args: list[str]                            # after the image name: `kgc serve`'s
+
+    def published_port(self, container_port: int) -> tuple[str, int] | None:
+        return next(((host, host_port) for host, host_port, port in self.published if port == container_port), None)
+
+
+def readme_docker_run() -> DockerRun:
+    [line] = re.findall(r"^docker run .*?(?<!\\)$", re.sub(r"\\\n\s*", " ", DOCS), re.M)
+    words = shlex.split(line)[2:]
+    published, env, mounts = [], {}, {}
+    while words[0].startswith("-"):
+        flag, value, words = words[0], words[1], words[2:]
+        if flag == "-p":
+            *host, host_ports, ports = value.split(":")
+            low, _, high = ports.partition("-")
+            host_low = int(host_ports.partition("-")[0])
+            published += [(host[0] if host else "", host_low + i, int(low) + i)
+                          for i in range(int(high or low) - int(low) + 1)]
+        elif flag == "-e":
+            env.update([value.split("=", 1)])
+        elif flag == "-v":
+            source, target, *_ = value.split(":")
+            mounts[target] = source
+    assert words[0] == "kgc", words
+    return DockerRun(published, env, mounts, words[1:])
+
+
 def image_built_by_readme(image: str) -> str:
     """The Dockerfile target the README's `docker build` makes this image from."""
     name = image.removesuffix(":latest")
-    match = re.search(rf"docker build (?:--target (\w+) )?-t {re.escape(name)} \.", README)
+    match = re.search(rf"docker build (?:--target (\w+) )?-t {re.escape(name)} \.", DOCS)
     assert match, f"the README does not build {image}"
     return match.group(1) or "service"
 
@@ -98,7 +134,7 @@ def test_the_dockerfile_installs_with_the_readmes_commands():
     installs = [args for _, k, args in dockerfile() if k == "RUN" and "pip install" in args]
     assert len(installs) == 2
     for command in installs:
-        assert command in README, command
+        assert command in DOCS, command
 
 
 def test_the_dockerfile_copies_files_that_exist_and_the_package_they_make():
@@ -110,15 +146,14 @@ def test_the_dockerfile_copies_files_that_exist_and_the_package_they_make():
             assert not (ROOT / source).is_dir() or f"{source}*" in packages["include"]
 
 
-def test_the_service_stage_runs_kgc_serve_as_a_non_root_user_with_a_data_volume_and_healthcheck():
+def test_the_service_stage_runs_kgc_serve_as_a_non_root_user_with_a_data_volume_and_healthcheck(tmp_path):
     stages = [args for _, k, args in dockerfile() if k == "FROM"]
     assert stages[0].startswith("python:3.11-slim") and stages[-1] == "base AS service"
     entrypoint = exec_form(stage_args("service", "ENTRYPOINT")[-1])
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert entrypoint == ["kgc", "serve"] and "kgc" in scripts
     assert stage_args("service", "USER") == ["kgc"]
-    env = docker_env("service")
-    config = serve_config([], env={k: v for k, v in env.items() if k.startswith("KGC_")})
+    config = serve_config([], env=image_env(readme_docker_run(), tmp_path))
     assert exec_form(stage_args("service", "VOLUME")[0]) == [config.data_dir]
     exposed = stage_args("service", "EXPOSE")[0].split()
     assert str(config.port) in exposed and str(config.http_port) in exposed
@@ -128,6 +163,24 @@ def test_the_service_stage_runs_kgc_serve_as_a_non_root_user_with_a_data_volume_
     assert "/healthz" in healthcheck and "KGC_HTTP_PORT" in healthcheck and config.http_host == "0.0.0.0"
 
 
+def image_env(run: DockerRun, tmp_path: Path) -> dict[str, str]:
+    """The image's KGC_* environment with the `docker run` line's, its token file mounted
+    from a real file here."""
+    env = {k: v for k, v in docker_env("service").items() if k.startswith("KGC_")} | run.env
+    token_file = env.get("KGC_HTTP_AUTH_TOKEN_FILE")
+    if token_file is not None:
+        assert token_file in run.mounts, "the token file is not mounted"
+        (tmp_path / "token").write_text("from the host\n")
+        env["KGC_HTTP_AUTH_TOKEN_FILE"] = str(tmp_path / "token")
+    return env
+
+
+def test_the_image_alone_refuses_to_advertise_the_address_it_listens_on():
+    env = {k: v for k, v in docker_env("service").items() if k.startswith("KGC_")}
+    with pytest.raises(ConfigError, match="advertised host 0.0.0.0 is not an address clients can connect to"):
+        serve_config([], env=env)
+
+
 def test_the_audit_stage_has_java_and_the_spark_extra():
     runs = " ".join(stage_args("audit", "RUN"))
     assert "openjdk-17-jre-headless" in runs and "'.[embedded,spark]'" in runs
@@ -135,11 +188,26 @@ def test_the_audit_stage_has_java_and_the_spark_extra():
     build_parser().parse_args(exec_form(stage_args("audit", "CMD")[-1])[:1] + ["/data", "--out", "/r"])
 
 
-def test_the_docker_run_examples_pass_flags_kgc_serve_accepts():
-    examples = re.findall(r"docker run (?:-\S+ \S+ )*kgc ([^\n#]+)", README + (ROOT / "Dockerfile").read_text())
-    assert examples
-    for args in examples:
-        serve_config(shlex.split(args))
+def test_the_readmes_docker_run_gives_clients_addresses_they_can_reach(tmp_path):
+    run = readme_docker_run()
+    config = serve_config(run.args, env=image_env(run, tmp_path))    # and no warning either
+    assert config.advertised == run.env["KGC_ADVERTISED_HOST"] and config.host == "0.0.0.0"
+    # Every port kgc names in metadata is published on that same number: the bootstrap
+    # port and the listener of each upstream broker with node id 0-2.
+    for port in (config.port, *(config.broker_port_base + node for node in range(3))):
+        assert run.published_port(port) == ("", port), port
+    exposed = next(p for p in stage_args("service", "EXPOSE")[0].split() if "-" in p)
+    assert all(port <= int(exposed.split("-")[1]) for _, _, port in run.published)
+    # HTTP: this machine only, and behind the token.
+    assert run.published_port(config.http_port) == ("127.0.0.1", config.http_port)
+    assert config.http_auth_token_file is not None and run.mounts[config.data_dir] == "kgc-data"
+
+
+def test_the_dockerfiles_own_example_is_the_readmes():
+    dockerfile_text = re.sub(r"\\\n#\s*", " ", (ROOT / "Dockerfile").read_text())
+    [example] = re.findall(r"^#\s+(docker run .*)$", dockerfile_text, re.M)
+    [readme] = re.findall(r"^docker run .*?(?<!\\)$", re.sub(r"\\\n\s*", " ", DOCS), re.M)
+    assert example.split() == readme.split()
 
 
 # ---- docker compose ---------------------------------------------------------------------
@@ -152,7 +220,10 @@ def test_compose_runs_kgc_in_front_of_the_kafka_broker_and_clients_bootstrap_aga
     assert kafka["image"].startswith("apache/kafka:")
     assert (DEPLOY / kgc["build"]["context"] / kgc["build"]["dockerfile"]).resolve() == ROOT / "Dockerfile"
     assert image_built_by_readme(kgc["image"]) == kgc["build"]["target"]
-    config = serve_config(kgc["command"], env={**docker_env("service"), **kgc["environment"]})
+    assert kgc["secrets"] == ["kgc-http-token"] and compose["secrets"]["kgc-http-token"]["file"] == "./kgc-http-token"
+    env = {**docker_env("service"), **kgc["environment"]}
+    assert env["KGC_HTTP_AUTH_TOKEN_FILE"] == "/run/secrets/kgc-http-token"   # where compose mounts a secret
+    config = serve_config(kgc["command"], env=env | {"KGC_HTTP_AUTH_TOKEN_FILE": str(ROOT / "README.md")})
     advertised = kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"].removeprefix("PLAINTEXT://")
     assert [f"{h}:{p}" for h, p in config.upstream] == [advertised]
     bootstrap = f"{config.advertised}:{config.port}"
@@ -160,17 +231,21 @@ def test_compose_runs_kgc_in_front_of_the_kafka_broker_and_clients_bootstrap_aga
         command = " ".join(services[name]["command"])
         assert bootstrap in command, name
         assert services[name]["image"] == kafka["image"]
-    assert f"{config.http_port}:{config.http_port}" in kgc["ports"]
+    assert kgc["ports"] == [f"127.0.0.1:{config.http_port}:{config.http_port}"]
     # The broker's listener in kgc: 19092 + its node id, inside the image's EXPOSE range.
     assert config.broker_port_base + int(kafka["environment"]["KAFKA_NODE_ID"]) <= 19191
 
 
 def test_prometheus_scrapes_kgcs_metrics_port_and_grafana_reads_prometheus():
     [compose] = yaml_docs(DEPLOY / "compose.yaml")
-    config = serve_config(compose["services"]["kgc"]["command"], env=docker_env("service"))
+    kgc = compose["services"]["kgc"]
+    config = serve_config(kgc["command"], env=docker_env("service") | {"KGC_HTTP_AUTH_TOKEN_FILE": str(ROOT / "README.md")})
     [prometheus] = yaml_docs(DEPLOY / "prometheus" / "prometheus.yml")
     [job] = prometheus["scrape_configs"]
     assert job["metrics_path"] == "/metrics"
+    # The token kgc asks for, from the same secret.
+    assert job["authorization"]["credentials_file"] == kgc["environment"]["KGC_HTTP_AUTH_TOKEN_FILE"]
+    assert compose["services"]["prometheus"]["secrets"] == kgc["secrets"]
     assert job["static_configs"][0]["targets"] == [f"{config.advertised}:{config.http_port}"]
     [datasources] = yaml_docs(DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yaml")
     assert datasources["datasources"][0]["url"] == "http://prometheus:9090"
@@ -189,9 +264,13 @@ def test_the_statefulset_runs_the_image_with_the_configmaps_settings(tmp_path):
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     config_path = container["args"][container["args"].index("--config") + 1]
     assert Path(config_path).parent == Path(mounts["config"])
-    settings = tmp_path / Path(config_path).name
-    settings.write_text(configmap["data"][Path(config_path).name])
-    config = serve_config([a if a != config_path else str(settings) for a in container["args"]])
+    assert Path(config_path).name == "kgc.toml"
+    config = serve_config([a if a != config_path else _configmap_file(tmp_path) for a in container["args"]])
+    token_path = tomllib.loads(configmap["data"]["kgc.toml"])["http_auth_token_file"]
+    # The token file is the key `token` of the Secret the README creates.
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert Path(mounts["http-token"]) / "token" == Path(token_path) and secrets["http-token"] == "kgc-http-token"
+    assert "kubectl create secret generic kgc-http-token --from-literal=token=" in " ".join(DOCS.split())
     assert mounts["data"] == config.data_dir and pod["securityContext"]["runAsUser"] == 10001
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert (ports["kafka"], ports["http"]) == (config.port, config.http_port)
@@ -240,8 +319,11 @@ def test_the_kustomization_brings_the_nightly_audit_in_the_audit_image(tmp_path)
 
 
 def _configmap_file(tmp_path: Path) -> str:
+    """The ConfigMap's kgc.toml, its token file (the Secret's, in the pod) a real one here."""
+    toml = kind("ConfigMap")["data"]["kgc.toml"]
+    (tmp_path / "token").write_text("from the Secret\n")
     path = tmp_path / "kgc.toml"
-    path.write_text(kind("ConfigMap")["data"]["kgc.toml"])
+    path.write_text(toml.replace(tomllib.loads(toml)["http_auth_token_file"], str(tmp_path / "token")))
     return str(path)
 
 
@@ -265,5 +347,5 @@ def test_the_dashboard_charts_every_kgc_metric_and_nothing_else():
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
-def test_the_readme_documents_every_setting(setting):
-    assert f"| `{setting.name}` | `{setting.option}` |" in README
+def test_the_docs_document_every_setting(setting):
+    assert f"| `{setting.name}` | `{setting.option}` |" in (ROOT / "docs" / "configuration.md").read_text()

@@ -16,13 +16,15 @@ def no_lag_left_behind():
     metrics.consumer_lag([], per_partition=False)
 
 
-def test_lag_sums_known_partitions_per_group_and_topic_and_counts_the_unknown():
+def test_lag_sums_partitions_per_group_and_topic_and_an_unknown_one_leaves_the_sum_out():
+    # A sum over the partitions known would read as the lag; with one unknown it is not.
     metrics.consumer_lag([LagRow("g", "t", 0, 3), LagRow("g", "t", 1, 4), LagRow("g", "t", 2, None),
-                          LagRow("g", "u", 0, 0)], per_partition=False)
+                          LagRow("g", "u", 0, 0), LagRow("g", "u", 1, 5)], per_partition=False)
     samples = in_process()
-    assert samples.get("kgc_consumer_lag", group="g", topic="t") == 7
+    assert ("kgc_consumer_lag", frozenset({("group", "g"), ("topic", "t")})) not in samples.values
     assert samples.get("kgc_consumer_lag_unknown_partitions", group="g", topic="t") == 1
-    assert samples.get("kgc_consumer_lag", group="g", topic="u") == 0
+    assert samples.get("kgc_consumer_lag", group="g", topic="u") == 5
+    assert samples.get("kgc_consumer_lag_unknown_partitions", group="g", topic="u") == 0
     assert "kgc_consumer_lag_partition" not in samples.names()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from coordinator import records
@@ -11,7 +13,8 @@ from coordinator.runtime.loader import LOAD_CHUNK_RECORDS, KafkaRecordSerde
 from coordinator.settings import ServerConfig
 from storage.file_store import FileLogStore
 from tests.ops.support import get_json
-from tests.support.kgc import TEST_GROUP_CONFIG
+from tests.support.data_dirs import bound_by_file_modes, made_by_kgc, make_writable, read_only_partitions
+from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process
 
 pytestmark = [pytest.mark.integration]
 
@@ -77,3 +80,32 @@ async def test_readyz_says_so_while_shutting_down_and_healthz_stays_up(tmp_path)
     finally:
         await app.stop()
     assert status == 503 and body["reasons"] == ["shutting down"] and health == 200
+
+
+@pytest.mark.timeout(60)
+def test_partitions_that_fail_to_load_are_counted_loudly_in_the_log_and_in_readyz(tmp_path):
+    # Three partitions' files cannot be written (restored from a backup another user owns,
+    # say): those are refused, the other 47 serve, and kgc says how many cannot.
+    data_dir, log_path, http_port = made_by_kgc(tmp_path / "data"), tmp_path / "kgc.log", free_port()
+    unwritable = (3, 17, 41)
+    read_only_partitions(data_dir, unwritable)
+    try:
+        with kgc_process("--data-dir", str(data_dir), "--http-port", str(http_port), log_path=str(log_path),
+                         popen=bound_by_file_modes()):
+            status, body = asyncio.run(_readiness_once_loaded(http_port))
+    finally:
+        make_writable(data_dir)
+    assert status == 503 and body["partitions"] == {"active": 47, "failed": 3}
+    assert "3 of 50 partitions failed to load: the groups they hold cannot be served" in body["reasons"]
+    assert [r.split(":")[0] for r in body["reasons"] if r.startswith("partition ")] == [
+        f"partition {p}" for p in unwritable]
+    [summary] = [line for line in log_path.read_text().splitlines() if "partitions failed to load" in line]
+    assert " ERROR " in summary and "3 of 50 partitions failed to load" in summary, summary
+
+
+async def _readiness_once_loaded(port: int) -> tuple[int, dict]:
+    while True:
+        status, body = await get_json(port, "/readyz")
+        if body["partitions"] and "loading" not in body["partitions"]:
+            return status, body
+        await asyncio.sleep(0.05)

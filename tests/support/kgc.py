@@ -59,7 +59,8 @@ class KgcProcess:
     takes any free port unless `--http-port` is given (the default, 9180, is fixed)."""
 
     def __init__(self, *args: str, port: int | None = None, log_path: str | None = None,
-                 env: dict[str, str] | None = None, embedded: bool = False, own_session: bool = False):
+                 env: dict[str, str] | None = None, embedded: bool = False, own_session: bool = False,
+                 popen: dict | None = None):
         self.port = port or free_port()
         if not embedded and "--upstream" not in args and "--standalone" not in args:
             args = ("--standalone", *args)
@@ -69,13 +70,14 @@ class KgcProcess:
         self.log_path = log_path
         self.env = env  # None: this process's environment
         self.own_session = own_session  # its own process group, as a terminal's foreground job
+        self.popen = popen or {}  # more Popen arguments (tests.support.data_dirs.bound_by_file_modes)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 30.0) -> KgcProcess:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve", *self.args],
                                      stdout=out, stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=self.own_session)
+                                     start_new_session=self.own_session, **self.popen)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
