@@ -13,12 +13,13 @@ Nodes start in parallel (a KRaft quorum forms only once a majority runs), each b
 serving. Every node logs into its own directory, which pytest keeps after the run, and a
 failed start raises with the tail of that log. Processes are stopped by PID: SIGTERM, then
 SIGKILL after a bound (a cluster torn down at once can lose its quorum, and a controlled
-shutdown would then wait minutes for it).
+shutdown would then wait minutes for it); a broker whose test run died is killed by the kernel.
 """
 
 from __future__ import annotations
 
 import base64
+import ctypes
 import os
 import signal
 import socket
@@ -37,6 +38,7 @@ START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 10.0
 STARTED = "Kafka Server started"
 THREE_HOSTS = ("127.0.0.11", "127.0.0.12", "127.0.0.13")
+_PR_SET_PDEATHSIG = 1   # linux/prctl.h
 BROKER_JVM = ("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
 
 # What Kafka's own integration tests change for small, fast test clusters: no 3 s delay
@@ -55,6 +57,12 @@ _TEST_SETTINGS = {
     "offsets.topic.num.partitions": "5",
     "transaction.state.log.num.partitions": "5",
 }
+
+
+def _die_with_the_test_run() -> None:
+    """In the broker, before Kafka starts: the kernel kills it when the test run that started
+    it dies (a killed pytest runs no teardown), so no broker outlives its run."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def new_cluster_id() -> str:
@@ -270,7 +278,7 @@ class KafkaCluster:
             node.proc = subprocess.Popen(
                 java_command("kafka.Kafka", str(node.directory / "server.properties"), version=self.version,
                              jvm=BROKER_JVM),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_the_test_run)
         finally:
             log.close()
         node.started_at = node.log_path.stat().st_size  # type: ignore[attr-defined]
