@@ -2,8 +2,9 @@
 
 For adoption (`coordinator.runtime.adoption`), `kgc import` and `kgc export`:
 `snapshot(group)` finds the group's coordinator upstream (FindCoordinator on the
-cluster's control broker) and asks it DescribeGroups (state, protocol type, members)
-and OffsetFetch (committed offsets); `list_groups()` asks ListGroups of every broker;
+cluster's control broker) and asks it DescribeGroups (state, protocol type, members),
+ConsumerGroupDescribe when DescribeGroups says Dead (a KIP-848 group), and OffsetFetch
+(committed offsets); `list_groups()` asks ListGroups of every broker;
 `commit(group, offsets)` writes offsets with OffsetCommit as a simple (generation -1)
 commit, as `kafka-consumer-groups --reset-offsets` does.
 
@@ -45,12 +46,14 @@ from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.group.adopt import AdoptedOffset
 from coordinator.runtime.adoption import UpstreamGroup
 from protocol.api_keys import NoCommonVersion, pick_version
+from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from protocol.errors import ErrorCode
 
 CLIENT_ID = "kgc-adoption"
 # Versions kafka-python encodes and Kafka 4 and Tansu both serve; newer ones add nothing used here.
 FIND_COORDINATOR_VERSIONS = (1, 3)
 DESCRIBE_GROUPS_VERSIONS = (0, 5)
+CONSUMER_GROUP_DESCRIBE_VERSIONS = (0, 1)
 OFFSET_FETCH_VERSIONS = (1, 8)
 OFFSET_COMMIT_VERSIONS = (2, 7)
 LIST_GROUPS_VERSIONS = (0, 4)
@@ -68,9 +71,17 @@ class UpstreamGroups:
     async def snapshot(self, group_id: str) -> UpstreamGroup:
         coordinator = await self._coordinator(group_id)
         described = await self._describe(coordinator, group_id)
+        state, protocol_type = described.group_state, described.protocol_type
+        members = tuple(m.member_id for m in described.members)
+        if state == "Dead" and ApiKey.ConsumerGroupDescribe in self._cluster.api_versions:
+            # Kafka 4 answers DescribeGroups for a KIP-848 group, live or not, as Dead with no
+            # members: only ConsumerGroupDescribe shows them.
+            consumer_group = await self._describe_consumer_group(coordinator, group_id)
+            if consumer_group is not None:
+                state, protocol_type = consumer_group.group_state, "consumer"
+                members = tuple(m.member_id for m in consumer_group.members)
         offsets = await self._fetch_offsets(coordinator, group_id)
-        return UpstreamGroup(group_id, described.group_state, described.protocol_type,
-                             tuple(m.member_id for m in described.members), tuple(offsets))
+        return UpstreamGroup(group_id, state, protocol_type, members, tuple(offsets))
 
     async def list_groups(self) -> list[str]:
         version = self._version(ApiKey.ListGroups, LIST_GROUPS_VERSIONS)
@@ -129,6 +140,17 @@ class UpstreamGroups:
         (described,) = response.groups
         if described.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
             _check(described.error_code, f"DescribeGroups {group_id!r}")
+        return described
+
+    async def _describe_consumer_group(self, coordinator: tuple[str, int], group_id: str):
+        """The KIP-848 group `group_id`, or None when the coordinator has no such group."""
+        version = self._version(ApiKey.ConsumerGroupDescribe, CONSUMER_GROUP_DESCRIBE_VERSIONS)
+        response = await self._call(coordinator, ConsumerGroupDescribeRequest[version](
+            group_ids=[group_id], include_authorized_operations=False), ConsumerGroupDescribeResponse)
+        (described,) = response.groups
+        if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        _check(described.error_code, f"ConsumerGroupDescribe {group_id!r}")
         return described
 
     async def _fetch_offsets(self, coordinator: tuple[str, int], group_id: str) -> list[AdoptedOffset]:

@@ -38,7 +38,14 @@ from tests.e2e.admin import (
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.e2e.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
+from tests.e2e.clients import (
+    CONSUMER_PROTOCOL,
+    LIBRARIES,
+    Consumed,
+    Member,
+    MemberSettings,
+    wait_until,
+)
 from tests.ops.support import get_json
 from tests.support.builders import leave_request
 from tests.support.kafkajs import JS_DIR
@@ -384,6 +391,40 @@ def test_members_of_every_library_wait_on_kgc_while_the_group_lives_upstream(kaf
             if m.running:
                 m.close()
     assert_exactly_once(consumed(upstream) + consumed(waiting), BEFORE + AFTER)
+
+
+def test_a_kip848_member_waits_on_kgc_while_the_consumer_group_lives_at_kafka(kafka, kgc):
+    """A KIP-848 group live on Kafka's coordinator is one DescribeGroups calls Dead: kgc must see
+    its members with ConsumerGroupDescribe and give a member at kgc nothing while they live,
+    or both would consume the same partitions; once they left, the group moves to kgc at its
+    committed offsets."""
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
+    group = new_name("waiting-848")
+    upstream = settled_members(kafka.bootstrap, group, topic, [CONSUMER_PROTOCOL])
+    waiting = []
+    try:
+        produce_sequenced(kafka.bootstrap, topic, PARTITIONS, BEFORE)
+        wait_consumed(upstream, PARTITIONS * BEFORE)
+        upstream[0].commit()
+        waiting = members(kgc.bootstrap, group, topic, [CONSUMER_PROTOCOL], first=1)
+        time.sleep(WAITING_S)
+        produce_sequenced(kafka.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE)
+        wait_consumed(upstream, PARTITIONS * (BEFORE + AFTER))
+        upstream[0].commit()
+        time.sleep(WAITING_S)
+        waiting[0].check()
+        assert (waiting[0].assignment, waiting[0].consumed) == (frozenset(), [])
+        upstream[0].close()
+        wait_until(lambda: owns_all_partitions(waiting), TIMEOUT_S, lambda: str(waiting[0].assignment), waiting)
+        produce_sequenced(kafka.bootstrap, topic, PARTITIONS, AFTER, first_sequence=BEFORE + AFTER)
+        wait_consumed(waiting, PARTITIONS * AFTER)
+        waiting[0].commit()
+    finally:
+        for m in upstream + waiting:
+            if m.running:
+                m.close()
+    assert_exactly_once(consumed(upstream) + consumed(waiting), BEFORE + 2 * AFTER)
+    assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + 2 * AFTER)
 
 
 async def _leader_after_leaves(port: int, leader_leaves_first: bool) -> tuple[str, str, int]:
