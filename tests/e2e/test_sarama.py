@@ -33,6 +33,7 @@ from tests.e2e.admin import (
     new_name,
     produce_sequenced,
 )
+from tests.e2e.clients import Member, MemberSettings, wait_until
 from tests.ops.support import Samples
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
@@ -173,3 +174,37 @@ def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_ev
     assert values(first) == values(second) == expected_values(0, FIRST)
     assert first_offsets(second) == dict.fromkeys(range(PARTITIONS), 0)
     assert "The version of API is not supported" in first["log"]
+
+
+def test_a_sarama_member_and_a_java_member_share_one_group(sarama_group, kgc):
+    """sarama's default strategy and the Java client's RangeAssignor speak one protocol
+    ("range"): in one group through kgc each holds half the partitions, and between them every
+    record is read once; when sarama leaves, the Java member takes its partitions over at
+    sarama's commits and reads nothing again."""
+    partitions = 2 * PARTITIONS
+    topic, group = create_topic(kgc.bootstrap, partitions), new_name("sarama-java")
+    java = Member("java", MemberSettings(kgc.bootstrap, group, topic, "java-member", confluent_assignor="range")).start()
+    try:
+        wait_until(lambda: len(java.assignment) == partitions, 60, lambda: str(java.assignment), [java])
+        sarama = subprocess.Popen([sarama_group, kgc.bootstrap, topic, group, str(PARTITIONS * FIRST), "1",
+                                   KAFKA_VERSION], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: len(java.assignment) == PARTITIONS, 60, lambda: str(java.assignment), [java])
+            java_half = java.assignment
+            produce_sequenced(kgc.bootstrap, topic, partitions, FIRST)
+            out, err = sarama.communicate(timeout=120)
+        finally:
+            if sarama.poll() is None:
+                sarama.kill()
+        assert sarama.returncode == 0, err[-3000:]
+        report = json.loads(out.strip().splitlines()[-1])
+        [sarama_half] = [set(held) for held in report["held"].values()]
+        assert sorted([*sarama_half, *java_half]) == list(range(partitions))
+        wait_until(lambda: len(java.assignment) == partitions and len(java.consumed) >= PARTITIONS * FIRST, 60,
+                   lambda: f"{sorted(java.assignment)}, {len(java.consumed)} consumed", [java])
+        java.commit()
+    finally:
+        java.close()
+    read = sorted([r["value"] for r in report["received"]] + [c.value.decode() for c in java.consumed])
+    assert read == sorted(f"{p}:{s}" for p in range(partitions) for s in range(FIRST))
+    assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(partitions), FIRST)
