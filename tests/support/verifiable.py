@@ -35,13 +35,11 @@ class InvariantViolation(AssertionError):
 
 
 class _Tool:
-    """One tool JVM, its stdout events collected by a thread."""
+    """One tool JVM, its stdout events handled by a reader thread."""
 
     def __init__(self, name: str, args: list[str], version: str):
         self.name = name
-        self.events: list[dict] = []
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
         self.proc = subprocess.Popen(java_command(self.tool_class, *args, version=version),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.stderr: list[str] = []
@@ -56,10 +54,8 @@ class _Tool:
                 continue
             event = json.loads(line)
             event["source"] = self.name
-            with self._changed:
-                self.events.append(event)
+            with self._lock:
                 self._on_event(event)
-                self._changed.notify_all()
 
     def _read_stderr(self) -> None:
         for line in self.proc.stderr:
@@ -68,16 +64,6 @@ class _Tool:
 
     def _on_event(self, event: dict) -> None:
         pass
-
-    def wait_for(self, condition, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while not condition():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"{self.name}: not after {timeout_s}s: {what}\n"
-                                         + "".join(self.stderr[-30:]))
-                self._changed.wait(min(left, 0.2))
 
     @property
     def alive(self) -> bool:
@@ -121,15 +107,6 @@ class VerifiableProducer(_Tool):
         if event["name"] == "producer_send_success":
             self.acked[event["partition"]].add(event["offset"])
 
-    @property
-    def acked_count(self) -> int:
-        with self._lock:
-            return sum(len(offsets) for offsets in self.acked.values())
-
-    def wait_acked(self, at_least: int, timeout_s: float = 60) -> None:
-        self.wait_for(lambda: sum(len(o) for o in self.acked.values()) >= at_least, timeout_s,
-                      f"{at_least} records acknowledged")
-
 
 class VerifiableConsumer(_Tool):
     """One group member that commits synchronously after every poll (unless autocommit)."""
@@ -152,13 +129,6 @@ class VerifiableConsumer(_Tool):
 
     def _on_event(self, event: dict) -> None:
         self.ledger.record(event)
-
-    @property
-    def assignment(self) -> frozenset[int]:
-        return self.ledger.assignment(self.name)
-
-    def wait_assigned(self, timeout_s: float = 60) -> None:
-        self.wait_for(lambda: bool(self.ledger.assignment(self.name)), timeout_s, "an assignment")
 
     def kill(self) -> None:
         super().kill()
@@ -234,10 +204,6 @@ class GroupLedger:
         self.record({"name": "gone", "timestamp": int(time.time() * 1000), "source": name})
         with self._lock:
             self._held.pop(name, None)
-
-    def assignment(self, name: str) -> frozenset[int]:
-        with self._lock:
-            return frozenset(self._held.get(name, ()))
 
     def owners(self) -> dict[int, str]:
         with self._lock:

@@ -125,7 +125,7 @@ class Scenario:
 
 
 @pytest.fixture
-def scenario(request, kgc, cluster):
+def scenario(kgc, cluster):
     made = []
 
     def make(**kw) -> Scenario:
