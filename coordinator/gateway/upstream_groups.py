@@ -143,12 +143,14 @@ class UpstreamGroups:
         return described
 
     async def _describe_consumer_group(self, coordinator: tuple[str, int], group_id: str):
-        """The KIP-848 group `group_id`, or None when the coordinator has no such group."""
+        """The KIP-848 group `group_id`, or None when the coordinator has no such group or no
+        such groups at all (Kafka 3.9 lists ConsumerGroupDescribe but answers UNSUPPORTED_VERSION
+        while its consumer protocol is off)."""
         version = self._version(ApiKey.ConsumerGroupDescribe, CONSUMER_GROUP_DESCRIBE_VERSIONS)
         response = await self._call(coordinator, ConsumerGroupDescribeRequest[version](
             group_ids=[group_id], include_authorized_operations=False), ConsumerGroupDescribeResponse)
         (described,) = response.groups
-        if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        if described.error_code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
             return None
         _check(described.error_code, f"ConsumerGroupDescribe {group_id!r}")
         return described
