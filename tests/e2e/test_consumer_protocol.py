@@ -52,8 +52,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 PARTITIONS = 8
 TIMEOUT_S = 45
-# A crashed member's partitions move after its session: short here, 45 s by default.
-KGC_FLAGS = ("--consumer-session-timeout-ms", "3000", "--consumer-heartbeat-interval-ms", "500")
+# A crashed member's partitions move after its session: short here, 45 s by default, yet long
+# enough for a restarted static member (a JVM, on a loaded machine) to be back within it.
+KGC_FLAGS = ("--consumer-session-timeout-ms", "10000", "--consumer-heartbeat-interval-ms", "500")
 
 
 @pytest.fixture(scope="module")
