@@ -654,6 +654,44 @@ def iter_batches(buf: Any, start: int = 0, min_offset: int = 0) -> BatchReader:
     return BatchReader(buf, start, min_offset)
 
 
+# What an interrupted append leaves: a prefix of a batch (short), zeros where the file
+# grew but the data never landed (length 0), or a batch whose pages did not all reach
+# the disk (CRC). A whole batch with a bad magic or offsets going back is no tear.
+TORN_WRITE_REASONS = frozenset({StopReason.SHORT, StopReason.BAD_LENGTH, StopReason.BAD_CRC})
+
+
+class Tail(enum.Enum):
+    END = "end of log"          # an active segment's preallocated zeros: nothing was written
+    TORN = "torn write"         # an append that never finished: recovery cuts it, keeping the bytes
+    DAMAGE = "damage"           # anything else: named, never cut
+
+
+@dataclass(frozen=True, slots=True)
+class TailJudgement:
+    verdict: Tail
+    sound_at: int | None    # the first sound batch after the stop, if any
+    end: int                # one past the last byte the stopped write left
+
+    def describe(self, stop: ScanStop) -> str:
+        after = f"; a sound batch follows at byte {self.sound_at}" if self.sound_at is not None else ""
+        return f"{stop}{after}"
+
+
+def judge_tail(buf: Any, stop: ScanStop, next_offset: int, active: bool) -> TailJudgement:
+    """What the bytes where a segment's walk stopped are: the one rule recovery
+    (`storage.partition_log`), `kgc inspect` and the audit's scanner share, so a tail that
+    `kgc serve` cuts as a torn write is never reported as damage, and damage is never cut.
+
+    Only the active segment can hold a write in progress, and only at its very end: a
+    sound batch after the stop means the stop is in the middle of the log."""
+    if stop.reason is StopReason.ZERO_FILL and active:
+        return TailJudgement(Tail.END, None, stop.position)
+    sound = find_sound_batch(buf, stop.position, next_offset)
+    torn = active and sound is None and stop.reason in TORN_WRITE_REASONS
+    # Zeros after the write (the preallocated tail, or a file that grew first) are no part of it.
+    return TailJudgement(Tail.TORN if torn else Tail.DAMAGE, sound, data_end(buf, stop.position))
+
+
 def find_sound_batch(buf: Any, start: int, min_offset: int = 0) -> int | None:
     """The first position after `start` where a sound batch begins, if any.
 

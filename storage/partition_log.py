@@ -56,9 +56,9 @@ from storage.format import (
     BatchReader,
     ScanStop,
     StopReason,
-    data_end,
+    Tail,
     decode_batch,
-    find_sound_batch,
+    judge_tail,
     record_fields,
 )
 from storage.manifest import (
@@ -82,11 +82,6 @@ from storage.segment import (
 )
 
 log = logging.getLogger(__name__)
-
-# What an interrupted append leaves: a prefix of a batch (short), zeros where the file
-# grew but the data never landed (length 0), or a batch whose pages did not all reach
-# the disk (CRC). A whole batch with a bad magic or offsets going back is no tear.
-TORN_WRITE_REASONS = frozenset({StopReason.SHORT, StopReason.BAD_LENGTH, StopReason.BAD_CRC})
 
 T = TypeVar("T")
 
@@ -275,15 +270,15 @@ class PartitionLog:
             reader = BatchReader(buf, 0, max(min_offset, segment.base_offset)).scan()
             stop = reader.stop
             segment.size = reader.end
-            if stop is None or stop.reason is StopReason.ZERO_FILL:
+            if stop is None:
                 return reader.next_offset
-            sound = find_sound_batch(buf, stop.position, reader.next_offset)
-            if sound is not None or stop.reason not in TORN_WRITE_REASONS:
-                after = f" followed by a sound batch at byte {sound}" if sound is not None else ""
-                raise CorruptLogError(str(segment.path), stop.position,
-                                      f"{stop.reason.value} ({stop.detail}){after}")
+            judgement = judge_tail(buf, stop, reader.next_offset, active=True)
+            if judgement.verdict is Tail.END:
+                return reader.next_offset
+            if judgement.verdict is Tail.DAMAGE:
+                raise CorruptLogError(str(segment.path), stop.position, judgement.describe(stop))
             # A torn write into the preallocated tail is followed by its zeros: not evidence.
-            tail = bytes(buf[stop.position:data_end(buf, stop.position)])
+            tail = bytes(buf[stop.position:judgement.end])
         self._save_torn_tail(segment, tail, stop)
         return reader.next_offset
 

@@ -44,8 +44,8 @@ from coordinator.group.errors import CorruptStateError
 from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord
 from storage.file_store import TOPIC
-from storage.format import BatchDecodeError, BatchReader, ScanStop, StopReason, decode_batch, find_sound_batch
-from storage.partition_log import TORN_WRITE_REASONS, PartitionLog
+from storage.format import BatchDecodeError, BatchReader, Tail, decode_batch, judge_tail
+from storage.partition_log import PartitionLog
 from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, TORN_SUFFIX, SegmentIO, parse_segment_name
 
 DEFAULT_NUM_PARTITIONS = 50
@@ -174,13 +174,6 @@ def _inspect_record(stored: StoredRecord) -> InspectedRecord:
                            stored.headers, error)
 
 
-def _judge(buf: Any, stop: ScanStop, next_offset: int, active: bool) -> Damage:
-    sound = find_sound_batch(buf, stop.position, next_offset)
-    torn = active and sound is None and stop.reason in TORN_WRITE_REASONS
-    reason = str(stop) if sound is None else f"{stop}; a sound batch follows at byte {sound}"
-    return Damage(stop.position, reason, torn, len(buf) - stop.position)
-
-
 def _inspect_segment(path: Path, base_offset: int, min_offset: int, active: bool) -> InspectedSegment:
     segment = InspectedSegment(path.name, base_offset, path.stat().st_size, active)
     with _mapped(path) as buf:
@@ -195,8 +188,12 @@ def _inspect_segment(path: Path, base_offset: int, min_offset: int, active: bool
             segment.batches.append(InspectedBatch(
                 position, header.size, batch, tuple(_inspect_record(r) for r in batch.records)))
         # An active segment's zero tail (preallocated) is the end of its log, no damage.
-        if reader.stop is not None and not (active and reader.stop.reason is StopReason.ZERO_FILL):
-            segment.damage = _judge(buf, reader.stop, reader.next_offset, active)
+        stop = reader.stop
+        if stop is not None:
+            judgement = judge_tail(buf, stop, reader.next_offset, active)
+            if judgement.verdict is not Tail.END:
+                segment.damage = Damage(stop.position, judgement.describe(stop), judgement.verdict is Tail.TORN,
+                                        len(buf) - stop.position)
     return segment
 
 

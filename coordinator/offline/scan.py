@@ -6,13 +6,12 @@ sound one (`format.find_sound_batch`), after a sound batch whose offsets go back
 skips just that batch. Framing and decoding are `storage.format`'s; nothing here parses
 bytes itself.
 
-A live data dir is fine to read: every file is read once, whole batches only, and a
-short batch at the very end of the last (active) segment is a write in progress, not
-damage (`tail_bytes` counts what was left). The active segment may end in zeros (kgc
-preallocates it under `fsync always`): that is the end of its log, and a batch that
-fails its CRC with nothing but zeros after it there is a write in progress too. The
-same in a closed segment is damage: closed segments were cut to their log and fsynced
-whole when they rolled.
+A live data dir is fine to read: every file is read once, whole batches only. Where the
+last (active) segment's walk stops is judged by `storage.format.judge_tail`, the rule
+recovery applies too: a torn write at its very end is a write in progress, not damage
+(`tail_bytes` counts what was left), and its preallocated zeros are the end of its log.
+The same in a closed segment is damage: closed segments were cut to their log and
+fsynced whole when they rolled.
 
 `<segment>.torn-N` files are bytes a past recovery cut off a torn tail; each is
 reported as a torn batch.
@@ -31,12 +30,11 @@ from storage.api import StoredBatch
 from storage.format import (
     LOG_OVERHEAD,
     BatchDecodeError,
-    ScanStop,
     StopReason,
+    Tail,
     batch_header,
-    data_end,
     decode_batch,
-    find_sound_batch,
+    judge_tail,
     sound_batches,
 )
 from storage.segment import TORN_SUFFIX, parse_segment_name
@@ -172,32 +170,18 @@ class PartitionScan:
                 _base, batch_length = _overhead.unpack_from(data, stop.position)
                 position = stop.position + _overhead.size + batch_length
                 continue
-            if stop.reason is StopReason.ZERO_FILL and active:
+            judgement = judge_tail(data, stop, self.next_offset, active)
+            if judgement.verdict is Tail.END:
                 return
-            resume = find_sound_batch(data, stop.position, self.next_offset)
-            if active and resume is None and _in_progress(data, stop):
-                # A short batch runs to the end; one in the preallocated tail, to its zeros.
-                end = len(data) if stop.reason is StopReason.SHORT else data_end(data, stop.position)
-                self.tail_bytes = end - stop.position
+            if judgement.verdict is Tail.TORN:
+                self.tail_bytes = judgement.end - stop.position
                 return
             self._problem(_STOP_FINDINGS[stop.reason], name, stop.position, str(stop))
-            if resume is None:
+            if judgement.sound_at is None:
                 return
-            position = resume
+            position = judgement.sound_at
 
     def _problem(self, kind: FindingType, segment: str, position: int, detail: str,
                  record_offset: int | None = None) -> None:
         self.problems.append(Finding(kind, self.partition, segment=segment, position=position,
                                      record_offset=record_offset, detail=detail))
-
-
-def _in_progress(data: bytes | memoryview, stop: ScanStop) -> bool:
-    """Whether the bytes an active segment's walk stopped at are a write still landing:
-    a short batch at the end, or one that fails its CRC with only zeros after the length
-    it gives (a write into the preallocated tail)."""
-    if stop.reason is StopReason.SHORT:
-        return True
-    if stop.reason is not StopReason.BAD_CRC:
-        return False
-    _base, batch_length = _overhead.unpack_from(data, stop.position)
-    return data_end(data, stop.position) <= stop.position + _overhead.size + batch_length

@@ -136,7 +136,7 @@ async def test_a_sound_batch_after_a_torn_one_in_the_tail_is_damage(tmp_path):
         f.write(encode_batch(3, one(3), 3)[:30])
         f.seek(5 * BATCH_BYTES)
         f.write(encode_batch(4, one(4), 4))
-    with pytest.raises(CorruptLogError, match=f"sound batch at byte {5 * BATCH_BYTES}"):
+    with pytest.raises(CorruptLogError, match=f"sound batch follows at byte {5 * BATCH_BYTES}"):
         await offsets_after_open(copy)
 
 

@@ -133,7 +133,7 @@ async def test_damage_before_a_sound_batch_refuses_that_partition_only(tmp_path,
         assert error.path == str(path)
         assert error.position == damaged
         assert str(path) in str(error) and f"byte {damaged}" in str(error)
-        assert f"sound batch at byte {starts[2]}" in str(error)
+        assert f"sound batch follows at byte {starts[2]}" in str(error)
         with pytest.raises(CorruptLogError):
             list(store.read(0))
         with pytest.raises(CorruptLogError):
