@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -56,6 +57,16 @@ class CannotOpen(StorageError):
 
 def partition_dir(data_dir: Path, partition: int) -> Path:
     return Path(data_dir) / f"{TOPIC}-{partition}"
+
+
+def partition_dirs(data_dir: str | Path) -> dict[int, Path]:
+    """Partition number -> directory, for every `__consumer_offsets-<p>` in the data dir."""
+    found = {}
+    for name in os.listdir(data_dir):
+        prefix, dash, number = name.rpartition("-")
+        if prefix == TOPIC and dash and number.isdigit() and (Path(data_dir) / name).is_dir():
+            found[int(number)] = Path(data_dir) / name
+    return dict(sorted(found.items()))
 
 
 class FileLogStore:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import mmap
 import os
 import threading
 from collections.abc import Callable, Generator, Iterator
@@ -77,6 +76,7 @@ from storage.segment import (
     TORN_SUFFIX,
     Segment,
     SegmentIO,
+    mapped,
     parse_segment_name,
     segment_name,
 )
@@ -179,7 +179,7 @@ class PartitionLog:
         self.io.replace(swap, target)
 
     def _scan_closed(self, segment: Segment, min_offset: int) -> tuple[int, SegmentState]:
-        with _mapped(segment.path) as buf:
+        with mapped(segment.path) as buf:
             reader = BatchReader(buf, 0, max(min_offset, segment.base_offset)).scan()
             if reader.stop is not None:
                 stop = reader.stop
@@ -229,7 +229,7 @@ class PartitionLog:
         next_offset = 0
         for base in bases[:-1]:
             segment = Segment(self.directory / segment_name(base), base, 0)
-            with _mapped(segment.path) as buf:
+            with mapped(segment.path) as buf:
                 reader = BatchReader(buf, 0, max(next_offset, base)).scan()
                 stop, tail = reader.stop, bytes(buf[reader.end:])
             if stop is not None:
@@ -266,7 +266,7 @@ class PartitionLog:
         return None
 
     def _scan_active(self, segment: Segment, min_offset: int) -> int:
-        with _mapped(segment.path) as buf:
+        with mapped(segment.path) as buf:
             reader = BatchReader(buf, 0, max(min_offset, segment.base_offset)).scan()
             stop = reader.stop
             segment.size = reader.end
@@ -543,25 +543,6 @@ def _batch_fields(buf: Any, position: int, header: BatchHeader) -> tuple[bool, l
     if header.attributes & CONTROL_FLAG:
         return True, []
     return False, record_fields(buf, position, header)
-
-
-class _mapped:
-    """A read-only map of a whole file (empty files give b"")."""
-
-    def __init__(self, path: Path):
-        self._path = path
-        self._map: mmap.mmap | None = None
-
-    def __enter__(self):
-        with open(self._path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return b""
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return self._map
-
-    def __exit__(self, *exc) -> None:
-        if self._map is not None:
-            self._map.close()
 
 
 def _check_present(manifest: Manifest, directory: Path, bases: list[int]) -> None:

@@ -16,7 +16,10 @@ test can count fsyncs or make one fail (ZODB's swappable `_finish_finish`).
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +39,17 @@ def parse_segment_name(name: str) -> int | None:
     if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
         return int(stem)
     return None
+
+
+@contextlib.contextmanager
+def mapped(path: Path) -> Iterator[mmap.mmap | bytes]:
+    """A read-only map of a whole file (an empty file, which cannot be mapped, gives b"")."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            yield m
 
 
 class SegmentIO:

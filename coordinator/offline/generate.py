@@ -63,10 +63,10 @@ from kafka.protocol.old.consumer_protocol import (
 
 from coordinator import records
 from coordinator.offline.findings import UPSTREAM_TYPES, Finding, FindingType
-from coordinator.offline.scan import TOPIC
 from coordinator.partitioning import partition_for
 from coordinator.records import CoordinatorRecord, GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from storage.api import LogRecord
+from storage.file_store import TOPIC
 from storage.format import MAGIC_POS, encode_batch
 from storage.segment import TORN_SUFFIX, segment_name
 

@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import dataclasses
 import json
-import mmap
 import os
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,10 +40,10 @@ from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.errors import CorruptStateError
 from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord
-from storage.file_store import TOPIC
+from storage.file_store import TOPIC, partition_dirs
 from storage.format import BatchDecodeError, BatchReader, Tail, decode_batch, judge_tail
 from storage.partition_log import PartitionLog
-from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, TORN_SUFFIX, SegmentIO, parse_segment_name
+from storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, TORN_SUFFIX, SegmentIO, mapped, parse_segment_name
 
 DEFAULT_NUM_PARTITIONS = 50
 
@@ -150,16 +147,6 @@ class Inspection:
 # -- reading -------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _mapped(path: Path) -> Iterator[Any]:
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            yield b""
-            return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            yield m
-
-
 def _inspect_record(stored: StoredRecord) -> InspectedRecord:
     key = value = None
     error = None
@@ -176,7 +163,7 @@ def _inspect_record(stored: StoredRecord) -> InspectedRecord:
 
 def _inspect_segment(path: Path, base_offset: int, min_offset: int, active: bool) -> InspectedSegment:
     segment = InspectedSegment(path.name, base_offset, path.stat().st_size, active)
-    with _mapped(path) as buf:
+    with mapped(path) as buf:
         reader = BatchReader(buf, 0, max(min_offset, base_offset))
         for position, header in reader.headers():
             try:
@@ -198,7 +185,7 @@ def _inspect_segment(path: Path, base_offset: int, min_offset: int, active: bool
 
 
 def _describe_bytes(path: Path) -> str:
-    with _mapped(path) as buf:
+    with mapped(path) as buf:
         reader = BatchReader(buf).scan()
         whole = f"{reader.end} bytes of whole batches" if reader.end else "no whole batch"
         return whole if reader.stop is None else f"{whole}, then {reader.stop}"
@@ -236,15 +223,6 @@ def inspect_partition(directory: Path, partition: int) -> InspectedPartition:
             path = directory / name
             result.extra_files.append(ExtraFile(name, path.stat().st_size, kind, _describe_bytes(path)))
     return result
-
-
-def partition_dirs(data_dir: Path) -> dict[int, Path]:
-    found = {}
-    for entry in os.listdir(data_dir):
-        topic, dash, number = entry.rpartition("-")
-        if topic == TOPIC and dash and number.isdigit() and (data_dir / entry).is_dir():
-            found[int(number)] = data_dir / entry
-    return dict(sorted(found.items()))
 
 
 def materialize(partitions: list[InspectedPartition], group: str | None = None) -> dict[str, MaterializedGroup]:

@@ -31,11 +31,11 @@ from coordinator import records
 from coordinator.group.adopt import AdoptedOffset
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import group_shard_factory
-from coordinator.offline.inspect import inspect_partition, partition_dirs
+from coordinator.offline.inspect import inspect_partition
 from coordinator.partitioning import partition_for
 from coordinator.runtime.runtime import CoordinatorRuntime
 from storage.clock import wall_clock_ms
-from storage.file_store import FileLogStore
+from storage.file_store import FileLogStore, partition_dirs
 
 SOURCE = "kafka-log"
 _CONTROL_KEY = struct.Struct(">hh")   # version, type

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from coordinator.offline.audit import LogOffsets
 from coordinator.offline.job import Options, PartitionResult, PartitionTask, run_partition
-from coordinator.offline.scan import partition_dirs, segment_files
+from coordinator.offline.scan import segment_files
+from storage.file_store import partition_dirs
 
 log = logging.getLogger(__name__)
 

@@ -39,8 +39,6 @@ from storage.format import (
 )
 from storage.segment import TORN_SUFFIX, parse_segment_name
 
-TOPIC = "__consumer_offsets"
-
 _STOP_FINDINGS = {
     StopReason.SHORT: FindingType.TORN_BATCH,
     StopReason.BAD_LENGTH: FindingType.CORRUPT_BATCH,
@@ -50,16 +48,6 @@ _STOP_FINDINGS = {
     StopReason.ZERO_FILL: FindingType.CORRUPT_BATCH,
 }
 _overhead = struct.Struct(LOG_OVERHEAD)
-
-
-def partition_dirs(data_dir: str | Path) -> dict[int, Path]:
-    """Partition number -> directory, for every `__consumer_offsets-<p>` in the data dir."""
-    found = {}
-    for name in os.listdir(data_dir):
-        prefix, dash, number = name.rpartition("-")
-        if prefix == TOPIC and dash and number.isdigit() and (Path(data_dir) / name).is_dir():
-            found[int(number)] = Path(data_dir) / name
-    return dict(sorted(found.items()))
 
 
 def segment_files(directory: Path) -> list[tuple[int, Path]]:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coordinator import records
-from coordinator.offline.scan import PartitionScan, partition_dirs
+from coordinator.offline.scan import PartitionScan
 from coordinator.records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from storage.file_store import partition_dirs
 
 
 @dataclass(slots=True)

@@ -29,9 +29,10 @@ from coordinator.offline.findings import Finding
 from coordinator.offline.generate import generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact
-from coordinator.offline.scan import PartitionScan, partition_dirs
+from coordinator.offline.scan import PartitionScan
 from coordinator.offline.tables import read_history
 from storage.api import LogRecord, StoredBatch, StoredRecord
+from storage.file_store import partition_dirs
 from storage.format import (
     ATTRIBUTES_POS,
     BATCH_HEADER_LEN,

@@ -14,10 +14,10 @@ from coordinator.offline.compact import CompactionRefused
 from coordinator.offline.findings import FindingType
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact
-from coordinator.offline.scan import PartitionScan, partition_dirs, segment_files
+from coordinator.offline.scan import PartitionScan, segment_files
 from coordinator.offline.state import replay_state
 from coordinator.runtime.loader import KafkaRecordSerde, load_partition
-from storage.file_store import FileLogStore
+from storage.file_store import FileLogStore, partition_dirs
 from tests.offline.conftest import CLEAN, DAY_MS
 from tests.support.clock import ManualClock
 from tests.support.manual_timer import ManualTimer

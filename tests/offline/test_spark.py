@@ -15,9 +15,10 @@ from coordinator.offline.cli import main
 from coordinator.offline.generate import GeneratorConfig, expected_identities, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact
-from coordinator.offline.scan import partition_dirs, segment_files
+from coordinator.offline.scan import segment_files
 from coordinator.offline.spark_engine import spark_map
 from coordinator.offline.state import replay_state
+from storage.file_store import partition_dirs
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 

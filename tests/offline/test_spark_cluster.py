@@ -25,7 +25,8 @@ from coordinator.embedded import free_port
 from coordinator.offline.generate import GeneratorConfig, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact
-from coordinator.offline.scan import partition_dirs, segment_files
+from coordinator.offline.scan import segment_files
+from storage.file_store import partition_dirs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(240)]
 
