@@ -50,13 +50,7 @@ from coordinator.group.classic.responses import (
     sync_response,
 )
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer.consumer_protocol import (
-    MalformedProtocol,
-    decode_subscription,
-    encode_assignment,
-    owned_partitions,
-    subscription_version,
-)
+from coordinator.group.consumer.consumer_protocol import encode_assignment, owned_partitions
 from coordinator.group.consumer.group import (
     STATIC_LEAVE_EPOCH,
     ConsumerGroup,
@@ -69,6 +63,7 @@ from coordinator.group.consumer.manager import (
     successor_of,
 )
 from coordinator.group.context import RequestContext
+from coordinator.group.subscription import MalformedProtocol, decode_subscription, subscription_version
 from coordinator.group.timer import classic_join_key, classic_sync_key
 from coordinator.records import ClassicMemberMetadata, ConsumerGroupMetadataKey
 from protocol.errors import ApiError, ErrorCode

@@ -37,16 +37,11 @@ from coordinator.group.classic.manager import Membership, group_metadata_value
 from coordinator.group.classic.responses import JoinAnswer, SyncAnswer
 from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
-from coordinator.group.consumer.consumer_protocol import (
-    MalformedProtocol,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    subscription_version,
-)
+from coordinator.group.consumer.consumer_protocol import decode_assignment, encode_assignment
 from coordinator.group.consumer.group import Assignment, ConsumerGroup, ConsumerGroupMember, MemberState
 from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.consumer.target_assignment import target_record
+from coordinator.group.subscription import MalformedProtocol, decode_subscription, subscription_version
 from coordinator.group.timer import heartbeat_key, join_key, sync_key
 from coordinator.group.topics import metadata_hash
 from coordinator.records import (

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -30,14 +29,12 @@ from dataclasses import dataclass
 from coordinator.common.result import ReplyHandle
 from coordinator.common.timer import KeyedTimerOp
 from coordinator.group.classic.state import VALID_PREVIOUS, GroupState, IllegalTransition
+from coordinator.group.subscription import subscribed_topics
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 Protocols = tuple[tuple[str, bytes], ...]
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +309,7 @@ class ClassicGroup:
             return None
         topics: set[str] = set()
         for m in self.members.values():
-            parsed = subscription_topics(m.metadata(self.protocol_name))
+            parsed = subscribed_topics(m.metadata(self.protocol_name))
             if parsed is None:
                 log.warning("[group=%s] cannot parse the consumer subscription of member %s; "
                             "treating the group as subscribed to every topic", self.group_id, m.member_id)
@@ -338,27 +335,3 @@ def shared_int(value: int) -> int:
 
 def interned_names(protocols: Protocols) -> Protocols:
     return tuple((sys.intern(name), metadata) for name, metadata in protocols)
-
-
-def subscription_topics(metadata: bytes) -> list[str] | None:
-    """Topics of a ConsumerProtocolSubscription, read as v0 (the prefix of every version)."""
-    try:
-        (version,) = _I16.unpack_from(metadata, 0)
-        if version < 0:
-            return None
-        (count,) = _I32.unpack_from(metadata, 2)
-        pos = 6
-        topics = []
-        for _ in range(count):
-            (n,) = _I16.unpack_from(metadata, pos)
-            pos += 2
-            if n < 0 or pos + n > len(metadata):
-                return None
-            topics.append(metadata[pos:pos + n].decode("utf-8"))
-            pos += n
-        (user_data,) = _I32.unpack_from(metadata, pos)
-        if user_data < -1 or pos + 4 + max(user_data, 0) > len(metadata):
-            return None
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return None

@@ -8,36 +8,11 @@ inside a consumer group, and converting a group between the two.
 
 from __future__ import annotations
 
-import struct
-
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from coordinator.group.consumer.group import Assignment, from_topic_partitions
+from coordinator.group.subscription import MALFORMED_ERRORS, MalformedProtocol
 from coordinator.group.topics import TopicImage
-
-_MALFORMED = (struct.error, ValueError, UnicodeDecodeError, IndexError, TypeError, EOFError)
-_VERSION = struct.Struct(">h")
-
-
-class MalformedProtocol(ValueError):
-    """Embedded consumer protocol bytes that do not decode."""
-
-
-def decode_subscription(metadata: bytes) -> ConsumerProtocolSubscription:
-    try:
-        return ConsumerProtocolSubscription.decode(metadata)
-    except _MALFORMED as exc:
-        raise MalformedProtocol(f"malformed consumer protocol subscription: {exc}") from None
-
-
-def subscription_version(metadata: bytes) -> int:
-    """The version the member writes, which its assignment is written back in (Kafka's
-    `ConsumerProtocol.deserializeVersion`), capped at the versions the codec knows."""
-    try:
-        (version,) = _VERSION.unpack_from(metadata, 0)
-    except struct.error:
-        raise MalformedProtocol("consumer protocol subscription without a version") from None
-    return max(0, min(version, ConsumerProtocolAssignment.max_version))
 
 
 def owned_partitions(subscription: ConsumerProtocolSubscription, image: TopicImage) -> Assignment:
@@ -55,7 +30,7 @@ def decode_assignment(data: bytes, image: TopicImage) -> tuple[Assignment, bool]
         return {}, False
     try:
         decoded = ConsumerProtocolAssignment.decode(data)
-    except _MALFORMED as exc:
+    except MALFORMED_ERRORS as exc:
         raise MalformedProtocol(f"malformed consumer protocol assignment: {exc}") from None
     assignment = from_topic_partitions((image.by_name[tp.topic].topic_id, tp.partitions)
                                        for tp in decoded.assigned_partitions if tp.topic in image.by_name)
