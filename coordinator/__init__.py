@@ -3,8 +3,8 @@
 Layers, top to bottom; each imports only from those below it (`lint-imports` checks the
 contracts in pyproject.toml; docs/ARCHITECTURE.md traces a request through them):
 
-    cli                                   `kgc` and its subcommands
-    serve | demo | bench | groups_command the processes: `kgc serve`, `kgc demo`, `kgc bench`, `kgc groups`
+    cli                                   `kgc`: assembles the subcommands' parsers
+    commands | bench                      the subcommands that run or call kgc (serve, demo, groups, import/export, credentials); `kgc bench`
     app | offline | embedded              wiring of the concrete classes; audit/compact/inspect
     settings                              ServerConfig and the settings schema
     service | net | gateway | http | probe   routing, sockets, forwarding, HTTP

@@ -15,7 +15,7 @@ Graceful stop (`KgcApp.stop`, on the first SIGTERM or SIGINT), in order:
 5. The upstream control connection closes, and the store flushes, fsyncs and closes
    every segment, so the next start finds whole batches only and recovers nothing.
 6. The HTTP server stops last.
-A second signal exits at once (`coordinator.serve`), stopping the embedded broker by PID first.
+A second signal exits at once (`coordinator.commands.process`), stopping the embedded broker by PID first.
 """
 
 from __future__ import annotations

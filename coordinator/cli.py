@@ -1,72 +1,27 @@
-"""The `kgc` command line: `serve` here, the other subcommands from their own modules.
+"""The `kgc` command line: the subcommands' parsers, assembled from their own modules
+(`coordinator.commands`, `coordinator.offline`, `coordinator.bench`).
 
-Each subcommand's parser sets `handler(args) -> exit status`. `serve` takes every setting
-of `coordinator.settings.SETTINGS` as a flag; a flag not given is absent from the parsed
-arguments, so the file and environment can supply it (precedence in `settings`).
+Each subcommand's parser sets `handler(args) -> exit status`.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
 from coordinator.arguments import finish_parsers, parse
 from coordinator.bench.cli import add_bench_parser
-from coordinator.credentials_command import add_credentials_parser
-from coordinator.demo import add_demo_parser
-from coordinator.groups_command import add_groups_parser
+from coordinator.commands.credentials import add_credentials_parser
+from coordinator.commands.demo import add_demo_parser
+from coordinator.commands.groups import add_groups_parser
+from coordinator.commands.migrate import add_migrate_parsers
+from coordinator.commands.serve import add_serve_parser
 from coordinator.logging_setup import setup_logging
-from coordinator.migrate_command import add_migrate_parsers
-from coordinator.settings import SETTINGS, ConfigError, boolean, default_of, load_config, render_toml
 from coordinator.version import kgc_version
-
-log = logging.getLogger("kgc")
 
 OTHER_COMMANDS_LOG_LEVEL = "WARNING"
 BROKEN_PIPE_EXIT = 128 + 13   # 128 + SIGPIPE, as a shell reports a command a closed pipe killed
-
-
-def add_serve_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "serve", help="run the group coordinator",
-        description="Run the group coordinator. Every setting is a flag, a KGC_* environment variable "
-                    "and a key of the --config TOML file; flags win over the environment, which wins "
-                    "over the file.")
-    p.add_argument("--config", metavar="FILE", default=None, help="TOML file of settings (env KGC_CONFIG)")
-    p.add_argument("--print-config", action="store_true",
-                   help="print the effective configuration as TOML, each value with its source, and exit")
-    for s in SETTINGS:
-        default = default_of(s)
-        shown = "unset" if default is None else default
-        kwargs = {"dest": s.name, "default": argparse.SUPPRESS, "metavar": s.metavar,
-                  "help": f"{s.help} (default {shown}; env {s.env})".replace("%", "%%")}
-        if s.parse is boolean:
-            kwargs.update(nargs="?", const="true", metavar="BOOL")
-        elif s.repeatable:
-            kwargs.update(action="append")
-        p.add_argument(s.option, **kwargs)
-    p.set_defaults(handler=run_serve)
-    return p
-
-
-def run_serve(args: argparse.Namespace) -> int:
-    from coordinator.serve import serve
-
-    flags = {s.name: getattr(args, s.name) for s in SETTINGS if hasattr(args, s.name)}
-    try:
-        loaded = load_config(flags, os.environ, config_file=args.config)
-    except ConfigError as exc:
-        print(f"kgc serve: {exc}", file=sys.stderr)
-        return 2
-    if args.print_config:
-        sys.stdout.write(render_toml(loaded))
-        return 0
-    setup_logging(loaded.config.log_level, loaded.config.log_format)
-    for warning in loaded.warnings:
-        log.warning("%s", warning)
-    return serve(loaded.config)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

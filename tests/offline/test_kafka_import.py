@@ -21,7 +21,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from coordinator import records
-from coordinator.migrate_command import add_migrate_parsers
+from coordinator.commands.migrate import add_migrate_parsers
 from coordinator.offline.inspect import inspect_data_dir
 from coordinator.offline.job import Options
 from coordinator.offline.kafka_import import read_kafka_log

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pytest
 from aiokafka.errors import KafkaError
 
+from coordinator.commands.process import ShutdownSignals
 from coordinator.offline.inspect import inspect_data_dir
-from coordinator.serve import ShutdownSignals
 from tests.integration.aio_member import AioMember
 from tests.ops.support import get_json
 from tests.support.kgc import KgcProcess, free_port
