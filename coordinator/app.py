@@ -50,15 +50,15 @@ from coordinator.net.server import Listener
 from coordinator.net.topic_ids import TopicIds
 from coordinator.node import CoordinatorNode
 from coordinator.periodic import run_every
-from coordinator.runtime.adoption import Adoption
-from coordinator.runtime.cleaner_schedule import CleanerSchedule
-from coordinator.runtime.group_stats import GroupStatsSampler
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.security.acl import AclSource, FileAuthorizer
 from coordinator.security.credentials import CredentialStore
 from coordinator.security.principal import PrincipalMapper
 from coordinator.security.tls import ServerTls, ServerTlsFiles, client_context
-from coordinator.service import GroupCoordinatorService
+from coordinator.service.adoption import Adoption
+from coordinator.service.cleaner_schedule import CleanerSchedule
+from coordinator.service.group_coordinator import GroupCoordinatorService
+from coordinator.service.group_stats import GroupStatsSampler
 from coordinator.settings import ServerConfig
 from protocol.api_keys import local_versions
 from storage.clock import wall_clock_ms

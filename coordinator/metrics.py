@@ -3,7 +3,7 @@
 Metric objects live here and nowhere else; the network layer, runtime, storage (through
 `LOG_OBSERVER`, so storage imports nothing from the coordinator), cleaner and gateway
 call one recorder per event. The group state machine never imports this module: group
-counts, members and rebalances are sampled from the shards (`coordinator.runtime.group_stats`).
+counts, members and rebalances are sampled from the shards (`coordinator.service.group_stats`).
 
 The per-request metrics (requests, their latency, response error codes, committed
 offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and read

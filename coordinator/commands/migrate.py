@@ -31,7 +31,7 @@ from pathlib import Path
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream import UpstreamUnavailable
 from coordinator.gateway.upstream_groups import UpstreamGroups
-from coordinator.runtime.adoption import UpstreamGroup
+from coordinator.group.adopt import UpstreamGroup
 
 CONNECT_TIMEOUT_S = 10.0
 

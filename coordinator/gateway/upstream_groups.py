@@ -1,6 +1,6 @@
 """The upstream cluster's own group coordinator, asked as a client would ask it.
 
-For adoption (`coordinator.runtime.adoption`), `kgc import` and `kgc export`:
+For adoption (`coordinator.service.adoption`), `kgc import` and `kgc export`:
 `snapshot(group)` finds the group's coordinator upstream (FindCoordinator on the
 cluster's control broker) and asks it DescribeGroups (state, protocol type, members),
 ConsumerGroupDescribe when DescribeGroups says Dead (a KIP-848 group), and OffsetFetch
@@ -43,8 +43,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, Fin
 
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
-from coordinator.group.adopt import AdoptedOffset
-from coordinator.runtime.adoption import UpstreamGroup
+from coordinator.group.adopt import AdoptedOffset, UpstreamGroup
 from protocol.api_keys import NoCommonVersion, pick_version
 from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 from protocol.errors import ErrorCode

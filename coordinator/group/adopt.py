@@ -1,6 +1,6 @@
 """Adoption: a group's state from another coordinator, as records of kgc's own.
 
-Pure: the runtime's `Adoption` (coordinator/runtime/adoption.py) or `kgc import` fetches
+Pure: the service's `Adoption` (coordinator/service/adoption.py) or `kgc import` fetches
 the state; `adoption_records` turns it into the records kgc would have written itself,
 with audit headers that say where they came from (`records.headers.adoption_headers`), and the
 shard replays them through the normal write path. First comes kgc's own AdoptedGroup
@@ -12,6 +12,7 @@ offsets alone, as in Kafka.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from coordinator.records import (
@@ -42,3 +43,21 @@ def adoption_records(group_id: str, protocol_type: str, offsets: tuple[AdoptedOf
                                          headers=adopted.headers)
                 for o in offsets]
     return tuple(records)
+
+
+# Group states with members working (classic and KIP-848); Tansu says "Unknown" for a live
+# group, so members present count as live whatever the state says.
+_LIVE_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Stable", "Assigning", "Reconciling"})
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamGroup:
+    group_id: str
+    state: str
+    protocol_type: str
+    members: tuple[str, ...]
+    offsets: tuple[AdoptedOffset, ...]
+
+    @property
+    def live(self) -> bool:
+        return bool(self.members) or self.state in _LIVE_STATES

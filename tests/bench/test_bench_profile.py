@@ -31,8 +31,8 @@ def test_samples_fold_by_function_across_lines_and_files(tmp_path):
 def test_frames_below_the_event_loop_are_left_out_and_its_own_time_is_named(tmp_path):
     raw = tmp_path / "loop.raw"
     raw.write_text("main (coordinator/cli.py:1);run (asyncio/runners.py:118) 30\n"
-                   "main (coordinator/cli.py:1);run (asyncio/runners.py:118);handle (coordinator/service.py:9) 70\n")
+                   "main (coordinator/cli.py:1);run (asyncio/runners.py:118);handle (coordinator/service/group_coordinator.py:9) 70\n")
     spots = hot_spots([raw])
-    assert spots.self_time == [("handle (coordinator/service.py)", 70),
+    assert spots.self_time == [("handle (coordinator/service/group_coordinator.py)", 70),
                                ("[event loop itself: uvloop's C code, socket I/O, scheduling]", 30)]
     assert "main (coordinator/cli.py)" not in dict(spots.inclusive)

@@ -15,11 +15,11 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import JoinGroupRequest, OffsetFetchRequest
 
 from coordinator import metrics
-from coordinator.group.adopt import AdoptedOffset
+from coordinator.group.adopt import AdoptedOffset, UpstreamGroup
 from coordinator.partitioning import partition_for
 from coordinator.records import adoption_of
-from coordinator.runtime.adoption import Adoption, UpstreamGroup
-from coordinator.service import GroupCoordinatorService
+from coordinator.service.adoption import Adoption
+from coordinator.service.group_coordinator import GroupCoordinatorService
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from protocol.errors import ErrorCode
 from storage.memory_store import MemoryLogStore
@@ -179,13 +179,13 @@ async def test_a_group_stops_waiting_once_its_kgc_members_stop_asking_within_the
     kgc.clock.advance(9_999)
     kgc.adoption.expire_waiting()
     assert waiting_upstream_members("g") == 1
-    with caplog.at_level("INFO", logger="coordinator.runtime.adoption"):
+    with caplog.at_level("INFO", logger="coordinator.service.adoption"):
         kgc.clock.advance(1)
         kgc.adoption.expire_waiting()
     assert waiting_upstream_members("g") is None
     assert "[group=g] no member waits on kgc any more" in caplog.text
     # A member that comes back waits again, and says so again.
-    with caplog.at_level("INFO", logger="coordinator.runtime.adoption"):
+    with caplog.at_level("INFO", logger="coordinator.service.adoption"):
         assert (await kgc.join("g")).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert waiting_upstream_members("g") == 1
     assert caplog.text.count("[group=g] waits for 1 upstream member(s)") == 1

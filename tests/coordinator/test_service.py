@@ -37,7 +37,7 @@ from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.partition import PartitionState
 from coordinator.runtime.runtime import CoordinatorRuntime
-from coordinator.service import SLICE, GroupCoordinatorService, error_code_for
+from coordinator.service.group_coordinator import SLICE, GroupCoordinatorService, error_code_for
 from protocol.errors import ApiError, ErrorCode
 from protocol.messages import decode_request, response_class
 from storage.api import LogRecord, StorageError

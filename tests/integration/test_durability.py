@@ -25,9 +25,9 @@ from kafka.protocol.consumer.group import OffsetCommitRequest
 from coordinator import records
 from coordinator.offline.inspect import Inspection, inspect_data_dir
 from coordinator.partitioning import partition_for
-from coordinator.runtime.cleaner_schedule import CleanerSchedule
 from coordinator.runtime.loader import KafkaRecordSerde
 from coordinator.runtime.partition import PartitionState
+from coordinator.service.cleaner_schedule import CleanerSchedule
 from coordinator.settings import ServerConfig
 from storage.api import LogRecord
 from storage.file_store import partition_dir
@@ -386,10 +386,10 @@ async def test_the_cleaner_skips_partitions_that_are_not_active_and_stops_prompt
     async with running_kgc(config) as app:
         assert app.runtime.partition_state(0) is PartitionState.FAILED
         schedule = CleanerSchedule(app.store, app.runtime, interval_ms=3_600_000)
-        with caplog.at_level(logging.DEBUG, logger="coordinator.runtime.cleaner_schedule"):
+        with caplog.at_level(logging.DEBUG, logger="coordinator.service.cleaner_schedule"):
             reports = await schedule.run_pass()
         assert sorted(reports) == list(range(1, 50))
-        messages = [r.getMessage() for r in caplog.records if r.name == "coordinator.runtime.cleaner_schedule"]
+        messages = [r.getMessage() for r in caplog.records if r.name == "coordinator.service.cleaner_schedule"]
         assert messages == ["partition 0 not cleaned: it is failed"]
 
         schedule.start()

@@ -13,7 +13,7 @@ from kafka.protocol.api_key import ApiKey
 from coordinator.gateway.versions import merge_api_versions
 from coordinator.net.authorization import _GUARDS
 from coordinator.node import CoordinatorNode
-from coordinator.service import GroupCoordinatorService
+from coordinator.service.group_coordinator import GroupCoordinatorService
 from protocol.api_keys import GROUP_APIS, LOCAL_VERSIONS, SASL_VERSIONS, UNSERVED_GROUP_APIS
 from protocol.error_responses import _BUILDERS
 from protocol.messages import request_class, response_class

@@ -8,7 +8,7 @@ import pytest
 from aiokafka.client import AIOKafkaClient
 
 from coordinator.group.classic.state import GroupState
-from coordinator.runtime.group_stats import GroupSample, RebalanceTracker
+from coordinator.service.group_stats import GroupSample, RebalanceTracker
 from coordinator.settings import ServerConfig
 from tests.integration.aio_member import AioMember
 from tests.ops.support import get_json, in_process, scrape
@@ -148,7 +148,7 @@ def test_a_group_deleted_and_created_again_counts_from_zero():
 
 
 def test_kip848_epochs_are_counted_and_each_timed_once_it_settles():
-    from coordinator.runtime.group_stats import ConsumerGroupSample, EpochTracker
+    from coordinator.service.group_stats import ConsumerGroupSample, EpochTracker
 
     def cg(epoch: int, since: int, stable: int | None, group: str = "g") -> ConsumerGroupSample:
         return ConsumerGroupSample(group, "Stable" if stable is not None else "Reconciling", epoch, 2, since, stable)

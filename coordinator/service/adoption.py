@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from coordinator import metrics
-from coordinator.group.adopt import AdoptedOffset
+from coordinator.group.adopt import UpstreamGroup
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import RuntimeApi
 from protocol.errors import ApiError, ErrorCode
@@ -45,24 +45,6 @@ from protocol.errors import ApiError, ErrorCode
 log = logging.getLogger(__name__)
 
 SOURCE_UPSTREAM = "upstream"
-# Group states with members working (classic and KIP-848); Tansu says "Unknown" for a live
-# group, so members present count as live whatever the state says.
-_LIVE_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Stable", "Assigning", "Reconciling"})
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamGroup:
-    group_id: str
-    state: str
-    protocol_type: str
-    members: tuple[str, ...]
-    offsets: tuple[AdoptedOffset, ...]
-
-    @property
-    def live(self) -> bool:
-        return bool(self.members) or self.state in _LIVE_STATES
-
-
 class StillUpstream(ApiError):
     """Refused: the group still has live members at the upstream coordinator."""
 

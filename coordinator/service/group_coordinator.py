@@ -40,8 +40,8 @@ from coordinator.group.record_limits import check_group_id
 from coordinator.group.views import GroupDescription, OffsetFetchGroup
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
-from coordinator.runtime.adoption import Adoption
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
+from coordinator.service.adoption import Adoption
 from protocol.consumer_group_messages import ConsumerGroupDescribeResponse
 from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
 from protocol.errors import ApiError, ErrorCode
