@@ -22,26 +22,16 @@ own file descriptors, so neither notices a swap.
 from __future__ import annotations
 
 import logging
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 from storage.api import CorruptLogError, StoredBatch
-from storage.compaction import compact_batch, latest_offsets
+from storage.compaction import CompactionStats, compact_batch, latest_offsets
 from storage.format import BatchReader, decode_batch, encode_stored_batch
 from storage.manifest import SegmentState, checksum
 from storage.partition_log import PartitionLog
 from storage.segment import CLEANED_SUFFIX, Segment
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class CleanReport:
-    segments_rewritten: int = 0
-    segments_removed: int = 0
-    records_before: int = 0
-    records_after: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
 
 
 @dataclass(slots=True)
@@ -56,20 +46,20 @@ class SegmentCleaner:
         self._log = partition_log
         self._delete_retention_ms = delete_retention_ms
 
-    def clean(self, now_ms: int) -> CleanReport:
+    def clean(self, now_ms: int) -> CompactionStats:
         segments = self._log.closed_durable_segments()
         # Two passes, one segment in memory at a time: the map first, then the rewrite.
         latest = latest_offsets(batch for segment in segments for _, _, batch in self._load(segment).batches)
-        report = CleanReport()
+        report = CompactionStats()
         for segment in segments:
-            report = _add(report, self._clean_segment(self._load(segment), latest, now_ms))
-        if report.segments_rewritten or report.segments_removed:
+            report = report + self._clean_segment(self._load(segment), latest, now_ms)
+        if report.segments_written or report.segments_removed:
             log.info("cleaned %s: %s", self._log.directory.name, report)
         return report
 
-    def _clean_segment(self, loaded: _Loaded, latest: dict[bytes, int], now_ms: int) -> CleanReport:
+    def _clean_segment(self, loaded: _Loaded, latest: dict[bytes, int], now_ms: int) -> CompactionStats:
         parts: list[bytes] = []
-        records_after = 0
+        records_after = batches_after = 0
         for position, size, batch in loaded.batches:
             kept = compact_batch(batch, latest, now_ms, self._delete_retention_ms)
             if kept is batch:
@@ -77,19 +67,22 @@ class SegmentCleaner:
             elif kept is not None:
                 parts.append(encode_stored_batch(kept))
             records_after += len(kept.records) if kept is not None else 0
+            batches_after += kept is not None
         output = b"".join(parts)
         changed = output != loaded.data
         if changed and parts:
             self._swap(loaded.segment, output)
         elif changed:
             self._remove(loaded.segment)
-        return CleanReport(
-            segments_rewritten=int(changed and bool(parts)),
-            segments_removed=int(changed and not parts),
+        return CompactionStats(
             records_before=sum(len(b.records) for _, _, b in loaded.batches),
             records_after=records_after,
+            batches_before=len(loaded.batches),
+            batches_after=batches_after,
             bytes_before=len(loaded.data),
-            bytes_after=len(output))
+            bytes_after=len(output),
+            segments_written=int(changed and bool(parts)),
+            segments_removed=int(changed and not parts))
 
     def _load(self, segment: Segment) -> _Loaded:
         with open(segment.path, "rb") as f:
@@ -128,7 +121,3 @@ class SegmentCleaner:
         self._log.io.fsync_dir(self._log.directory)
         with self._log.lock:
             manifest.forget(segment.base_offset)
-
-
-def _add(a: CleanReport, b: CleanReport) -> CleanReport:
-    return CleanReport(*(x + y for x, y in zip(astuple(a), astuple(b), strict=True)))

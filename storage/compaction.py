@@ -26,9 +26,26 @@ Rules (after Kafka's `LogCleaner.scala`, adapted):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import astuple, dataclass, replace
 
 from storage.api import StoredBatch, StoredRecord
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStats:
+    """What one compaction did, online (the cleaner, per segment) or offline (`kgc compact`,
+    per partition): counted the same way, so the two can be compared."""
+    records_before: int = 0
+    records_after: int = 0
+    batches_before: int = 0
+    batches_after: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    segments_written: int = 0
+    segments_removed: int = 0
+
+    def __add__(self, other: CompactionStats) -> CompactionStats:
+        return CompactionStats(*(x + y for x, y in zip(astuple(self), astuple(other), strict=True)))
 
 
 def supersedes(batch: StoredBatch) -> bool:

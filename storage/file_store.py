@@ -31,8 +31,9 @@ from storage.api import (
     StorageError,
     StoredBatch,
 )
-from storage.cleaner import CleanReport, SegmentCleaner
+from storage.cleaner import SegmentCleaner
 from storage.clock import wall_clock_ms
+from storage.compaction import CompactionStats
 from storage.format import encode_batch, encode_records, frame_records
 from storage.fsync_policy import FsyncMode, FsyncPolicy
 from storage.group_commit import CommitObserver, DiskActivity, GroupCommitWriter
@@ -223,7 +224,7 @@ class FileLogStore:
                 log.error("partition %d refused: %s", partition, damage)
             return damage
 
-    async def clean(self, partition: int) -> CleanReport:
+    async def clean(self, partition: int) -> CompactionStats:
         """Compact the closed segments of a partition once (the caller schedules it)."""
         async with self._exclusive[partition]:
             self._check(partition)

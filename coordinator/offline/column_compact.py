@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow.compute as pc
 
 from coordinator.offline.columns import PartitionColumns
-from coordinator.offline.compact import CompactionStats, write_compacted
-from storage.compaction import compact_batch
+from coordinator.offline.compact import write_compacted
+from storage.compaction import CompactionStats, compact_batch
 from storage.format import batch_header, decode_batch, encode_stored_batch
 from storage.segment import SegmentIO
 

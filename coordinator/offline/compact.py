@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from coordinator.offline.findings import Finding
 from coordinator.offline.scan import ScannedBatch
-from storage.compaction import compact_batch, latest_offsets
+from storage.compaction import CompactionStats, compact_batch, latest_offsets
 from storage.format import encode_stored_batch
 from storage.segment import LOG_SUFFIX, SegmentIO, segment_name
 
@@ -35,17 +35,6 @@ class CompactionRefused(Exception):
         listed = "; ".join(f"{p.type.value} in {p.segment} at byte {p.position}" for p in problems[:5])
         more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
         super().__init__(f"partition {partition} is damaged ({listed}{more}); run `kgc audit` for details")
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionStats:
-    records_before: int = 0
-    records_after: int = 0
-    batches_before: int = 0
-    batches_after: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
-    segments_written: int = 0
 
 
 def compact_partition(batches: Sequence[ScannedBatch], next_offset: int, out_dir: Path, now_ms: int,

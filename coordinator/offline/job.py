@@ -19,9 +19,10 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from coordinator.offline.audit import AuditResult, LogOffsets, PartitionAudit
-from coordinator.offline.compact import CompactionRefused, CompactionStats, compact_partition
+from coordinator.offline.compact import CompactionRefused, compact_partition
 from coordinator.offline.findings import Finding
 from coordinator.offline.scan import PartitionScan
+from storage.compaction import CompactionStats
 
 DEFAULT_SCANNER = "columns" if find_spec("numpy") and find_spec("pyarrow") else "records"
 

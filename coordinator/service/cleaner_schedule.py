@@ -41,7 +41,7 @@ class CleanableStore(Protocol):
 
     async def clean(self, partition: int) -> Any:
         """Compact the partition's closed segments once; returns a report (FileLogStore's
-        `CleanReport`), which the schedule passes on after counting its bytes removed."""
+        `CompactionStats`), which the schedule passes on after counting its bytes removed."""
 
     async def verify(self, partition: int) -> StorageError | None:
         """Check the closed segments against the manifest; the damage found, or None."""

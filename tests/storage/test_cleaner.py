@@ -68,7 +68,7 @@ async def test_cleaning_keeps_the_state_and_shrinks_closed_segments(tmp_path):
         active_bytes = active.read_bytes()
         report = await store.clean(0)
         assert report.records_after < report.records_before
-        assert report.segments_rewritten == 1 and report.segments_removed == 1
+        assert report.segments_written == 1 and report.segments_removed == 1
         assert replay(store) == before
         assert active.read_bytes() == active_bytes              # never the active segment
         offsets = [r.offset for b in store.read(0) for r in b.records]
@@ -90,7 +90,7 @@ async def test_the_active_segment_keeps_its_duplicates(tmp_path):
     try:
         await write(store, [(b"a", b"v1"), (b"a", b"v2")])       # both in the active segment
         report = await store.clean(0)
-        assert report.records_before == 0 and report.segments_rewritten == 0
+        assert report.records_before == 0 and report.segments_written == 0
         assert [r.value for b in store.read(0) for r in b.records] == [b"v1", b"v2"]
     finally:
         await store.close()
