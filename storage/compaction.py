@@ -86,14 +86,3 @@ def compact_batch(batch: StoredBatch, latest: Mapping[bytes, int], now_ms: int,
         return batch
     return replace(batch, records=kept) if kept else None
 
-
-def compact(batches: Iterable[StoredBatch], now_ms: int, delete_retention_ms: int) -> list[StoredBatch]:
-    """Compact a whole cleanable section in one go (what the offline job does)."""
-    batches = list(batches)
-    latest = latest_offsets(batches)
-    out = []
-    for batch in batches:
-        kept = compact_batch(batch, latest, now_ms, delete_retention_ms)
-        if kept is not None:
-            out.append(kept)
-    return out

@@ -95,18 +95,9 @@ class GroupCoordinatorService:
     def api_keys(self) -> frozenset[int]:
         return frozenset(self._submitters)
 
-    async def handle(self, ctx: RequestContext, api_key: int, request: Any) -> Any:
-        outcome = self.submit(ctx, api_key, request)
-        if not isinstance(outcome, asyncio.Future):
-            return outcome
-        try:
-            return await outcome
-        except Exception as exc:
-            return self._refuse(ctx, api_key, request, exc)
-
     def submit(self, ctx: RequestContext, api_key: int, request: Any) -> Any:
-        """`handle` without a coroutine: the response when the partition answered inline,
-        otherwise a future to pass to `answer` once it is done."""
+        """The response when the partition answered inline, otherwise a future to pass to
+        `answer` once it is done (the dispatcher's `_Pending`)."""
         try:
             return self._submitters[api_key](ctx, request)
         except Exception as exc:

@@ -43,6 +43,15 @@ from protocol.messages import decode_request, response_class
 from storage.api import LogRecord, StorageError
 from storage.memory_store import MemoryLogStore
 
+
+async def handled(service: GroupCoordinatorService, ctx: RequestContext, api_key: int, request):
+    """What the dispatcher does with a request: submit it, and answer its future when done."""
+    outcome = service.submit(ctx, api_key, request)
+    if not isinstance(outcome, asyncio.Future):
+        return outcome
+    await asyncio.wait([outcome])
+    return service.answer(ctx, api_key, request, outcome)
+
 NODE = CoordinatorNode(7, "kgc.test", 19092)
 CONFIG = GroupConfig(initial_rebalance_delay_ms=0)
 
@@ -72,7 +81,7 @@ class Coordinator:
     async def call(self, api_key: int, version: int, request, client_id: str = "client"):
         """Encode, decode, handle, encode, decode: what a client would read."""
         decoded = decode_request(api_key, version, request.encode(version=version))
-        response = await self.service.handle(RequestContext(version, client_id), api_key, decoded)
+        response = await handled(self.service, RequestContext(version, client_id), api_key, decoded)
         return response_class(api_key).decode(response.encode(version=version), version=version)
 
     def send(self, api_key: int, version: int, request, client_id: str = "client") -> asyncio.Task:
@@ -385,10 +394,10 @@ async def test_a_closed_coordinator_answers_coordinator_not_available(kgc):
 async def test_a_null_group_id_is_refused_before_routing(kgc):
     # The wire decoder refuses nulls in these fields; a caller building requests by hand may not.
     ctx = RequestContext(0)
-    beat = await kgc.service.handle(ctx, ApiKey.Heartbeat, HeartbeatRequest(version=0, group_id=None,
+    beat = await handled(kgc.service, ctx, ApiKey.Heartbeat, HeartbeatRequest(version=0, group_id=None,
                                                                             generation_id=1, member_id="m"))
     assert beat.error_code == ErrorCode.INVALID_GROUP_ID
-    described = await kgc.service.handle(ctx, ApiKey.DescribeGroups, DescribeGroupsRequest(version=0,
+    described = await handled(kgc.service, ctx, ApiKey.DescribeGroups, DescribeGroupsRequest(version=0,
                                                                                            groups=[None, "g"]))
     assert [(g.group_id, g.error_code) for g in described.groups] == [(None, 24), ("g", 0)]
 

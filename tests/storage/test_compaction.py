@@ -6,9 +6,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage.api import StoredBatch, StoredRecord
-from storage.compaction import compact, latest_offsets
+from storage.compaction import compact_batch, latest_offsets
 
 DAY_MS = 86_400_000
+
+
+def compact(batches, now_ms: int, delete_retention_ms: int):
+    """A whole section compacted in one go, as the cleaner and `kgc compact` do it: the map
+    of latest offsets first, then each batch against it."""
+    batches = list(batches)
+    latest = latest_offsets(batches)
+    kept = (compact_batch(b, latest, now_ms, delete_retention_ms) for b in batches)
+    return [b for b in kept if b is not None]
 
 
 def batch(base: int, *records: tuple[bytes | None, bytes | None], ts: int = 0, attributes: int = 0) -> StoredBatch:

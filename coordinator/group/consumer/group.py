@@ -69,10 +69,6 @@ def from_topic_partitions(topics: Iterable[tuple[uuid.UUID, Iterable[int]]] | No
     return out
 
 
-def partition_count(assignment: Assignment) -> int:
-    return sum(len(p) for p in assignment.values())
-
-
 def is_subset(owned: Assignment, of: Assignment) -> bool:
     return all(parts <= of.get(topic_id, frozenset()) for topic_id, parts in owned.items())
 
