@@ -313,6 +313,21 @@ class Dispatcher:
         frame.add_done_callback(pending)
         return frame
 
+    def respond_later(self, ctx: RequestContext, header, payload: bytes, request_metrics: metrics.RequestMetrics,
+                      outcome: asyncio.Future, finish: Callable[[Any], Any] | None) -> bytes | asyncio.Future | None:
+        """The answer frame of a request whose runtime future (`outcome`) is done: its
+        result as the authorizer's `finish` edits it, or the service's error answer, for
+        which the request is decoded again from its bytes (`_Pending` keeps only those)."""
+        request = None
+        if outcome.exception() is None:
+            response = outcome.result()
+            if finish is not None:
+                response = finish(response)
+        else:
+            request = self._decode(header, payload)
+            response = self._service.answer(ctx, header.api_key, request, outcome)
+        return self._answer(header, payload, request, request_metrics, response)
+
     def _unsupported_version(self, session: Session, header, payload: bytes, served: tuple[int, int] | None,
                              request_metrics: metrics.RequestMetrics) -> bytes:
         """Answer UNSUPPORTED_VERSION in the request's own shape when the codec knows it
@@ -432,18 +447,9 @@ class _Pending:
         if outcome.cancelled():
             frame.cancel()
             return
-        header = self._header
-        dispatcher = self._dispatcher
         try:
-            request = None
-            if outcome.exception() is None:
-                response = outcome.result()
-                if self._finish is not None:
-                    response = self._finish(response)
-            else:
-                request = dispatcher._decode(header, self._payload)
-                response = dispatcher._service.answer(self._ctx, header.api_key, request, outcome)
-            _settle(frame, dispatcher._answer(header, self._payload, request, self._metrics, response))
+            _settle(frame, self._dispatcher.respond_later(self._ctx, self._header, self._payload, self._metrics,
+                                                          outcome, self._finish))
         except Exception as exc:
             frame.set_exception(exc)
 
