@@ -25,11 +25,13 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from coordinator import metrics
 from coordinator.consumer_lag import partition_lag
-from coordinator.gateway.cluster import BrokerChange, UpstreamCluster
+from coordinator.gateway.cluster import LEARN_TOPICS_WAIT_S, BrokerChange, UpstreamCluster
 from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.log_ends import LogEnds, keep_fresh
 from coordinator.gateway.login import UpstreamLogin
@@ -164,7 +166,7 @@ class KgcApp:
             self.upstream_groups = UpstreamGroups(self.cluster)
             adoption = self.adoption = Adoption(self.runtime, self.upstream_groups, clock=self._clock,
                                                 default_wait_ms=cfg.group.consumer_session_timeout_ms)
-        self.service = GroupCoordinatorService(self.runtime, node, adoption)
+        self.service = GroupCoordinatorService(self.runtime, node, adoption, self._learn_topics)
         answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
@@ -270,6 +272,12 @@ class KgcApp:
     def _topics(self) -> TopicImage:
         """The upstream's topics for KIP-848 groups; none in standalone mode."""
         return self.cluster.topics if self.cluster is not None else NO_TOPICS
+
+    def _learn_topics(self, names: Iterable[str]) -> Awaitable[Any] | None:
+        """What a KIP-848 heartbeat naming a topic kgc has not seen waits for: one refresh of
+        the upstream's topics, at most `LEARN_TOPICS_WAIT_S`."""
+        asked = self.cluster.learn_topics(names) if self.cluster is not None else None
+        return None if asked is None else asyncio.wait([asked], timeout=LEARN_TOPICS_WAIT_S)
 
     def _topic_id_unknown(self) -> None:
         """A client named a topic id kgc does not know: perhaps a topic newer than kgc's view."""

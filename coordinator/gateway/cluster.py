@@ -46,6 +46,11 @@ CLIENT_ID = "kgc-gateway"
 _NEWEST_METADATA = 12  # the brokers and topic ids of v12 are all we read
 _TOPIC_IDS_SINCE = 10  # Metadata v10 added topic ids
 CLOSE_TIMEOUT_S = 1.0
+# A member naming a topic kgc has not seen waits for one refresh, at most this long; and a
+# name is asked for at most once in this interval, so members subscribed to a topic that
+# does not exist cost one Metadata request a second, not one per heartbeat.
+LEARN_TOPICS_WAIT_S = 1.0
+LEARN_TOPICS_MIN_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,8 @@ class UpstreamCluster:
         self._correlation_ids = itertools.count(1)
         self._subscribers: list[Callable[[BrokerChange], None]] = []
         self._wake = asyncio.Event()
+        self._next_refresh: asyncio.Future | None = None    # done when the refresh asked for ends
+        self._asked: dict[str, float] = {}      # a topic name not seen -> when a refresh was asked for it
         self._reached = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._closing = False
@@ -137,6 +144,28 @@ class UpstreamCluster:
     def refresh_soon(self) -> None:
         self._wake.set()
 
+    def learn_topics(self, names: Iterable[str]) -> asyncio.Future | None:
+        """A future done when a refresh asked for now has read the upstream's topics; None
+        when the topic image names every one of `names` already, when no refresh loop runs,
+        or when every name it lacks was asked for within `LEARN_TOPICS_MIN_INTERVAL_S`. A KIP-848 member subscribing to a topic created a moment
+        ago is then assigned in its first heartbeat, as Kafka's own coordinator, which
+        hears of new topics from the controller, does it."""
+        by_name = self._topics.by_name
+        unknown = [name for name in names if name not in by_name]
+        if not unknown or self._task is None:
+            return None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._next_refresh is None:
+            recent = now - LEARN_TOPICS_MIN_INTERVAL_S
+            self._asked = {name: at for name, at in self._asked.items() if at > recent}
+            if all(name in self._asked for name in unknown):
+                return None
+            self._next_refresh = loop.create_future()
+            self.refresh_soon()
+        self._asked.update(dict.fromkeys(unknown, now))
+        return self._next_refresh
+
     async def wait_reachable(self) -> None:
         await self._reached.wait()
 
@@ -165,11 +194,17 @@ class UpstreamCluster:
     async def _run(self) -> None:
         backoff_ms = self._backoff_initial_ms
         while not self._closing:
-            if await self._refresh_once():
-                backoff_ms, wait_ms = self._backoff_initial_ms, self.refresh_interval_ms
-            else:
-                wait_ms, backoff_ms = backoff_ms, min(backoff_ms * 2, self._backoff_max_ms)
+            # Cleared before the refresh: a wake-up during it asks for one more.
             self._wake.clear()
+            asked, self._next_refresh = self._next_refresh, None
+            try:
+                if await self._refresh_once():
+                    backoff_ms, wait_ms = self._backoff_initial_ms, self.refresh_interval_ms
+                else:
+                    wait_ms, backoff_ms = backoff_ms, min(backoff_ms * 2, self._backoff_max_ms)
+            finally:
+                if asked is not None and not asked.done():
+                    asked.set_result(None)
             try:
                 await asyncio.wait_for(self._wake.wait(), wait_ms / 1000)
             except TimeoutError:

@@ -68,10 +68,14 @@ def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
 
 
 class GroupCoordinatorService:
-    def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None):
+    def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None,
+                 learn_topics: Callable[[Iterable[str]], Awaitable[Any] | None] | None = None):
         self._runtime = runtime
         self._node = node
         self._adoption = adoption
+        # The upstream's topics, asked for again when a KIP-848 member names one kgc has not
+        # seen (None: nothing to wait for); none in standalone mode.
+        self._learn_topics = learn_topics
         # Each returns the response, or a future of it (a runtime future, or a task for the
         # APIs that fan out over partitions); it may raise, and `_refuse` answers that.
         self._submitters: dict[int, Callable[[RequestContext, Any], Any]] = {
@@ -87,7 +91,8 @@ class GroupCoordinatorService:
                                                   _as_task(self._describe_groups)),
             ApiKey.ListGroups: _as_task(self._list_groups),
             ApiKey.DeleteGroups: _as_task(self._delete_groups),
-            ApiKey.ConsumerGroupHeartbeat: partial(self._adopting_write, _consumer_group_heartbeat),
+            ApiKey.ConsumerGroupHeartbeat: self._knowing_topics(partial(self._adopting_write,
+                                                                        _consumer_group_heartbeat)),
             ApiKey.ConsumerGroupDescribe: _as_task(self._consumer_group_describe),
         }
 
@@ -155,6 +160,31 @@ class GroupCoordinatorService:
                 return submit(ctx, request)
             return asyncio.ensure_future(self._after_adoption(group_ids, submit, ctx, request))
         return adopting
+
+    def _knowing_topics(self, submit: Callable[[RequestContext, Any], Any]) -> Callable[[RequestContext, Any], Any]:
+        """`submit` once kgc's image of the upstream's topics names every topic the
+        heartbeat subscribes to, or one refresh found it has not got one: a topic created a
+        moment ago is then assigned in the member's first heartbeat, not one heartbeat
+        interval later. Only a heartbeat that sends its subscription (the first, or one
+        that changes it) names topics; a regex subscription resolves on the next refresh."""
+        learn = self._learn_topics
+        if learn is None:
+            return submit
+
+        def knowing(ctx: RequestContext, request: Any) -> Any:
+            names = request.subscribed_topic_names
+            waiting = learn(names) if names else None
+            if waiting is None:
+                return submit(ctx, request)
+            return asyncio.ensure_future(self._after(waiting, submit, ctx, request))
+        return knowing
+
+    @staticmethod
+    async def _after(waiting: Awaitable[Any], submit: Callable[[RequestContext, Any], Any], ctx: RequestContext,
+                     request: Any) -> Any:
+        await waiting
+        outcome = submit(ctx, request)
+        return await outcome if isinstance(outcome, asyncio.Future) else outcome
 
     async def _after_adoption(self, group_ids: Iterable[str | None], submit: Callable[[RequestContext, Any], Any],
                               ctx: RequestContext, request: Any, session_timeout_ms: int | None = None) -> Any:

@@ -29,6 +29,7 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from protocol.errors import ErrorCode
 from tests.e2e.admin import (
     committed_offsets,
     create_topic,
@@ -107,6 +108,27 @@ GROUPS_OF_FOUR = {
     "java": (JAVA_CONSUMER_PROTOCOL,) * 4,
     "mixed": (JAVA_CONSUMER_PROTOCOL, CONSUMER_PROTOCOL) * 2,
 }
+
+
+RETRIABLE_JOIN_ERRORS = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+def first_heartbeat(address: tuple[str, int], group: str, member_id: str, topic: str):
+    """A member's joining heartbeat, sent again, as a client would, while the answer is
+    COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE: on a new group kgc first asks
+    the upstream's coordinator whether the group lives there, and a Kafka just started
+    answers so until its own `__consumer_offsets` is ready."""
+    answers = []
+
+    def joined() -> bool:
+        answers.append(request_response(address, ConsumerGroupHeartbeatRequest[1](
+            group_id=group, member_id=member_id, member_epoch=0, instance_id=None, rack_id=None,
+            rebalance_timeout_ms=30_000, subscribed_topic_names=[topic], subscribed_topic_regex=None,
+            server_assignor=None, topic_partitions=[]), ConsumerGroupHeartbeatResponse, timeout_s=10))
+        return answers[-1].error_code not in RETRIABLE_JOIN_ERRORS
+
+    wait_until(joined, TIMEOUT_S, lambda: f"answers {[a.error_code for a in answers]}")
+    return answers[-1]
 
 
 def all_consumed(members: list[Member], extra: list[Consumed] = ()) -> list[Consumed]:
@@ -336,10 +358,7 @@ def test_offset_commit_and_fetch_v10_name_topics_by_kafkas_own_ids(kgc848):
         topic_id=None, name=topic)], allow_auto_topic_creation=False, include_topic_authorized_operations=False),
         MetadataResponse)
     topic_id = metadata.topics[0].topic_id
-    joined = request_response(address, ConsumerGroupHeartbeatRequest[1](
-        group_id=group, member_id="raw-member", member_epoch=0, instance_id=None, rack_id=None,
-        rebalance_timeout_ms=30_000, subscribed_topic_names=[topic], subscribed_topic_regex=None,
-        server_assignor=None, topic_partitions=[]), ConsumerGroupHeartbeatResponse)
+    joined = first_heartbeat(address, group, "raw-member", topic)
     assert joined.error_code == 0
 
     def commit_v10(epoch: int) -> dict:
@@ -354,3 +373,17 @@ def test_offset_commit_and_fetch_v10_name_topics_by_kafkas_own_ids(kgc848):
                               OffsetFetchResponse)
     assert fetched(answer) == {(topic_id, 0): (4, 0), (topic_id, 1): (5, 0)}
     assert committed_offsets(bootstrap, group) == {0: 4, 1: 5}      # by name, OffsetFetch v8
+
+
+def test_a_member_subscribing_to_a_topic_created_a_moment_ago_is_assigned_in_its_first_heartbeat(kgc848):
+    """Kafka's coordinator hears of a new topic from the controller at once; kgc reads the
+    upstream's topics every few seconds, and a member that named a topic kgc had not seen
+    yet got nothing in its first heartbeat and waited a whole heartbeat interval (5 s by
+    default) for its partitions. kgc now asks the upstream again before answering."""
+    bootstrap = kgc848.bootstrap
+    host, port = bootstrap.rsplit(":", 1)
+    topic, group = create_topic(bootstrap, PARTITIONS), new_name("kip848-new-topic")
+    joined = first_heartbeat((host, int(port)), group, "first-heartbeat", topic)
+    assert joined.error_code == 0 and joined.member_epoch > 0
+    assert joined.assignment is not None
+    assert sorted(p for t in joined.assignment.topic_partitions for p in t.partitions) == list(range(PARTITIONS))
