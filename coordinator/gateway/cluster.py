@@ -194,8 +194,6 @@ class UpstreamCluster:
     async def _run(self) -> None:
         backoff_ms = self._backoff_initial_ms
         while not self._closing:
-            # Cleared before the refresh: a wake-up during it asks for one more.
-            self._wake.clear()
             asked, self._next_refresh = self._next_refresh, None
             try:
                 if await self._refresh_once():
@@ -205,6 +203,11 @@ class UpstreamCluster:
             finally:
                 if asked is not None and not asked.done():
                     asked.set_result(None)
+            # A failing connection's wake-up during the refresh is spent (the backoff holds);
+            # topics asked for during it are read at once.
+            self._wake.clear()
+            if self._next_refresh is not None:
+                continue
             try:
                 await asyncio.wait_for(self._wake.wait(), wait_ms / 1000)
             except TimeoutError:
