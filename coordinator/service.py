@@ -68,7 +68,8 @@ def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
 
 
 class GroupCoordinatorService:
-    def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None):
+    def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None,
+                 transactions: Any = None):
         self._runtime = runtime
         self._node = node
         self._adoption = adoption
@@ -90,6 +91,10 @@ class GroupCoordinatorService:
             ApiKey.ConsumerGroupHeartbeat: partial(self._adopting_write, _consumer_group_heartbeat),
             ApiKey.ConsumerGroupDescribe: _as_task(self._consumer_group_describe),
         }
+        if transactions is not None:
+            # coordinator/txn: staged upstream first, then written on the group's partition.
+            self._submitters[ApiKey.TxnOffsetCommit] = self._adopting(
+                lambda ctx, request: (request.group_id,), transactions.submit)
 
     @property
     def api_keys(self) -> frozenset[int]:
