@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.eos import committed_offsets, copy_transactionally, read_committed, seed
 from tests.support.kafka import free_port_on
+from tests.support.kafka_dist import run_tool
 from tests.support.kgc import KgcProcess, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -56,12 +57,13 @@ def topics(kafka) -> tuple[str, str]:
     return kafka.create_topic(f"in-{name}", 3), kafka.create_topic(f"out-{name}", 3)
 
 
-def assert_exactly_once(front, kafka, group: str, source: str, target: str, inputs: list[bytes]) -> None:
+def assert_exactly_once(front, kafka, group: str, source: str, target: str, inputs: list[bytes],
+                        partitions: int = 3) -> None:
     output = read_committed(kafka.bootstrap, target, len(inputs))
     duplicates = [v for v, n in Counter(output).items() if n > 1]
     assert not duplicates, f"{len(duplicates)} records copied twice, e.g. {duplicates[:5]}"
     assert sorted(output) == sorted(inputs)
-    assert committed_offsets(front.bootstrap, group, source) == [RECORDS // 3] * 3
+    assert committed_offsets(front.bootstrap, group, source, partitions) == [len(inputs) // partitions] * partitions
 
 
 def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(eos_kgc, kafka):
@@ -92,3 +94,21 @@ def test_kill_9_of_kgc_mid_copy_loses_and_duplicates_nothing(eos_kgc, kafka):
     # then the copy finishes exactly once
     assert done["committed"] == RECORDS
     assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+
+
+def test_kafkas_transactional_message_copier_java_client_copies_exactly_once(eos_kgc, kafka):
+    """Kafka's own system-test workload (the Java client): kgc's ApiVersions names no
+    `transaction.version`, so it takes the classic flow (AddOffsetsToTxn, TxnOffsetCommit v3+
+    with its group metadata), here with random aborts."""
+    name = uuid.uuid4().hex[:8]
+    source, target = kafka.create_topic(f"in-{name}", 1), kafka.create_topic(f"out-{name}", 1)
+    inputs = seed(kafka.bootstrap, source, RECORDS, partitions=1)
+    group = f"copier-{name}"
+    done = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", eos_kgc.bootstrap,
+                    "--transactional-id", f"copier-{name}", "--consumer-group", group, "--input-topic", source,
+                    "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
+                    "--max-messages", str(RECORDS), "--use-group-metadata", "--enable-random-aborts",
+                    timeout_s=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert '"remaining":0' in done.stdout.replace(" ", "")
+    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs, partitions=1)

@@ -13,12 +13,12 @@ import uuid
 from collections.abc import Callable
 
 
-def seed(bootstrap: str, topic: str, count: int) -> list[bytes]:
+def seed(bootstrap: str, topic: str, count: int, partitions: int = 3) -> list[bytes]:
     from confluent_kafka import Producer
     values = [b"%d" % i for i in range(count)]
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i, value in enumerate(values):
-        producer.produce(topic, value, partition=i % 3)
+        producer.produce(topic, value, partition=i % partitions)
     assert producer.flush(30) == 0
     return values
 
