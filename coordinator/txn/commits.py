@@ -60,6 +60,8 @@ class TransactionalCommits:
                        for t in request.topics]}
         source = await self._participant.stage(request.transactional_id, request.producer_id,
                                                request.producer_epoch, p, staged, ctx.api_version)
+        log.debug("[group=%s] TxnOffsetCommit of producer %d staged at %s-%d offset %d", request.group_id,
+                  request.producer_id, getattr(self._participant, "topic", "participant"), p, source)
         self.tailer.watch(p, source)
         try:
             await asyncio.wait_for(self.tailer.reached(p, source), self._timeout_s)
@@ -69,6 +71,8 @@ class TransactionalCommits:
 
     async def _on_marker(self, partition: int, producer_id: int, producer_epoch: int, marker: int,
                          offset: int) -> None:
+        log.debug("partition %d: marker %d of producer %d (epoch %d) at %d", partition, marker, producer_id,
+                  producer_epoch, offset)
         await self._runtime.write(partition, lambda shard, handle: shard.end_transaction(
             producer_id, producer_epoch, marker, offset))
 

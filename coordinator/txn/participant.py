@@ -131,11 +131,24 @@ class ParticipantTopic:
         self._leaders.pop(partition, None)
 
     async def leader(self, partition: int) -> UpstreamConnection:
+        return await self.connection(await self.leader_id(partition))
+
+    async def leader_id(self, partition: int) -> int:
         node = self._leaders.get(partition, -1)
         if node not in self._brokers:
             await self.refresh()
             node = self._leaders.get(partition, -1)
-        return await self.connection(node)
+        return node
+
+    async def own_connection(self, node_id: int) -> UpstreamConnection:
+        """A connection of its own (a tail's): a broker answers one request of a
+        connection at a time, so a Fetch waiting for data would hold back the Produce and
+        AddPartitionsToTxn requests behind it."""
+        if node_id not in self._brokers:
+            await self.refresh()
+        if node_id not in self._brokers:
+            raise UpstreamUnavailable(f"upstream broker {node_id} is unknown", before_connect=True)
+        return await self._cluster.own_connection(*self._brokers[node_id])
 
     async def connection(self, node_id: int) -> UpstreamConnection:
         conn = self._connections.get(node_id)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from coordinator.gateway.upstream import UpstreamUnavailable
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.txn.participant import ParticipantTopic
 from protocol.errors import ErrorCode
 from storage.format import BatchDecodeError, control_type, iter_batches
@@ -42,6 +42,8 @@ class MarkerTailer:
         self._tasks: dict[int, asyncio.Task] = {}
         self._waiters: dict[int, list[tuple[int, asyncio.Future]]] = {}
         self.stopped: dict[int, str] = {}       # P → why its tail stopped
+        # P → (leader, connection): each tail long-polls on a connection of its own
+        self._connections: dict[int, tuple[int, UpstreamConnection]] = {}
 
     def watch(self, partition: int, from_offset: int) -> None:
         """Tail P from `from_offset` on, unless it is tailed already (from further back)."""
@@ -64,6 +66,20 @@ class MarkerTailer:
         for task in tasks.values():
             task.cancel()
         await asyncio.gather(*tasks.values(), return_exceptions=True)
+        connections, self._connections = self._connections, {}
+        for _, conn in connections.values():
+            await conn.close()
+
+    async def _connection(self, partition: int) -> UpstreamConnection:
+        leader = await self._participant.leader_id(partition)
+        known = self._connections.get(partition)
+        if known is not None and known[0] == leader and known[1].failure is None:
+            return known[1]
+        if known is not None:
+            await known[1].close()
+        conn = await self._participant.own_connection(leader)
+        self._connections[partition] = (leader, conn)
+        return conn
 
     async def _run(self, partition: int) -> None:
         backoff = 0.1
@@ -91,7 +107,7 @@ class MarkerTailer:
 
     async def _fetch_once(self, partition: int) -> None:
         position = self.positions[partition]
-        conn = await self._participant.leader(partition)
+        conn = await self._connection(partition)
         cls = FetchRequest[_FETCH_VERSION]
         request = cls(replica_id=-1, max_wait_ms=_MAX_WAIT_MS, min_bytes=1, max_bytes=_MAX_BYTES, isolation_level=0,
                       topics=[cls.FetchTopic(topic=self._participant.topic, partitions=[cls.FetchTopic.FetchPartition(
@@ -105,6 +121,8 @@ class MarkerTailer:
             self._participant.forget_leader(partition)
             raise UpstreamUnavailable(f"fetch answered {code.name}")
         records = data.records or b""
+        log.debug("participant partition %d: fetched %d bytes from %d (high watermark %d)", partition, len(records),
+                  position, data.high_watermark)
         try:
             batches = list(iter_batches(records))
         except BatchDecodeError as exc:
