@@ -90,6 +90,7 @@ class Dispatcher:
         self._service = service
         # AddOffsetsToTxn, answered with kgc's participant partition (coordinator/txn); None: forwarded.
         self._transactions = transactions
+        self._adding: set[asyncio.Future] = set()
         # OffsetCommit/OffsetFetch v10 name topics by id; without an upstream none is known.
         self._topic_ids = topic_ids or TopicIds(lambda: NO_TOPICS)
         self._codec_pool = codec_pool       # None: every frame is decoded and encoded on the loop
@@ -175,6 +176,9 @@ class Dispatcher:
                 return encode_response(header, _add_offsets_answer(version, ErrorCode.GROUP_AUTHORIZATION_FAILED),
                                        version)
         added = asyncio.ensure_future(self._transactions.add_offsets(session.conn.listener_node_id, request))
+        # The loop keeps only a weak reference to a task.
+        self._adding.add(added)
+        added.add_done_callback(self._adding.discard)
         frame = self._loop.create_future()
 
         def answer(done: asyncio.Future) -> None:

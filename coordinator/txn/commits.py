@@ -81,5 +81,7 @@ class TransactionalCommits:
         if not request.group_id:
             return ErrorCode.INVALID_GROUP_ID
         p = partition_for(request.group_id, self._runtime.num_partitions)
+        log.debug("[group=%s] AddOffsetsToTxn of %r (producer %d) on broker %s", request.group_id,
+                  request.transactional_id, request.producer_id, node_id)
         return await self._participant.add_to_transaction(node_id, request.transactional_id, request.producer_id,
                                                           request.producer_epoch, p)

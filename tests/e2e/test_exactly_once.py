@@ -81,8 +81,8 @@ def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(e
     assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
 
 
-@pytest.mark.skip(reason="hangs since each tail has its own connection: after the restart librdkafka's next "
-                         "send_offsets_to_transaction gets no TxnOffsetCommit through (issue 31, open)")
+@pytest.mark.skip(reason="hangs: after the kill -9 and restart, kgc never answers the copier's next AddOffsetsToTxn "
+                         "(add_to_transaction does not complete within 30 s; issue 31, open)")
 def test_kill_9_of_kgc_mid_copy_loses_and_duplicates_nothing(eos_kgc, kafka):
     # given a copier part-way through
     source, target = topics(kafka)
