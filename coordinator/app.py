@@ -27,7 +27,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
+
+from kafka.protocol.api_key import ApiKey
 
 from coordinator import metrics
 from coordinator.consumer_lag import partition_lag
@@ -62,7 +65,10 @@ from coordinator.service.cleaner_schedule import CleanerSchedule
 from coordinator.service.group_coordinator import GroupCoordinatorService
 from coordinator.service.group_stats import GroupStatsSampler
 from coordinator.settings import ServerConfig
-from protocol.api_keys import local_versions
+from coordinator.txn.commits import TransactionalCommits
+from coordinator.txn.participant import ParticipantTopic
+from coordinator.txn.tailer import MarkerTailer
+from protocol.api_keys import TXN_OFFSET_COMMIT_VERSIONS, local_versions
 from storage.clock import wall_clock_ms
 from storage.file_store import FileLogStore, NoPartitionOpens
 from storage.memory_store import MemoryLogStore
@@ -103,6 +109,9 @@ class KgcApp:
         self.log_ends: LogEnds | None = None
         self.warnings: list[str] = []   # what /readyz tells even when ready (the embedded broker's memory storage)
         self._lag_task: asyncio.Task | None = None
+        self._txn_task: asyncio.Task | None = None
+        self.participant: ParticipantTopic | None = None
+        self.transactions: TransactionalCommits | None = None
         self._lag_stopping = asyncio.Event()
         self.stopping = False
         self._dispatcher: Dispatcher | None = None
@@ -166,12 +175,20 @@ class KgcApp:
             self.upstream_groups = UpstreamGroups(self.cluster)
             adoption = self.adoption = Adoption(self.runtime, self.upstream_groups, clock=self._clock,
                                                 default_wait_ms=cfg.group.consumer_session_timeout_ms)
-        self.service = GroupCoordinatorService(self.runtime, node, adoption, self._learn_topics)
-        answers = LocalAnswers(node, gateway, local_versions(cfg.min_group_api_versions), sasl_enabled=cfg.sasl)
+        versions = dict(local_versions(cfg.min_group_api_versions))
+        if self.cluster is not None:
+            # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
+            self.participant = ParticipantTopic(self.cluster, cfg.group.num_partitions)
+            self.transactions = TransactionalCommits(self.runtime, self.participant,
+                                                     partial(MarkerTailer, self.participant))
+            versions[ApiKey.TxnOffsetCommit] = TXN_OFFSET_COMMIT_VERSIONS
+        self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics)
+        answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
                                       authorizer=self._authorizer(), codec_pool=self._codec_pool,
-                                      topic_ids=TopicIds(self._topics, self._topic_id_unknown))
+                                      topic_ids=TopicIds(self._topics, self._topic_id_unknown),
+                                      transactions=self.transactions)
         await bootstrap.serve(self._dispatcher)
         if self.cluster is not None:
             self.cluster.start()
@@ -179,6 +196,7 @@ class KgcApp:
                 self.upstream_acls.start()
             self.log_ends = LogEnds(self.cluster)
             self._lag_task = asyncio.get_running_loop().create_task(self._keep_log_ends_fresh(), name="log-ends")
+            self._txn_task = asyncio.get_running_loop().create_task(self._resume_transactions(), name="txn-resume")
         if isinstance(self.store, FileLogStore) and cfg.cleaner_interval_ms > 0:
             self.cleaner = CleanerSchedule(self.store, self.runtime, cfg.cleaner_interval_ms)
             self.cleaner.start()
@@ -341,6 +359,31 @@ class KgcApp:
         """Upstream broker node id -> the port of kgc's listener for it, as opened so far."""
         return {node: listener.port for node, listener in self._broker_listeners.items()}
 
+    async def _resume_transactions(self) -> None:
+        """Once upstream answers: the participant topic exists (created if missing), and
+        every group partition's undecided transactions are tailed again."""
+        backoff_s = 0.5
+        while True:
+            await self.cluster.wait_reachable()
+            try:
+                await self.participant.ensure()
+                await self.transactions.resume()
+                return
+            except Exception as exc:
+                log.warning("exactly-once support not ready (retrying): %s", exc)
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(backoff_s * 2, 10.0)
+
+    async def _stop_transactions(self) -> None:
+        task, self._txn_task = self._txn_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self.transactions is not None:
+            await self.transactions.tailer.close()
+        if self.participant is not None:
+            await self.participant.close()
+
     async def stop(self) -> None:
         self.stopping = True
         loop = asyncio.get_running_loop()
@@ -353,6 +396,7 @@ class KgcApp:
             if background is not None:
                 await background.close()
         await self._stop_lag()
+        await self._stop_transactions()
         self._tls_stop.set()
         if self._tls_reloader is not None:
             await self._tls_reloader

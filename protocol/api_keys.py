@@ -69,14 +69,22 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
     ApiKey.ConsumerGroupDescribe: (0, 1),
 })
 
+# TxnOffsetCommit is served only with an upstream, whose transaction coordinator decides
+# each transaction (coordinator/txn). v0-4 only: v5+ (KIP-890, transaction version 2)
+# adds the group's partition to the transaction itself, which kgc cannot do for its
+# participant partition from a TxnOffsetCommit; without a finalized `transaction.version`
+# in kgc's ApiVersions answer, clients use the classic flow (AddOffsetsToTxn, then v<=4).
+TXN_OFFSET_COMMIT_VERSIONS = (0, 4)
+
 # Every API that reads or changes a group's state. kgc holds every group, so one of
 # these it does not serve itself (`UNSERVED_GROUP_APIS`) is refused, never forwarded:
 # upstream it would act on a group kgc does not see (a TxnOffsetCommit would plant
 # offsets that kgc adopts on the group's first use, in terminate mode as kgc's own
-# upstream user; a streams or share group would live half on each side). Serving one of
-# them later (TxnOffsetCommit) is adding it to `LOCAL_VERSIONS`, nothing else.
-# AddOffsetsToTxn, EndTxn and the other transaction APIs are the transaction
-# coordinator's, not a group coordinator's: they keep going upstream.
+# upstream user; a streams or share group would live half on each side). TxnOffsetCommit
+# is served when there is an upstream (the app adds `TXN_OFFSET_COMMIT_VERSIONS`), and
+# refused standalone. EndTxn and the other transaction APIs are the transaction
+# coordinator's, not a group coordinator's: they keep going upstream; AddOffsetsToTxn
+# too, rewritten to add kgc's participant partition (coordinator/txn).
 GROUP_APIS: frozenset[ApiKey] = frozenset({
     ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.JoinGroup, ApiKey.Heartbeat,
     ApiKey.LeaveGroup, ApiKey.SyncGroup, ApiKey.DescribeGroups, ApiKey.ListGroups,

@@ -63,7 +63,12 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer.transaction import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from kafka.protocol.producer.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -103,8 +108,9 @@ _CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
     ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
     ApiKey.ConsumerGroupHeartbeat: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
     ApiKey.ConsumerGroupDescribe: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
-    # Not served (yet): decoded only to answer UNSUPPORTED_VERSION in its own shape.
+    # Served with an upstream (coordinator/txn); AddOffsetsToTxn is answered there too.
     ApiKey.TxnOffsetCommit: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    ApiKey.AddOffsetsToTxn: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
 }
 
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")

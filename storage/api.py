@@ -47,6 +47,20 @@ class LogRecord(NamedTuple):
 RecordFields = tuple[int, bytes | None, bytes | None]
 
 
+class TxnBatch(NamedTuple):
+    """A batch written in a transaction, in Kafka's shape: its records carry the producer
+    id and epoch of the client whose transaction they belong to (`control` None), or it is
+    that transaction's end marker (`control` COMMIT or ABORT, no records of the caller's;
+    the store writes Kafka's EndTransactionMarker record)."""
+    producer_id: int
+    producer_epoch: int
+    control: int | None = None
+
+
+CONTROL_ABORT = 0       # Kafka's ControlRecordType
+CONTROL_COMMIT = 1
+
+
 class StoredRecord(NamedTuple):
     """A tuple, not a frozen dataclass: loading builds one per record, and a tuple is
     several times cheaper to build."""
@@ -132,7 +146,10 @@ class LogStore(Protocol):
     def read(self, partition: int, from_offset: int = 0) -> Iterator[StoredBatch]: ...
 
     def read_fields(self, partition: int, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
-        """`read` for a load: each batch as (is a control batch, its records' fields)."""
+        """`read` for a load: each batch as (is transactional, its records' fields);
+        control batches (always transactional) have no fields. A loader that meets a
+        transactional batch reads the partition again with `read`, which has the producer
+        ids, the markers and the headers."""
 
     def end_offset(self, partition: int) -> int: ...
 
@@ -141,7 +158,8 @@ class LogStore(Protocol):
         byte, as many as fit in `max_bytes` but at least one (Kafka's KIP-74 rule, so a
         reader always progresses); no data when `from_offset` is at the durable end."""
 
-    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append: ...
+    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int,
+               txn: TxnBatch | None = None) -> Append: ...
 
     async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
         """`append`'s work before the write, a slice at a time (see the module docstring)."""

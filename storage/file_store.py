@@ -30,6 +30,7 @@ from storage.api import (
     RecordFields,
     StorageError,
     StoredBatch,
+    TxnBatch,
 )
 from storage.cleaner import SegmentCleaner
 from storage.clock import wall_clock_ms
@@ -145,7 +146,7 @@ class FileLogStore:
         return self._logs[partition].read(from_offset)
 
     def read_fields(self, partition: int, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
-        """`read` for a load: each batch as (is a control batch, its records' `(offset,
+        """`read` for a load: each batch as (is transactional, its records' `(offset,
         key, value)`), without timestamps, headers or a `StoredRecord` per record."""
         self._check(partition)
         return self._logs[partition].read_fields(from_offset)
@@ -158,9 +159,11 @@ class FileLogStore:
         self._check(partition)
         return self._logs[partition].read_durable(from_offset, max_bytes)
 
-    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
-        return self._submit(partition, len(records),
-                            lambda base_offset: encode_batch(base_offset, records, timestamp_ms))
+    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int,
+               txn: TxnBatch | None = None) -> Append:
+        count = 1 if txn is not None and txn.control is not None else len(records)
+        return self._submit(partition, count,
+                            lambda base_offset: encode_batch(base_offset, records, timestamp_ms, txn))
 
     async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
         base_offset = self._logs[partition].next_offset

@@ -61,7 +61,7 @@ from typing import Any
 import kafka.codec as kafka_codec
 from crc32c import crc32c
 
-from storage.api import LogRecord, RecordFields, StoredBatch, StoredRecord
+from storage.api import LogRecord, RecordFields, StoredBatch, StoredRecord, TxnBatch
 
 # baseOffset, batchLength: the part of a batch that every log format shares.
 LOG_OVERHEAD = ">qi"
@@ -231,11 +231,43 @@ def _frame(base_offset: int, last_offset_delta: int, base_timestamp: int, max_ti
     return bytes(out)
 
 
-def encode_batch(base_offset: int, records: Sequence[LogRecord], timestamp_ms: int) -> bytes:
-    """One uncompressed CREATE_TIME batch; record i gets offset base_offset + i."""
+def encode_batch(base_offset: int, records: Sequence[LogRecord], timestamp_ms: int,
+                 txn: TxnBatch | None = None) -> bytes:
+    """One uncompressed CREATE_TIME batch; record i gets offset base_offset + i. A `txn`
+    batch carries its producer and the transactional bit; a marker is one control record."""
+    if txn is not None:
+        return encode_producer_batch(base_offset, records, timestamp_ms, txn)
     if not records:
         raise ValueError("a batch holds at least one record")
     return frame_records(base_offset, len(records), timestamp_ms, encode_records(records, 0))
+
+
+def control_record(control: int, coordinator_epoch: int = 0) -> LogRecord:
+    """Kafka's EndTransactionMarker: key (version 0, type), value (version 0, coordinator epoch)."""
+    return LogRecord(struct.pack(">hh", 0, control), struct.pack(">hi", 0, coordinator_epoch))
+
+
+def control_type(key: bytes | None) -> int | None:
+    """The ControlRecordType of a control record's key (None if it is not one we read)."""
+    if key is None or len(key) < 4:
+        return None
+    return struct.unpack_from(">h", key, 2)[0]
+
+
+def encode_producer_batch(base_offset: int, records: Sequence[LogRecord], timestamp_ms: int, txn: TxnBatch,
+                          base_sequence: int = NO_SEQUENCE) -> bytes:
+    """A transactional batch of `txn`'s producer (or its control batch), as Kafka writes one."""
+    attributes = TRANSACTIONAL_FLAG
+    if txn.control is not None:
+        if records:
+            raise ValueError("a control batch holds only its marker")
+        records = (control_record(txn.control),)
+        attributes |= CONTROL_FLAG
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    return _frame(base_offset, len(records) - 1, timestamp_ms, timestamp_ms, len(records),
+                  encode_records(records, 0), attributes=attributes, producer_id=txn.producer_id,
+                  producer_epoch=txn.producer_epoch, base_sequence=base_sequence)
 
 
 def frame_records(base_offset: int, count: int, timestamp_ms: int, body: bytes | bytearray) -> bytes:

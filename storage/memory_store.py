@@ -23,9 +23,10 @@ from storage.api import (
     StorageError,
     StoredBatch,
     StoredRecord,
+    TxnBatch,
 )
 from storage.eager_future import EagerFuture
-from storage.format import encode_stored_batch
+from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, control_record, encode_stored_batch
 
 
 @dataclass(slots=True)
@@ -70,7 +71,7 @@ class MemoryLogStore:
         return (b for b in batches if b.last_offset >= from_offset)
 
     def read_fields(self, partition: int, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
-        return ((b.is_control, [(r.offset, r.key, r.value) for r in b.records])
+        return ((b.is_transactional, [] if b.is_control else [(r.offset, r.key, r.value) for r in b.records])
                 for b in self.read(partition, from_offset))
 
     def end_offset(self, partition: int) -> int:
@@ -90,10 +91,13 @@ class MemoryLogStore:
             size += len(data)
         return DurableRead(b"".join(parts), 0, state.durable_next_offset)
 
-    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> Append:
+    def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int,
+               txn: TxnBatch | None = None) -> Append:
         base_offset = self._partitions[partition].next_offset
+        if txn is not None and txn.control is not None:
+            records = (control_record(txn.control),)
         return self._append(partition, base_offset, len(records), timestamp_ms,
-                            _stored(records, base_offset, timestamp_ms))
+                            _stored(records, base_offset, timestamp_ms), txn)
 
     async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
         base_offset = self._partitions[partition].next_offset
@@ -112,7 +116,7 @@ class MemoryLogStore:
         return self._append(prepared.partition, prepared.base_offset, prepared.count, prepared.timestamp_ms, prepared.payload)
 
     def _append(self, partition: int, base_offset: int, count: int, timestamp_ms: int,
-                stored: tuple[StoredRecord, ...]) -> Append:
+                stored: tuple[StoredRecord, ...], txn: TxnBatch | None = None) -> Append:
         state = self._partitions[partition]
         durable = EagerFuture(asyncio.get_running_loop())
         last_offset = base_offset + count - 1
@@ -122,6 +126,11 @@ class MemoryLogStore:
         batch = None
         if count:
             batch = StoredBatch(base_offset, last_offset, stored, max_timestamp_ms=timestamp_ms)
+            if txn is not None:
+                attributes = TRANSACTIONAL_FLAG | (CONTROL_FLAG if txn.control is not None else 0)
+                batch = StoredBatch(base_offset, last_offset, stored, max_timestamp_ms=timestamp_ms,
+                                    attributes=attributes, producer_id=txn.producer_id,
+                                    producer_epoch=txn.producer_epoch)
         state.next_offset = last_offset + 1
         state.pending.append(_Pending(batch, last_offset, durable))
         if not self.manual_commit:

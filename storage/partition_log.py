@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 from storage.api import CorruptLogError, DurableRead, RecordFields, StoredBatch
 from storage.format import (
     CONTROL_FLAG,
+    TRANSACTIONAL_FLAG,
     BatchDecodeError,
     BatchHeader,
     BatchReader,
@@ -441,7 +442,7 @@ class PartitionLog:
         return self._read(from_offset, decode_batch)
 
     def read_fields(self, from_offset: int = 0) -> Iterator[tuple[bool, list[RecordFields]]]:
-        """`read`, each batch as (is a control batch, `record_fields`): what a load needs.
+        """`read`, each batch as (is transactional, `record_fields`): what a load needs.
         A control batch's records are not walked."""
         return self._read(from_offset, _batch_fields)
 
@@ -542,7 +543,7 @@ def _batch_bytes(buf: Any, position: int, header: BatchHeader) -> bytes:
 def _batch_fields(buf: Any, position: int, header: BatchHeader) -> tuple[bool, list[RecordFields]]:
     if header.attributes & CONTROL_FLAG:
         return True, []
-    return False, record_fields(buf, position, header)
+    return bool(header.attributes & TRANSACTIONAL_FLAG), record_fields(buf, position, header)
 
 
 def _check_present(manifest: Manifest, directory: Path, bases: list[int]) -> None:

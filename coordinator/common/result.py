@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from coordinator.records import CoordinatorRecord
 
@@ -38,6 +38,20 @@ class Reply:
     response: Any
 
 
+class Transaction(NamedTuple):
+    """A Result written in a client's transaction, as Kafka's coordinator writes one: its
+    records in a transactional batch of the client's producer (`marker` None, replayed as
+    pending offsets of that producer), or the transaction's end marker (`marker`
+    `MARKER_COMMIT` or `MARKER_ABORT`, no records; replayed as the end of its pending offsets)."""
+    producer_id: int
+    producer_epoch: int
+    marker: int | None = None
+
+
+MARKER_ABORT = 0        # Kafka's ControlRecordType
+MARKER_COMMIT = 1
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     records: tuple[CoordinatorRecord, ...] = ()
@@ -45,6 +59,7 @@ class Result:
     replies: tuple[Reply, ...] = ()
     after_commit: Callable[[], Result] | None = None
     replay: bool = True
+    transaction: Transaction | None = None
 
 
 EMPTY_RESULT = Result()

@@ -46,7 +46,7 @@ from kafka.protocol.consumer.group import (
     OffsetDeleteResponse,
 )
 
-from coordinator.common.result import Result, Slices, whole
+from coordinator.common.result import Result, Slices, Transaction, whole
 from coordinator.group.classic.group import ClassicGroup
 from coordinator.group.classic.manager import Membership
 from coordinator.group.classic.state import GroupState
@@ -55,6 +55,12 @@ from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.context import RequestContext
 from coordinator.group.record_limits import check_commit_topics
+from coordinator.group.txn_offsets import (
+    SOURCE_HEADER,
+    PartitionKey,
+    TransactionalOffsets,
+    txn_offset_commit_response,
+)
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
     CoordinatorRecord,
@@ -112,12 +118,18 @@ class OffsetManager:
         self.config = config
         self.clock = clock
         self.committed: OffsetMap = {}
+        # The log offset of each committed value's record: a transaction's commit keeps
+        # its offset only if it was written later than this (TransactionalOffsets).
+        self.committed_at: dict[PartitionKey, int] = {}
+        self.txn = TransactionalOffsets(self.replay, lambda key: self.committed_at.get(key, -1))
 
     # ------------------------------------------------------------ replay
 
-    def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def replay(self, offset: int, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         by_topic = self.committed.get(key.group)
         if value is None:
+            self.txn.drop_partition(key.group, key.topic, key.partition)
+            self.committed_at.pop((key.group, key.topic, key.partition), None)
             if by_topic is None:
                 return
             by_partition = by_topic.get(key.topic)
@@ -134,9 +146,11 @@ class OffsetManager:
         if by_topic is None:
             by_topic = self.committed[key.group] = {}
         by_topic.setdefault(key.topic, {})[key.partition] = value
+        self.committed_at[(key.group, key.topic, key.partition)] = offset
 
     def drop_all(self) -> None:
         self.committed.clear()
+        self.committed_at.clear()
 
     # ------------------------------------------------------------ commit
 
@@ -243,6 +257,58 @@ class OffsetManager:
         records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
         return records
 
+    def txn_commit(self, ctx: RequestContext, request, source_offset: int) -> Result:
+        """TxnOffsetCommit (v0-4), staged by its participant record at `source_offset`:
+        the offsets become pending offsets of the request's producer (Kafka's
+        `validateTransactionalOffsetCommit`, then `commitTransactionalOffset`)."""
+        version = ctx.api_version
+        group_id = request.group_id
+        generation = request.generation_id if version >= 3 else -1
+        member_id = request.member_id if version >= 3 else ""
+        instance_id = request.group_instance_id if version >= 3 else None
+        error = self._validate_txn_commit(group_id, member_id, instance_id, generation)
+        errors: dict[tuple[int, int], int] = {}
+        records: list[CoordinatorRecord] = []
+        if error is ErrorCode.NONE:
+            now = self.clock()
+            terms = _CommitTerms(group_id, now, -1, self.config.offset_metadata_max_bytes, version >= 2, False,
+                                 {"member_id": member_id, "generation": generation,
+                                  "client_id": ctx.client_id, "client_host": ctx.client_host})
+            source = ((SOURCE_HEADER, str(source_offset).encode()),)
+            for t_index, topic in enumerate(request.topics):
+                records += [record._replace(headers=record.headers + source) for record in
+                            self._topic_records(t_index, topic.name, topic.partitions, errors, terms)]
+        else:
+            log.debug("[group=%s] TxnOffsetCommit from %r (generation %d) refused with %s",
+                      group_id, member_id, generation, error.name)
+        response = txn_offset_commit_response(version, request, errors, int(error))
+        if not records:
+            return Result(response=response)
+        return Result(records=tuple(records), response=response,
+                      transaction=Transaction(request.producer_id, request.producer_epoch))
+
+    def _validate_txn_commit(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation: int) -> ErrorCode:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if generation < 0 and member_id == "" and instance_id is None:
+                return ErrorCode.NONE       # an old client: no member information to check
+            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, ())
+            return ErrorCode.ILLEGAL_GENERATION if error is ErrorCode.STALE_MEMBER_EPOCH else error
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_in(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and member_id == "" and instance_id is None:
+            # Kafka accepts a transactional commit without member information on any group.
+            return ErrorCode.NONE
+        error = group.validate_member(member_id, instance_id)
+        if error is not ErrorCode.NONE:
+            return error
+        # CompletingRebalance is allowed for transactional commits (unlike plain ones).
+        return ErrorCode.NONE if generation == group.generation else ErrorCode.ILLEGAL_GENERATION
+
     @staticmethod
     def _validate_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
                          generation: int) -> ErrorCode:
@@ -267,9 +333,11 @@ class OffsetManager:
     # ------------------------------------------------------------ fetch
 
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
-              member: tuple[str | None, int] = (None, -1)) -> OffsetFetchGroup:
+              member: tuple[str | None, int] = (None, -1), require_stable: bool = False) -> OffsetFetchGroup:
         """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka).
-        `member` (v9+: member id, member epoch) is checked against a consumer group."""
+        `member` (v9+: member id, member epoch) is checked against a consumer group. With
+        `require_stable`, a partition with a pending transactional offset reads as
+        UNSTABLE_OFFSET_COMMIT (Kafka's `fetchOffsets` with `lastCommittedOffset` MAX)."""
         group = self.groups.get(group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
@@ -279,15 +347,19 @@ class OffsetManager:
             stored = self.committed.get(group_id, {})
         else:
             stored = {} if group is None or group.is_in(GroupState.DEAD) else self.committed.get(group_id, {})
+        unstable = self.txn.open.get(group_id, {}) if require_stable else {}
         if topics is None:
-            return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(
-                OffsetFetchTopic(topic, tuple(_fetched(p, v) for p, v in sorted(parts.items())))
-                for topic, parts in sorted(stored.items())))
+            listed = {topic: sorted(parts) for topic, parts in stored.items()}
+            for topic, partition in unstable:
+                if partition not in stored.get(topic, {}):
+                    listed.setdefault(topic, []).append(partition)
+            topics = sorted((topic, sorted(parts)) for topic, parts in listed.items())
         out = []
         for topic, partitions in topics:
             parts = stored.get(topic, {})
             out.append(OffsetFetchTopic(topic, tuple(
-                _fetched(p, parts[p]) if p in parts else OffsetFetchPartition(p, -1, -1, "")
+                OffsetFetchPartition(p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT) if (topic, p) in unstable
+                else _fetched(p, parts[p]) if p in parts else OffsetFetchPartition(p, -1, -1, "")
                 for p in partitions)))
         return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(out))
 
@@ -358,7 +430,7 @@ class OffsetManager:
         """Append tombstones for expired offsets; True when the group has none left."""
         by_topic = self.committed.get(group_id)
         if by_topic is None:
-            return True
+            return not self.txn.has_open(group_id)
         group = self.groups.get(group_id) or self.consumer_groups[group_id]
         # KIP-848 groups count from the commit (Kafka's ConsumerGroup.offsetExpirationCondition).
         base = _commit_time if isinstance(group, ConsumerGroup) else _expiration_base(group)
@@ -372,6 +444,9 @@ class OffsetManager:
                 all_expired = False
                 continue
             for partition, value in parts.items():
+                if self.txn.is_open(group_id, topic, partition):
+                    all_expired = False     # Kafka never expires an offset a transaction may still replace
+                    continue
                 if value.expire_timestamp_ms != -1:
                     expired = now >= value.expire_timestamp_ms
                 else:

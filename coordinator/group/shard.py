@@ -38,7 +38,14 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
 )
 
-from coordinator.common.result import Reply, ReplyHandle, Result, Slices
+from coordinator.common.result import (
+    MARKER_COMMIT,
+    Reply,
+    ReplyHandle,
+    Result,
+    Slices,
+    Transaction,
+)
 from coordinator.common.timer import Timer
 from coordinator.group import describe, record_limits
 from coordinator.group.adopt import AdoptedOffset, adoption_records
@@ -178,12 +185,30 @@ class GroupShard:
 
     def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None,
                       require_stable: bool, member: tuple[str | None, int] = (None, -1)) -> OffsetFetchGroup:
-        """Committed offsets; `topics=None` means all of the group's.
+        """Committed offsets; `topics=None` means all of the group's. With `require_stable`,
+        a partition with a pending transactional offset reads UNSTABLE_OFFSET_COMMIT."""
+        return self.offsets.fetch(group_id, topics, member, require_stable)
 
-        `require_stable` would report UNSTABLE_OFFSET_COMMIT for pending transactional
-        offsets; kgc has no TxnOffsetCommit yet, so no offset is ever pending.
-        """
-        return self.offsets.fetch(group_id, topics, member)
+    def txn_commit_offsets(self, ctx: RequestContext, request, source_offset: int) -> Result:
+        """TxnOffsetCommit, once its participant record is at `source_offset` upstream."""
+        return self.offsets.txn_commit(ctx, request, source_offset)
+
+    def end_transaction(self, producer_id: int, producer_epoch: int, marker: int, marker_offset: int) -> Result:
+        """The upstream's marker of this producer at `marker_offset` of the participant
+        partition: Kafka's marker in our log, if it ends offsets pending here."""
+        # The response only releases the caller (the tail), once the marker is durable.
+        if not self.offsets.txn.awaits(producer_id, marker_offset):
+            return Result(response=False)
+        return Result(response=True, transaction=Transaction(producer_id, producer_epoch, marker))
+
+    def txn_tail_start(self) -> int | None:
+        return self.offsets.txn.tail_start()
+
+    def replay_transactional(self, offset: int, producer_id: int, record: CoordinatorRecord) -> None:
+        self.offsets.txn.replay(offset, producer_id, record)
+
+    def replay_end_transaction(self, producer_id: int, marker: int) -> None:
+        self.offsets.txn.end(producer_id, marker == MARKER_COMMIT)
 
     def describe_group(self, ctx: RequestContext, group_id: str) -> GroupDescription:
         # A consumer group reads as unknown to DescribeGroups, as in Kafka (Dead, or
@@ -268,7 +293,7 @@ class GroupShard:
         if self._upgrading is not None:
             self._check_upgrade_continues(offset, key)
         if isinstance(key, OffsetCommitKey):
-            self.offsets.replay(key, record.value)
+            self.offsets.replay(offset, key, record.value)
         elif isinstance(key, GroupMetadataKey):
             self._replay_group_metadata(offset, key.group, record.value)
         elif isinstance(key, ConsumerGroupKey):

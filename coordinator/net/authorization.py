@@ -9,6 +9,8 @@ changes no state and never learns whether a group exists. The checks, per API:
 | FindCoordinator (groups) | DESCRIBE GROUP key | v0-3: top-level 30; v4+: per key 30 |
 | JoinGroup, SyncGroup, Heartbeat, LeaveGroup | READ GROUP | top-level 30 |
 | OffsetCommit | READ GROUP, then READ TOPIC | every partition 30; partitions of a denied topic 29 |
+| TxnOffsetCommit | WRITE TRANSACTIONAL_ID, then as OffsetCommit | every partition 53, then as OffsetCommit |
+| AddOffsetsToTxn (`net/dispatch.py`) | WRITE TRANSACTIONAL_ID, READ GROUP | 53, 30 |
 | OffsetFetch | DESCRIBE GROUP, then DESCRIBE TOPIC | group error 30; a denied topic asked for: offset -1, 29; all topics asked: denied ones left out |
 | DescribeGroups, ConsumerGroupDescribe | DESCRIBE GROUP each | that group 30; `authorized_operations` filled in when asked |
 | ConsumerGroupDescribe, then | DESCRIBE TOPIC of each topic a member is or will be assigned | that group 29, no members |
@@ -56,6 +58,9 @@ class Caller:
 
     def cluster(self, op: Operation) -> bool:
         return self.acls.authorize(self.principal, self.host, op, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def transactional_id(self, op: Operation, name: str) -> bool:
+        return self.acls.authorize(self.principal, self.host, op, ResourceType.TRANSACTIONAL_ID, name)
 
 
 @dataclass(slots=True)
@@ -131,7 +136,7 @@ def _commit_like(api_key: int, group_op: Operation):
         denied = [t for t in request.topics if _named(version, t) and not caller.topic(Operation.READ, t.name)]
         if not denied:
             return Guarded(request)
-        if api_key == ApiKey.OffsetCommit:
+        if api_key in (ApiKey.OffsetCommit, ApiKey.TxnOffsetCommit):
             refused = error_response(api_key, version, SimpleNamespace(topics=denied), TOPIC_DENIED).topics
         else:
             refused = [_deleted_topic(version, t) for t in denied]
@@ -141,6 +146,13 @@ def _commit_like(api_key: int, group_op: Operation):
             return Guarded(refusal=answer, denied=True)
         return Guarded(request, _append("topics", refused), denied=True)
     return check
+
+
+def _txn_offset_commit(version: int, request: Any, caller: Caller) -> Guarded:
+    """Kafka's order: WRITE on the transactional id, then READ on the group, then on each topic."""
+    if not caller.transactional_id(Operation.WRITE, request.transactional_id):
+        return _refuse(ApiKey.TxnOffsetCommit, version, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return _commit_like(ApiKey.TxnOffsetCommit, Operation.READ)(version, request, caller)
 
 
 def _deleted_topic(version: int, topic: Any) -> Any:
@@ -279,6 +291,7 @@ _GUARDS = {
     ApiKey.LeaveGroup: _single_group(ApiKey.LeaveGroup),
     ApiKey.OffsetCommit: _commit_like(ApiKey.OffsetCommit, Operation.READ),
     ApiKey.OffsetDelete: _commit_like(ApiKey.OffsetDelete, Operation.DELETE),
+    ApiKey.TxnOffsetCommit: _txn_offset_commit,
     ApiKey.OffsetFetch: _offset_fetch,
     ApiKey.DescribeGroups: _describe(ApiKey.DescribeGroups, "groups", set),
     ApiKey.ConsumerGroupDescribe: _describe(ApiKey.ConsumerGroupDescribe, "group_ids",

@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import AddOffsetsToTxnResponse
 
 from coordinator import metrics
 from coordinator.group.context import RequestContext
@@ -85,8 +86,11 @@ class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
                  sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None,
                  authorizer: AclSource | None = None, clock=None, codec_pool: Executor | None = None,
-                 topic_ids: TopicIds | None = None):
+                 topic_ids: TopicIds | None = None, transactions: Any = None):
         self._service = service
+        # AddOffsetsToTxn, answered with kgc's participant partition (coordinator/txn); None: forwarded.
+        self._transactions = transactions
+        self._adding: set[asyncio.Future] = set()
         # OffsetCommit/OffsetFetch v10 name topics by id; without an upstream none is known.
         self._topic_ids = topic_ids or TopicIds(lambda: NO_TOPICS)
         self._codec_pool = codec_pool       # None: every frame is decoded and encoded on the loop
@@ -150,10 +154,42 @@ class Dispatcher:
         if api_key in UNSERVED_GROUP_APIS:
             # A group API kgc does not serve: upstream it would act on a group kgc holds.
             return self._unsupported_version(session, header, payload, None, request_metrics)
+        if api_key == ApiKey.AddOffsetsToTxn and self._transactions is not None:
+            return self._add_offsets_to_txn(session, header, payload)
         if session.upstream is not None:
             return session.upstream.forward(header, payload)
         raise ProtocolViolation(f"api key {api_key} (version {header.api_version}) is not served "
                                 "and there is no upstream to forward it to")
+
+    def _add_offsets_to_txn(self, session: Session, header, payload: bytes) -> bytes | asyncio.Future:
+        """The group's participant partition joins the transaction in place of the
+        upstream's `__consumer_offsets` partition, after Kafka's checks: WRITE on the
+        transactional id, READ on the group."""
+        request = self._decode(header, payload)
+        version = header.api_version
+        if self._authorizer is not None:
+            caller = Caller(self._authorizer.current(), session.principal, session.conn.peer_host)
+            if not caller.transactional_id(Operation.WRITE, request.transactional_id):
+                return encode_response(header, _add_offsets_answer(
+                    version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), version)
+            if not caller.group(Operation.READ, request.group_id):
+                return encode_response(header, _add_offsets_answer(version, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                                       version)
+        added = asyncio.ensure_future(self._transactions.add_offsets(session.conn.listener_node_id, request))
+        # The loop keeps only a weak reference to a task.
+        self._adding.add(added)
+        added.add_done_callback(self._adding.discard)
+        frame = self._loop.create_future()
+
+        def answer(done: asyncio.Future) -> None:
+            if frame.done():
+                return
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if done.cancelled() or done.exception() else done.result()
+            if not done.cancelled() and done.exception() is not None:
+                log.warning("AddOffsetsToTxn failed: %r", done.exception())
+            frame.set_result(encode_response(header, _add_offsets_answer(version, code), version))
+        added.add_done_callback(answer)
+        return frame
 
     def _api_versions(self, header, payload: bytes) -> bytes:
         low, high = self._versions[ApiKey.ApiVersions]
@@ -452,6 +488,10 @@ class _Pending:
                                                           outcome, self._finish))
         except Exception as exc:
             frame.set_exception(exc)
+
+
+def _add_offsets_answer(version: int, code: ErrorCode) -> Any:
+    return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0, error_code=int(code))
 
 
 def _then(first: Callable[[Any], Any] | None, second: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:

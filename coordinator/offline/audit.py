@@ -185,12 +185,25 @@ class PartitionAudit:
     rebalances: list[dict] = field(default_factory=list)
     records: int = 0
     skipped_records: int = 0
+    # producer id → (first offset, segment, position) of its transactional offsets not yet
+    # followed by its COMMIT or ABORT marker (TxnOffsetCommit, coordinator/txn)
+    open_transactions: dict[int, tuple[int, str | None, int | None]] = field(default_factory=dict)
+
+    def transaction_batch(self, producer_id: int, control: bool, base_offset: int, segment: str | None,
+                          position: int | None) -> None:
+        if control:
+            self.open_transactions.pop(producer_id, None)
+        else:
+            self.open_transactions.setdefault(producer_id, (base_offset, segment, position))
 
     def in_window(self, timestamp_ms: int) -> bool:
         return self.since_ms is None or timestamp_ms >= self.since_ms
 
     def add(self, scanned: ScannedBatch) -> None:
         batch = scanned.batch
+        if batch.is_transactional:
+            self.transaction_batch(batch.producer_id, batch.is_control, batch.base_offset, scanned.segment,
+                                   scanned.position)
         if batch.is_control:
             self.skipped_records += len(batch.records)
             return
@@ -336,6 +349,11 @@ class PartitionAudit:
                     record_offset=record.record_offset, timestamp_ms=empty_since,
                     generation=record.value.generation,
                     detail=f"empty for {(self.now_ms - empty_since) // 1000} s"))
+        for producer_id, (first, segment, position) in self.open_transactions.items():
+            self.findings.append(Finding(
+                FindingType.OPEN_TRANSACTION, self.partition, record_offset=first, segment=segment,
+                position=position, detail=f"producer {producer_id}: transactional offsets from offset {first} on "
+                                          "have no COMMIT or ABORT marker after them (still pending)"))
         if self.log_offsets is not None:
             self._upstream_findings(self.log_offsets)
         final_offsets = [self._final_row(tp, committed) for tp, committed in self.offsets.items()]

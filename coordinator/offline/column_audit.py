@@ -22,6 +22,8 @@ The final state (latest commit per key, the groups' last metadata) goes to
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,6 +41,9 @@ from coordinator.offline.columns import PartitionColumns
 from coordinator.offline.findings import Finding, FindingType
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 from storage.columnar import packed, structs
+from storage.format import TRANSACTIONAL_FLAG
+
+_PRODUCER_ID_POS = 43     # in a batch (storage/format.py)
 
 _COMMIT, _GROUP, _OTHER, _BAD, _CONSUMER = 0, 1, 2, 3, 4
 _V3 = records.OFFSET_COMMIT_VALUE_VERSION
@@ -73,12 +78,22 @@ def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
     _stale_generations(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, group_events)
     _stale_member_epochs(cols, audit, keys, commit_rows, commit_keys, offset, tombstone, writer, epoch_events)
     _final_offsets(cols, audit, keys, commit_rows, commit_keys, by_key, values, good, writer)
+    _transactions(cols, audit)
     shown = _reported(cols, audit, commit_rows)
     good_shown = good.copy()
     good_shown[good] = shown
     audit.history = _history(cols, audit.partition, keys, commit_rows[shown], commit_keys[shown], values, good_shown,
                              writer.take(np.flatnonzero(shown)))
     return audit.finish(cols.scan.problems + cols.scan.evidence)
+
+
+def _transactions(cols: PartitionColumns, audit: PartitionAudit) -> None:
+    """Transactional batches (rare: TxnOffsetCommit) one by one, for open transactions."""
+    for batch in np.flatnonzero((cols.attributes & TRANSACTIONAL_FLAG) != 0):
+        producer_id = struct.unpack_from(">q", cols.raw(int(batch)), _PRODUCER_ID_POS)[0]
+        segment, position = cols.segment_position(int(batch))
+        audit.transaction_batch(producer_id, bool(cols.control[batch]), int(cols.base_offset[batch]), segment,
+                                position)
 
 
 class _Keys:

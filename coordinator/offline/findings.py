@@ -23,6 +23,7 @@ class FindingType(enum.StrEnum):
     OFFSET_OF_DELETED_GROUP = "offset_of_deleted_group"      # left behind when its group was deleted
     OFFSET_PAST_RETENTION = "offset_past_retention"          # kgc's expiry would delete it now
     EMPTY_GROUP_PAST_RETENTION = "empty_group_past_retention"
+    OPEN_TRANSACTION = "open_transaction"                    # transactional offsets with no marker after them
     # Integrity of the files.
     BAD_CRC = "bad_crc"
     TORN_BATCH = "torn_batch"                                # a batch cut short (or cut off by recovery)

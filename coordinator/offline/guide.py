@@ -51,6 +51,10 @@ GUIDES: dict[FindingType, Guide] = {
     FindingType.EMPTY_GROUP_PAST_RETENTION: Guide(
         "a group empty for longer than the retention",
         "kgc deletes it at its next retention check; nothing to do unless it should still exist"),
+    FindingType.OPEN_TRANSACTION: Guide(
+        "transactional offsets (TxnOffsetCommit) with no COMMIT or ABORT marker after them: still pending",
+        "normal for a transaction in flight when the copy was taken; if kgc is running and it stays, check "
+        "kgc's log for its tail of kgc-txn-offsets (docs/exactly-once.md)"),
     FindingType.BAD_CRC: Guide(
         "a batch whose checksum does not match: its bytes changed on disk",
         "check the disk; restore the partition from a copy or kgc compact it (the bad batch is named)"),

@@ -48,6 +48,12 @@ class Shard(Protocol):
 
     def replay(self, offset: int, record: CoordinatorRecord) -> None: ...
 
+    def replay_transactional(self, offset: int, producer_id: int, record: CoordinatorRecord) -> None:
+        """A record of a client's transaction: pending until its producer's marker."""
+
+    def replay_end_transaction(self, producer_id: int, marker: int) -> None:
+        """The producer's transaction ended (`MARKER_COMMIT` or `MARKER_ABORT`)."""
+
     def on_loaded(self) -> None: ...
 
     def on_unloaded(self) -> None: ...

@@ -37,9 +37,11 @@ from operator import itemgetter
 from typing import Protocol
 
 from coordinator import records
+from coordinator.common.result import MARKER_ABORT, MARKER_COMMIT
 from coordinator.records import CoordinatorRecord
 from coordinator.runtime.api import Shard
-from storage.api import LogRecord, LogStore, RecordFields, StoredRecord
+from storage.api import LogRecord, LogStore, RecordFields, StoredBatch, StoredRecord
+from storage.format import control_type
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +95,66 @@ async def load_partition(store: LogStore, partition: int, shard: Shard, serde: R
     if error is not None:
         raise error
     batches = store.read_fields(partition, 0)
-    if serde.compacted:
-        read, survivors = await _latest_by_key(batches, chunk_records)
-        _replayed, skipped = await _replay(partition, survivors, shard, serde, chunk_records)
-    else:
-        every_record = (fields for is_control, batch in batches if not is_control for fields in batch)
-        read, skipped = await _replay(partition, every_record, shard, serde, chunk_records)
+    try:
+        if serde.compacted:
+            read, survivors = await _latest_by_key(batches, chunk_records)
+            _replayed, skipped = await _replay(partition, survivors, shard, serde, chunk_records)
+        else:
+            every_record = (fields for transactional, batch in _plain(batches) for fields in batch)
+            read, skipped = await _replay(partition, every_record, shard, serde, chunk_records)
+    except _Transactional:
+        # Read before anything was replayed (see `_plain`): the log is read again, whole
+        # and in order, with the producer ids and markers the fast read leaves out.
+        read, skipped = await _replay_transactions(partition, store.read(partition, 0), shard, serde,
+                                                   chunk_records)
     return LoadSummary(read, skipped, store.end_offset(partition))
+
+
+class _Transactional(Exception):
+    """The log holds a transactional batch: latest-by-key cannot load it."""
+
+
+def _plain(batches: Iterator[tuple[bool, list[RecordFields]]]) -> Iterator[tuple[bool, list[RecordFields]]]:
+    """`batches`, raising `_Transactional` at the first transactional one."""
+    for transactional, batch in batches:
+        if transactional:
+            raise _Transactional
+        yield transactional, batch
+
+
+async def _replay_transactions(partition: int, batches: Iterable[StoredBatch], shard: Shard, serde: RecordSerde,
+                               chunk_records: int) -> tuple[int, int]:
+    """Every record in log order, as Kafka's loader does: records of a transactional batch
+    are pending offsets of its producer, a control batch ends its producer's transaction,
+    and a commit keeps each offset only if no later plain commit replaced it (the shard)."""
+    read = skipped = since_yield = 0
+    for batch in batches:
+        if batch.is_control:
+            marker = control_type(batch.records[0].key) if batch.records else None
+            if marker in (MARKER_COMMIT, MARKER_ABORT):
+                shard.replay_end_transaction(batch.producer_id, marker)
+            continue
+        for stored in batch.records:
+            try:
+                record = serde.deserialize(stored)
+            except Exception as exc:
+                raise LoadError(partition, stored.offset, f"undecodable record: {exc!r}") from exc
+            read += 1
+            if record is None:
+                skipped += 1
+                continue
+            try:
+                if batch.is_transactional:
+                    shard.replay_transactional(stored.offset, batch.producer_id, record)
+                else:
+                    shard.replay(stored.offset, record)
+            except Exception as exc:
+                raise LoadError(partition, stored.offset, f"replay failed: {exc!r}") from exc
+        since_yield += len(batch.records)
+        if since_yield >= chunk_records:
+            since_yield = 0
+            await asyncio.sleep(0)
+    return read, skipped
 
 
 async def _latest_by_key(batches: Iterator[tuple[bool, list[RecordFields]]],
@@ -108,9 +163,7 @@ async def _latest_by_key(batches: Iterator[tuple[bool, list[RecordFields]]],
     latest: dict[bytes | None, tuple[int, bytes | None]] = {}
     deleted: dict[bytes | None, tuple[int, bytes | None]] = {}   # the last value under a tombstone
     read = since_yield = 0
-    for is_control, batch in batches:
-        if is_control:
-            continue
+    for _, batch in _plain(batches):
         for offset, key, value in batch:
             if value is None:
                 before = latest.get(key)

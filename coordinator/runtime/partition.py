@@ -81,7 +81,7 @@ from coordinator.runtime.api import PartitionLoading, PartitionNotActive, Runtim
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from protocol.errors import ApiError, ErrorCode
-from storage.api import Append, LogRecord, LogStore, StorageError
+from storage.api import Append, LogRecord, LogStore, StorageError, TxnBatch
 from storage.eager_future import EagerFuture
 
 log = logging.getLogger(__name__)
@@ -413,7 +413,7 @@ class PartitionRuntime:
         if handle is not None and result.response is not None:
             completions.append((handle.future, result.response))
         completions.extend((reply.handle.future, reply.response) for reply in result.replies)
-        if result.records:
+        if result.records or result.transaction is not None:
             try:
                 log_records = [self._serde.serialize(record) for record in result.records]
             except Exception as exc:
@@ -472,14 +472,24 @@ class PartitionRuntime:
         try:
             # The op already changed soft state for these records: if they cannot be
             # replayed, only a reload gives back a consistent shard.
-            if result.replay:
-                for i, record in enumerate(result.records):
-                    self._shard.replay(base + i, record)
-            append = self._store.append(self.partition, log_records, self._clock())
+            txn = result.transaction
+            if txn is None:
+                if result.replay:
+                    for i, record in enumerate(result.records):
+                        self._shard.replay(base + i, record)
+                append = self._store.append(self.partition, log_records, self._clock())
+            else:
+                if txn.marker is None:
+                    for i, record in enumerate(result.records):
+                        self._shard.replay_transactional(base + i, txn.producer_id, record)
+                else:
+                    self._shard.replay_end_transaction(txn.producer_id, txn.marker)
+                append = self._store.append(self.partition, log_records, self._clock(), TxnBatch(*txn))
         except Exception as exc:
             self._fail(exc)
             return False
-        return self._appended(append, base + len(log_records) - 1)
+        # A marker is one control record, which the store writes.
+        return self._appended(append, base + max(len(log_records), 1) - 1)
 
     def _appended(self, append: Append, expected: int) -> bool:
         """Account for an append whose last record should be at `expected`; False if the

@@ -69,6 +69,7 @@ def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
 
 class GroupCoordinatorService:
     def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None,
+                 transactions: Any = None,
                  learn_topics: Callable[[Iterable[str]], Awaitable[Any] | None] | None = None):
         self._runtime = runtime
         self._node = node
@@ -95,6 +96,10 @@ class GroupCoordinatorService:
                                                                         _consumer_group_heartbeat)),
             ApiKey.ConsumerGroupDescribe: _as_task(self._consumer_group_describe),
         }
+        if transactions is not None:
+            # coordinator/txn: staged upstream first, then written on the group's partition.
+            self._submitters[ApiKey.TxnOffsetCommit] = self._adopting(
+                lambda ctx, request: (request.group_id,), transactions.submit)
 
     @property
     def api_keys(self) -> frozenset[int]:

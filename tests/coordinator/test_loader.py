@@ -45,12 +45,20 @@ class RecordingShard:
         self.replayed = []
         self.journal = journal if journal is not None else []
         self.reject_at = reject_at
+        self.transactions = []
 
     def replay(self, offset, record):
         if offset == self.reject_at:
             raise CorruptStateError(f"tombstone for a group with members at {offset}")
         self.replayed.append((offset, record))
         self.journal.append((self.partition, offset))
+
+    def replay_transactional(self, offset, producer_id, record):
+        self.replayed.append((offset, record._replace(headers=())))
+        self.transactions.append(("pending", producer_id, offset))
+
+    def replay_end_transaction(self, producer_id, marker):
+        self.transactions.append(("end", producer_id, marker))
 
 
 async def durable(store: MemoryLogStore, partition: int, records: list[LogRecord]) -> None:
@@ -142,7 +150,7 @@ async def test_partitions_load_side_by_side(store):
     assert journal == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
 
 
-async def test_control_batches_in_a_segment_file_are_skipped(tmp_path):
+async def test_a_transaction_in_a_segment_file_is_replayed_pending_then_ended_by_its_marker(tmp_path):
     # given a segment as a real cluster writes it: a transactional commit and its marker
     stored = [StoredRecord(0, 1_000, r.key, r.value, r.headers) for r in [SERDE.serialize(COMMIT)]]
     marker = StoredRecord(1, 1_000, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 5))
@@ -164,6 +172,7 @@ async def test_control_batches_in_a_segment_file_are_skipped(tmp_path):
         summary = await load_partition(store, 0, shard, SERDE)
     finally:
         await store.close()
-    # then the marker is not decoded as a coordinator record
-    assert fields(shard) == [as_replayed(0, COMMIT), as_replayed(2, GROUP)]
+    # then the marker is not decoded as a coordinator record: it ends producer 9's transaction (COMMIT)
+    assert [(o, r.key, r.value) for o, r in shard.replayed] == [as_replayed(0, COMMIT), as_replayed(2, GROUP)]
+    assert shard.transactions == [("pending", 9, 0), ("end", 9, 1)]
     assert summary.end_offset == 3

@@ -14,24 +14,39 @@ from coordinator.gateway.versions import merge_api_versions
 from coordinator.net.authorization import _GUARDS
 from coordinator.node import CoordinatorNode
 from coordinator.service.group_coordinator import GroupCoordinatorService
-from protocol.api_keys import GROUP_APIS, LOCAL_VERSIONS, SASL_VERSIONS, UNSERVED_GROUP_APIS
+from protocol.api_keys import (
+    GROUP_APIS,
+    LOCAL_VERSIONS,
+    SASL_VERSIONS,
+    TXN_OFFSET_COMMIT_VERSIONS,
+    UNSERVED_GROUP_APIS,
+)
 from protocol.error_responses import _BUILDERS
 from protocol.messages import request_class, response_class
 
 # Answered by the connection itself, never by the service: ApiVersions to anyone;
 # Metadata only in standalone mode, where kgc is the whole cluster.
 CONNECTION_APIS = {ApiKey.ApiVersions, ApiKey.Metadata}
-SERVICE_APIS = set(LOCAL_VERSIONS) - CONNECTION_APIS
+# Served only in front of an upstream, whose transaction coordinator decides (coordinator/txn).
+WITH_UPSTREAM = {ApiKey.TxnOffsetCommit: TXN_OFFSET_COMMIT_VERSIONS}
+SERVED = {**LOCAL_VERSIONS, **SASL_VERSIONS, **WITH_UPSTREAM}
+SERVICE_APIS = set(LOCAL_VERSIONS) - CONNECTION_APIS | set(WITH_UPSTREAM)
+
+
+class _Transactions:
+    def submit(self, ctx, request):
+        raise AssertionError("not called: the tables are read, no request is run")
 
 
 @pytest.fixture(scope="module")
 def service_apis() -> set[int]:
-    return set(GroupCoordinatorService(runtime=None, node=CoordinatorNode(1, "localhost", 9092)).api_keys)
+    node = CoordinatorNode(1, "localhost", 9092)
+    return set(GroupCoordinatorService(runtime=None, node=node, transactions=_Transactions()).api_keys)
 
 
-@pytest.mark.parametrize("api", sorted({**LOCAL_VERSIONS, **SASL_VERSIONS}), ids=lambda a: ApiKey(a).name)
+@pytest.mark.parametrize("api", sorted(SERVED), ids=lambda a: ApiKey(a).name)
 def test_every_served_version_has_a_codec(api):
-    low, high = {**LOCAL_VERSIONS, **SASL_VERSIONS}[api]
+    low, high = SERVED[api]
     for cls in (request_class(api), response_class(api)):
         assert cls.min_version <= low and high <= cls.max_version, (cls, low, high)
 
@@ -47,7 +62,7 @@ def test_every_api_the_service_runs_has_an_authorization_rule_and_no_other(servi
 def test_every_local_api_has_an_error_answer_and_only_group_apis_have_one_besides():
     # An unserved group API is refused, never forwarded: in its own shape
     # (UNSUPPORTED_VERSION) where one is written, by closing the connection otherwise.
-    assert set(LOCAL_VERSIONS) <= set(_BUILDERS) <= set(LOCAL_VERSIONS) | UNSERVED_GROUP_APIS
+    assert set(LOCAL_VERSIONS) | set(WITH_UPSTREAM) <= set(_BUILDERS) <= set(LOCAL_VERSIONS) | GROUP_APIS
 
 
 def test_every_group_api_is_served_or_refused_and_none_is_offered_from_the_upstream():

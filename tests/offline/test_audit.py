@@ -17,6 +17,7 @@ from coordinator.offline.job import Options
 from coordinator.offline.runner import audit
 from coordinator.offline.scan import segment_files
 from coordinator.offline.tables import read_history
+from storage.api import CONTROL_COMMIT, TxnBatch
 from storage.format import encode_batch
 from tests.offline.conftest import CLEAN, DIRTY, consumer_group_record, offset_commit_record
 
@@ -39,7 +40,9 @@ def test_finds_every_injected_anomaly_and_nothing_else(dirty_audit):
     assert found - expected == set(), "reported what was not injected"
     assert expected - found == set(), "missed injected anomalies"
     kinds = {identity[0] for identity in expected}
-    assert kinds == set(FindingType) - {FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END}
+    # Open transactions have a test of their own (below).
+    assert kinds == set(FindingType) - {FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END,
+                                        FindingType.OPEN_TRANSACTION}
     left = [f for r in run.results for f in r.findings if f.type is FindingType.OFFSET_OF_DELETED_GROUP]
     assert left and all(f.member_id and "before the group's GroupMetadata was deleted" in f.detail for f in left)
 
@@ -166,7 +169,7 @@ def test_a_log_kafka_wrote_is_judged_by_what_its_records_carry(tmp_path):
     assert found == expected_identities(manifest.expected)
     kinds = {identity[0] for identity in found}
     # Stale generations need the generation header; everything else is still judged.
-    assert kinds == set(FindingType) - {FindingType.STALE_GENERATION_COMMIT}
+    assert kinds == set(FindingType) - {FindingType.STALE_GENERATION_COMMIT, FindingType.OPEN_TRANSACTION}
     findings = [f for r in run.results for f in r.findings]
     simple = [f for f in findings if f.group and f.group.startswith("simple-")]
     assert simple and all(f.type is FindingType.ORPHANED_OFFSET and "assign()" in f.detail for f in simple)
@@ -283,3 +286,21 @@ def test_a_group_migrated_between_protocols_and_back_has_no_findings(tmp_path):
     asyncio.run(write(tmp_path / "data", [ctx.written], "g"))
     run = audit(tmp_path / "data", tmp_path / "report", Options(now_ms=ctx.clock.now_ms()))
     assert [f for r in run.results for f in r.findings] == []
+
+
+@pytest.mark.parametrize("scanner", ["columns", "records"])
+def test_a_transaction_left_open_is_flagged_and_a_decided_one_is_not(tmp_path, scanner):
+    # given producer 7's offsets ended by its marker, and producer 9's with none after them
+    directory = tmp_path / "data" / "__consumer_offsets-0"
+    directory.mkdir(parents=True)
+    commit = offset_commit_record("txn-group")
+    (directory / f"{0:020d}.log").write_bytes(b"".join([
+        encode_batch(0, [commit], 1_000, TxnBatch(7, 0)),
+        encode_batch(1, [], 1_000, TxnBatch(7, 0, CONTROL_COMMIT)),
+        encode_batch(2, [commit], 1_000, TxnBatch(9, 2)),
+    ]))
+    run = audit(tmp_path / "data", tmp_path / "report", Options(now_ms=2_000, scanner=scanner))
+    # then only producer 9's transaction is reported, where it starts
+    [finding] = [f for r in run.results for f in r.findings if f.type is FindingType.OPEN_TRANSACTION]
+    assert (finding.record_offset, finding.segment) == (2, f"{0:020d}.log")
+    assert "producer 9" in finding.detail

@@ -1,6 +1,6 @@
 """A group API kgc does not serve is refused by kgc, never forwarded: upstream it would act
-on a group kgc holds (a TxnOffsetCommit would plant offsets kgc later adopts; a streams or
-share group would live half upstream). Kafka answers an API it does not serve
+on a group kgc holds (a streams or share group would live half upstream). TxnOffsetCommit
+is served by kgc itself (coordinator/txn): it never plants offsets upstream. Kafka answers an API it does not serve
 UNSUPPORTED_VERSION; where kgc has no codec to shape that answer, it closes the
 connection, as Kafka does for an API its listener does not serve."""
 
@@ -14,6 +14,7 @@ import time
 import pytest
 from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -36,13 +37,13 @@ from tests.e2e.admin import new_name
 from tests.gateway.kafka_client import create_topic
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.security import KafkaSocket
-from tests.support.tansu import request_response
+from tests.support.tansu import TansuBroker, request_response
 
 pytestmark = pytest.mark.integration
 
 
-async def _ask(address: tuple[str, int], request, response_class):
-    return await asyncio.to_thread(request_response, address, request, response_class)
+async def _ask(address: tuple[str, int], request, response_class, timeout_s: float = 2.0):
+    return await asyncio.to_thread(request_response, address, request, response_class, timeout_s=timeout_s)
 
 
 def _txn_offset_commit(transactional_id: str, group: str, producer_id: int, epoch: int,
@@ -66,6 +67,10 @@ def upstream(request):
 def upstream_config(upstream):
     return ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(_address(upstream),),
                         broker_ports=((upstream.node_id, free_port()),))
+
+
+def upstream_kind(broker) -> str:
+    return "tansu" if isinstance(broker, TansuBroker) else "kafka"
 
 
 def _address(broker) -> tuple[str, int]:
@@ -108,7 +113,7 @@ async def _begin_transaction(address: tuple[str, int], transactional_id: str, gr
     return init.producer_id, init.producer_epoch
 
 
-async def test_txn_offset_commit_is_answered_unsupported_version_not_forwarded(upstream, upstream_config):
+async def test_txn_offset_commit_through_kgc_is_kgcs_never_forwarded(upstream, upstream_config):
     topic = new_name("payments")
     created = await _ask(_address(upstream), create_topic(topic), CreateTopicsResponse)
     assert created.topics[0].error_code == ErrorCode.NONE, created
@@ -125,13 +130,19 @@ async def test_txn_offset_commit_is_answered_unsupported_version_not_forwarded(u
     async with running_kgc(upstream_config) as app:
         await asyncio.wait_for(app.cluster.wait_reachable(), 10)
         kgc = ("127.0.0.1", app.port)
-        # ...and through kgc the transaction's own APIs still reach it (forwarded)...
+        # ...through kgc the transaction's own APIs still reach it (AddOffsetsToTxn adds kgc's
+        # participant partition)...
         producer_id, epoch = await _begin_transaction(kgc, f"via-kgc-{topic}", f"victim-{topic}")
-        # ...but the group's part of it is kgc's, which does not serve it.
-        refused = await _ask(kgc, _txn_offset_commit(f"via-kgc-{topic}", f"victim-{topic}", producer_id, epoch,
-                                                     topic), TxnOffsetCommitResponse)
-        assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in refused.topics] == [
-            (topic, [(0, ErrorCode.UNSUPPORTED_VERSION)])]
+        # ...and the group's part of it is kgc's: served here (Kafka takes kgc's participant
+        # record; Tansu closes on it, and kgc answers retriably once its commit timeout is up)...
+        served = await _ask(kgc, _txn_offset_commit(f"via-kgc-{topic}", f"victim-{topic}", producer_id, epoch,
+                                                    topic), TxnOffsetCommitResponse, timeout_s=20)
+        assert _commit_error(served) == (ErrorCode.NONE if upstream_kind(upstream) == "kafka"
+                                         else ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    # ...never planted upstream, where the group has no offset.
+    fetched = await _ask(_address(upstream), OffsetFetchRequest[1](group_id=f"victim-{topic}", topics=[
+        OffsetFetchRequest[1].OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]), OffsetFetchResponse)
+    assert fetched.topics[0].partitions[0].committed_offset == -1
 
 
 def _bare_request(api_key: int, version: int) -> bytes:
@@ -167,7 +178,7 @@ async def test_group_apis_without_a_codec_close_the_connection_in_kgc(upstream_c
 
 
 def test_the_table_follows_what_kgc_serves():
-    # TxnOffsetCommit leaves the refused set by being served (LOCAL_VERSIONS), nothing else.
+    # TxnOffsetCommit is served only with an upstream (the app adds it); standalone refuses it.
     assert ApiKey.TxnOffsetCommit in UNSERVED_GROUP_APIS
     assert ApiKey.JoinGroup not in UNSERVED_GROUP_APIS
     assert ApiKey.AddOffsetsToTxn not in UNSERVED_GROUP_APIS        # the transaction coordinator's

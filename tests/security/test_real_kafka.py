@@ -154,8 +154,9 @@ def _wait_failed(member: Member) -> None:
 async def test_in_passthrough_kafkas_refusal_comes_before_the_close_early_frames_are_bounded_and_group_apis_stay(
         kafka_acls, tmp_path):
     """A wrong password with a request pipelined behind it gets Kafka's refusal first; a 64 MiB
-    frame announced before any login is closed at its header; a TxnOffsetCommit, which Kafka
-    would take, is refused by kgc and never reaches it (issue 28's gaps, before real Kafka)."""
+    frame announced before any login is closed at its header; a TxnOffsetCommit is kgc's to
+    authorize (alice may not write transactional id "tx"), never Kafka's (issue 28's gaps,
+    before real Kafka)."""
     kafka = kafka_acls
     async with kgc_in_front(kafka, tmp_path, "passthrough") as app:
         context = kafka.security.pki.client_context()
@@ -180,6 +181,6 @@ async def test_in_passthrough_kafkas_refusal_comes_before_the_close_early_frames
                                      partition_index=0, committed_offset=42, committed_leader_epoch=-1,
                                      committed_metadata="")])])
                 refused = s.call(commit)
-                assert refused.topics[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+                assert refused.topics[0].partitions[0].error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
         await asyncio.to_thread(scenario)

@@ -1,0 +1,87 @@
+"""TxnOffsetCommit and AddOffsetsToTxn through kgc, over a `Participant` and its tail.
+
+TxnOffsetCommit (v0-4, the classic flow of research/eos.md §5.3):
+1. the participant record goes into the client's transaction upstream (offset `o` in P);
+2. the tail of P passes `o`, so every earlier marker of P is in kgc's log;
+3. the group partition validates the request and writes its offsets as a transactional
+   batch of the client's producer (pending, each naming `o`), answered once durable.
+A failure before 3 writes nothing here: the client retries (a lost participant record is
+an orphan its transaction's marker ends with nothing pending), or its transaction aborts.
+After 3 the marker in P decides: the tail writes Kafka's COMMIT or ABORT into the group
+partition, which applies or drops the offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from coordinator.group.context import RequestContext
+from coordinator.partitioning import partition_for
+from coordinator.runtime.api import RuntimeApi
+from coordinator.txn.participant import Participant
+from coordinator.txn.tailer import MarkerTailer
+from protocol.errors import ApiError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class TransactionalCommits:
+    def __init__(self, runtime: RuntimeApi, participant: Participant, tailer_of: Any, *,
+                 commit_timeout_ms: int = 30_000):
+        self._runtime = runtime
+        self._participant = participant
+        self.tailer: MarkerTailer = tailer_of(self._on_marker)
+        self._timeout_s = commit_timeout_ms / 1000
+
+    async def resume(self) -> None:
+        """After a (re)start: tail every partition that holds undecided offsets from the
+        oldest participant record among them."""
+        for p in range(self._runtime.num_partitions):
+            start = await self._runtime.read(p, lambda shard: shard.txn_tail_start())
+            if start is not None:
+                log.info("group partition %d has undecided transactional offsets: tailing from %d", p, start)
+                self.tailer.watch(p, start)
+
+    def submit(self, ctx: RequestContext, request: Any) -> asyncio.Future:
+        return asyncio.ensure_future(self._commit(ctx, request))
+
+    async def _commit(self, ctx: RequestContext, request: Any) -> Any:
+        if not request.group_id:
+            raise ApiError(ErrorCode.INVALID_GROUP_ID, "empty group id")
+        p = partition_for(request.group_id, self._runtime.num_partitions)
+        # Wait for the partition before writing upstream: a loading one answers retriably.
+        await self._runtime.read(p, lambda shard: None)
+        staged = {
+            "group_id": request.group_id, "member_id": getattr(request, "member_id", ""),
+            "generation": getattr(request, "generation_id", -1),
+            "topics": [{"name": t.name, "partitions": [[q.partition_index, q.committed_offset] for q in t.partitions]}
+                       for t in request.topics]}
+        source = await self._participant.stage(request.transactional_id, request.producer_id,
+                                               request.producer_epoch, p, staged, ctx.api_version)
+        log.debug("[group=%s] TxnOffsetCommit of producer %d staged at %s-%d offset %d", request.group_id,
+                  request.producer_id, getattr(self._participant, "topic", "participant"), p, source)
+        self.tailer.watch(p, source)
+        try:
+            await asyncio.wait_for(self.tailer.reached(p, source), self._timeout_s)
+        except TimeoutError:
+            raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the participant partition is not read") from None
+        return await self._runtime.write(p, lambda shard, handle: shard.txn_commit_offsets(ctx, request, source))
+
+    async def _on_marker(self, partition: int, producer_id: int, producer_epoch: int, marker: int,
+                         offset: int) -> None:
+        log.debug("partition %d: marker %d of producer %d (epoch %d) at %d", partition, marker, producer_id,
+                  producer_epoch, offset)
+        await self._runtime.write(partition, lambda shard, handle: shard.end_transaction(
+            producer_id, producer_epoch, marker, offset))
+
+    async def add_offsets(self, node_id: int | None, request: Any) -> ErrorCode:
+        """AddOffsetsToTxn: the group's participant partition joins the transaction."""
+        if not request.group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        p = partition_for(request.group_id, self._runtime.num_partitions)
+        log.debug("[group=%s] AddOffsetsToTxn of %r (producer %d) on broker %s", request.group_id,
+                  request.transactional_id, request.producer_id, node_id)
+        return await self._participant.add_to_transaction(node_id, request.transactional_id, request.producer_id,
+                                                          request.producer_epoch, p)

@@ -1,0 +1,287 @@
+"""kgc's participant partition upstream: how kgc learns how a client's transaction ended.
+
+The upstream's transaction coordinator writes a transaction's COMMIT or ABORT marker only
+into the partitions that take part in it, and kgc never sees the upstream's
+`__consumer_offsets`. So a partition kgc owns upstream takes part instead
+(research/eos.md §4b, §5): topic `kgc-txn-offsets` (configurable), one partition per group
+partition p, so P = p.
+
+- AddOffsetsToTxn (the client's, to its transaction coordinator, through kgc's listener
+  for that broker) becomes AddPartitionsToTxn v3 of partition P on kgc's own connection to
+  the same broker: the coordinator checks the producer id and epoch exactly as it would
+  have for the group's partition.
+- TxnOffsetCommit: kgc writes one transactional batch to P with the *client's*
+  transactional id, producer id and epoch (nothing binds a producer id to a connection
+  upstream) and its own sequence per (P, producer). The batch holds the request, for
+  operators reading the topic. Its offset `o` orders it: every marker of this producer
+  in P below `o` ended an earlier transaction, since the coordinator adds nothing to
+  transaction N+1 before every marker of N is written.
+- The tail of P (`tailer.py`) reads the markers.
+
+The interface is `Participant`: in the replicated store (HA), the state-topic partition
+itself can play this part, with the same three steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from protocol.errors import ApiError, ErrorCode
+from storage.api import LogRecord, TxnBatch
+from storage.format import encode_producer_batch
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOPIC = "kgc-txn-offsets"
+CLIENT_ID = "kgc-txn"
+_METADATA_VERSION = 4
+_CREATE_TOPICS_VERSION = 4
+_ADD_PARTITIONS_VERSION = 3     # the last client version (v4+ are broker to broker)
+# v3-v10: the partition must already be in the transaction (verified, never added), as
+# a TV1 client's Produce; v11 only changes which errors may come back.
+_PRODUCE_VERSION = 8
+_RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
+              ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+              ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.LEADER_NOT_AVAILABLE}
+
+
+class Participant(Protocol):
+    """What TxnOffsetCommit needs of the partition that takes part in a client's transaction."""
+
+    async def add_to_transaction(self, node_id: int | None, txn_id: str, producer_id: int, producer_epoch: int,
+                                 partition: int) -> ErrorCode: ...
+
+    async def stage(self, txn_id: str, producer_id: int, producer_epoch: int, partition: int,
+                    request: dict[str, Any], version: int) -> int:
+        """Write the request into the client's transaction; its offset in P. Raises ApiError."""
+
+
+class ParticipantTopic:
+    def __init__(self, cluster: UpstreamCluster, num_partitions: int, *, topic: str = DEFAULT_TOPIC,
+                 replication_factor: int = -1, request_timeout_ms: int = 30_000, commit_timeout_ms: int = 5_000,
+                 clock: Callable[[], float] = time.monotonic):
+        self.topic = topic
+        self.num_partitions = num_partitions
+        self._cluster = cluster
+        self._replication_factor = replication_factor
+        self._timeout_s = request_timeout_ms / 1000
+        self._commit_timeout_s = commit_timeout_ms / 1000
+        self._clock = clock
+        self._connections: dict[int, UpstreamConnection] = {}
+        self._opening: dict[int, asyncio.Future] = {}
+        self._correlation_ids = itertools.count(1)
+        self._leaders: dict[int, int] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        # (P, producer id) → (epoch, next sequence); absent: ask the leader (DescribeProducers)
+        self._sequences: dict[tuple[int, int], tuple[int, int]] = {}
+        self._locks: dict[tuple[int, int], asyncio.Lock] = {}
+
+    # ---- the topic ---------------------------------------------------------------
+
+    async def ensure(self) -> None:
+        """Create the topic if it is missing; refuse one with the wrong partition count."""
+        request = CreateTopicsRequest[_CREATE_TOPICS_VERSION](topics=[
+            CreateTopicsRequest.CreatableTopic(name=self.topic, num_partitions=self.num_partitions,
+                                               replication_factor=self._replication_factor, assignments=[],
+                                               configs=[])], timeout_ms=int(self._timeout_s * 1000),
+            validate_only=False)
+        response = await self._cluster.request(request, CreateTopicsResponse)
+        code = ErrorCode(response.topics[0].error_code)
+        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            raise RuntimeError(f"cannot create the participant topic {self.topic} upstream: {code.name} "
+                               f"({response.topics[0].error_message})")
+        await self.refresh()
+        if len(self._leaders) != self.num_partitions:
+            raise RuntimeError(f"the participant topic {self.topic} has {len(self._leaders)} partitions upstream; "
+                               f"kgc needs {self.num_partitions} (one per group partition)")
+        log.info("participant topic %s ready (%d partitions)", self.topic, self.num_partitions)
+
+    async def refresh(self) -> None:
+        metadata = await self._cluster.request(
+            MetadataRequest[_METADATA_VERSION](topics=[self.topic], allow_auto_topic_creation=False),
+            MetadataResponse)
+        self._brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+        for topic in metadata.topics:
+            if topic.name == self.topic and topic.error_code == 0:
+                self._leaders = {p.partition_index: p.leader_id for p in topic.partitions}
+
+    def forget_leader(self, partition: int) -> None:
+        self._leaders.pop(partition, None)
+
+    async def leader(self, partition: int) -> UpstreamConnection:
+        return await self.connection(await self.leader_id(partition))
+
+    async def leader_id(self, partition: int) -> int:
+        node = self._leaders.get(partition, -1)
+        if node not in self._brokers:
+            await self.refresh()
+            node = self._leaders.get(partition, -1)
+        return node
+
+    async def own_connection(self, node_id: int) -> UpstreamConnection:
+        """A connection of its own (a tail's): a broker answers one request of a
+        connection at a time, so a Fetch waiting for data would hold back the Produce and
+        AddPartitionsToTxn requests behind it."""
+        if node_id not in self._brokers:
+            await self.refresh()
+        if node_id not in self._brokers:
+            raise UpstreamUnavailable(f"upstream broker {node_id} is unknown", before_connect=True)
+        return await self._cluster.own_connection(*self._brokers[node_id])
+
+    async def connection(self, node_id: int) -> UpstreamConnection:
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.failure is None:
+            return conn
+        if node_id not in self._brokers:
+            await self.refresh()
+        if node_id not in self._brokers:
+            raise UpstreamUnavailable(f"upstream broker {node_id} is unknown", before_connect=True)
+        host, port = self._brokers[node_id]
+        conn = await self._cluster.own_connection(host, port)
+        self._connections[node_id] = conn
+        return conn
+
+    async def request(self, conn: UpstreamConnection, request: Any, response_class: Any) -> Any:
+        correlation_id = next(self._correlation_ids)
+        request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
+        fut = conn.send(correlation_id, request.encode(header=True), True)
+        payload = await asyncio.wait_for(fut, self._timeout_s)
+        return response_class.decode(payload, version=request.API_VERSION, header=True)
+
+    async def close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for conn in connections.values():
+            await conn.close()
+
+    # ---- AddOffsetsToTxn -----------------------------------------------------------
+
+    async def add_to_transaction(self, node_id: int | None, txn_id: str, producer_id: int, producer_epoch: int,
+                                 partition: int) -> ErrorCode:
+        """AddPartitionsToTxn of P to the broker the client took for its transaction
+        coordinator (a broker that is not answers NOT_COORDINATOR, and the client looks again)."""
+        cls = AddPartitionsToTxnRequest[_ADD_PARTITIONS_VERSION]
+        request = cls(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=producer_id,
+                      v3_and_below_producer_epoch=producer_epoch, v3_and_below_topics=[
+                          cls.AddPartitionsToTxnTopic(name=self.topic, partitions=[partition])])
+        try:
+            conn = await (self.connection(node_id) if node_id is not None else self.leader(partition))
+            response = await self.request(conn, request, AddPartitionsToTxnResponse)
+        except (UpstreamUnavailable, TimeoutError) as exc:
+            log.info("AddPartitionsToTxn of %s-%d for %r failed: %r", self.topic, partition, txn_id, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        codes = {ErrorCode(p.partition_error_code) for t in response.results_by_topic_v3_and_below
+                 for p in t.results_by_partition}
+        code = next(iter(codes - {ErrorCode.NONE}), ErrorCode.NONE)
+        if code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if code is ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            log.error("kgc may not write %s upstream: grant its principal WRITE on the topic", self.topic)
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return code
+
+    # ---- TxnOffsetCommit -------------------------------------------------------------
+
+    async def stage(self, txn_id: str, producer_id: int, producer_epoch: int, partition: int,
+                    request: dict[str, Any], version: int) -> int:
+        # One batch in flight per (P, producer): its sequences stay in order. A producer
+        # sends one TxnOffsetCommit at a time, so this waits only for a retry of its own.
+        async with self._locks.setdefault((partition, producer_id), asyncio.Lock()):
+            return await self._stage(txn_id, producer_id, producer_epoch, partition, request, version)
+
+    async def _stage(self, txn_id: str, producer_id: int, producer_epoch: int, partition: int,
+                     request: dict[str, Any], version: int) -> int:
+        deadline = self._clock() + self._commit_timeout_s
+        value = json.dumps({"v": 0, "apiVersion": version, **request}, separators=(",", ":")).encode()
+        record = LogRecord(request["group_id"].encode(), value)
+        resynced = False
+        while True:
+            try:
+                conn = await self.leader(partition)
+                sequence = await self._next_sequence(conn, partition, producer_id, producer_epoch)
+                code, offset = await self._produce(conn, txn_id, producer_id, producer_epoch, partition, sequence,
+                                                   record)
+            except (UpstreamUnavailable, TimeoutError) as exc:
+                code, offset = ErrorCode.REQUEST_TIMED_OUT, -1
+                log.info("participant produce to %s-%d failed: %r", self.topic, partition, exc)
+            if code is ErrorCode.NONE:
+                self._sequences[(partition, producer_id)] = (producer_epoch, sequence + 1)
+                return offset
+            self._sequences.pop((partition, producer_id), None)
+            if code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and not resynced:
+                resynced = True
+                continue
+            if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+                raise ApiError(ErrorCode.INVALID_PRODUCER_EPOCH, "the producer was fenced")
+            if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+                raise ApiError(ErrorCode.TRANSACTION_ABORTABLE if version >= 4 else ErrorCode.INVALID_TXN_STATE,
+                               "the group's partition is not in the transaction")
+            if code is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+                raise ApiError(code, "the producer id is not the transactional id's")
+            if code in (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+                log.error("kgc may not write %s upstream for %r (%s): grant its principal WRITE on the topic and "
+                          "on the transactional ids", self.topic, txn_id, code.name)
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "kgc may not write its participant topic")
+            if code not in _RETRIABLE and code is not ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                log.warning("participant produce to %s-%d for %r: %s", self.topic, partition, txn_id, code.name)
+                raise ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, f"participant produce failed: {code.name}")
+            if self._clock() >= deadline:
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"participant produce: {code.name}")
+            if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        ErrorCode.LEADER_NOT_AVAILABLE):
+                self.forget_leader(partition)
+            await asyncio.sleep(0.1)
+
+    async def _next_sequence(self, conn: UpstreamConnection, partition: int, producer_id: int,
+                             producer_epoch: int) -> int:
+        known = self._sequences.get((partition, producer_id))
+        if known is not None and known[0] == producer_epoch:
+            return known[1]
+        if known is not None:
+            return 0        # a new epoch starts at 0
+        # kgc restarted or lost track: the leader knows the producer's last sequence.
+        cls = DescribeProducersRequest[0]
+        response = await self.request(conn, cls(topics=[cls.TopicRequest(
+            name=self.topic, partition_indexes=[partition])]), DescribeProducersResponse)
+        for topic in response.topics:
+            for p in topic.partitions:
+                for state in p.active_producers:
+                    if state.producer_id == producer_id and state.producer_epoch == producer_epoch:
+                        return state.last_sequence + 1
+        return 0
+
+    async def _produce(self, conn: UpstreamConnection, txn_id: str, producer_id: int, producer_epoch: int,
+                       partition: int, sequence: int, record: LogRecord) -> tuple[ErrorCode, int]:
+        batch = encode_producer_batch(0, [record], int(time.time() * 1000), TxnBatch(producer_id, producer_epoch),
+                                      base_sequence=sequence)
+        cls = ProduceRequest[_PRODUCE_VERSION]
+        request = cls(transactional_id=txn_id, acks=-1, timeout_ms=int(self._commit_timeout_s * 1000), topic_data=[
+            cls.TopicProduceData(name=self.topic, partition_data=[
+                cls.TopicProduceData.PartitionProduceData(index=partition, records=batch)])])
+        response = await self.request(conn, request, ProduceResponse)
+        answer = response.responses[0].partition_responses[0]
+        code = ErrorCode(answer.error_code)
+        if code is ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+            return ErrorCode.NONE, answer.base_offset     # written before: the original offset
+        return code, answer.base_offset

@@ -1,0 +1,56 @@
+"""Transactions per second of a consume-transform-produce loop (librdkafka), through kgc and
+against Kafka's own group coordinator, in one run on one real Kafka broker.
+
+Each side copies the same number of records with `--per-transaction` records per
+transaction (consume, produce, `send_offsets_to_transaction`, commit), one transaction in
+flight, as exactly-once applications run. Through kgc a transaction also pays kgc's
+participant record upstream (one acks=all Produce) and the tail's round before the
+TxnOffsetCommit answer.
+
+    .venv/bin/python -m tests.bench.eos_throughput --records 3000 --per-transaction 10
+
+A benchmark tool, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from tests.support.eos import copy_transactionally, seed
+from tests.support.kafka import KafkaCluster
+from tests.support.kgc import kgc_in_front_of
+
+
+def one_side(bootstrap: str, kafka: KafkaCluster, records: int, per_transaction: int) -> tuple[float, int]:
+    name = uuid.uuid4().hex[:8]
+    source, target = kafka.create_topic(f"in-{name}", 3), kafka.create_topic(f"out-{name}", 3)
+    seed(kafka.bootstrap, source, records)
+    started = time.perf_counter()
+    done = copy_transactionally(bootstrap, f"bench-{name}", source, target, records,
+                                per_transaction=per_transaction, timeout_s=600)
+    elapsed = time.perf_counter() - started
+    return done["transactions"] / elapsed, done["transactions"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=3000)
+    parser.add_argument("--per-transaction", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, KafkaCluster(Path(tmp) / "kafka") as kafka:
+        direct, direct_n = one_side(kafka.bootstrap, kafka, args.records, args.per_transaction)
+        with kgc_in_front_of(kafka, "--data-dir", str(Path(tmp) / "kgc-data"), log_path=str(Path(tmp) / "kgc.log")) as kgc:
+            through, through_n = one_side(kgc.bootstrap, kafka, args.records, args.per_transaction)
+    print("| coordinator | transactions | transactions/s |")
+    print("|---|---:|---:|")
+    print(f"| Kafka 4.4's own | {direct_n} | {direct:.1f} |")
+    print(f"| kgc (fsync always) | {through_n} | {through:.1f} |")
+    print(f"ratio kgc/Kafka: {through / direct:.2f}")
+
+
+if __name__ == "__main__":
+    main()

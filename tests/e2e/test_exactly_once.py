@@ -1,0 +1,134 @@
+"""Exactly-once applications through kgc, in front of a real Kafka 4.4 broker: kgc serves
+TxnOffsetCommit, and learns each transaction's outcome from its participant partition
+(coordinator/txn). Pass: the output read read_committed holds each input exactly once,
+and the group's committed offsets are the input consumed by committed transactions."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.support.eos import committed_offsets, copy_transactionally, read_committed, seed
+from tests.support.kafka import free_port_on
+from tests.support.kafka_dist import compiled, java_command, run_tool
+from tests.support.kgc import KgcProcess, wait_listening
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RECORDS = 600
+STREAMS_APP = Path(__file__).parents[1] / "java" / "StreamsEos.java"
+
+
+class RestartableKgc:
+    """kgc in front of the session's broker with a data dir, killable and restartable on
+    the same ports (clients keep their bootstrap and broker addresses)."""
+
+    def __init__(self, kafka, directory):
+        self.kafka = kafka
+        self.directory = directory
+        self.port = free_port_on(("127.0.0.1",))
+        self.broker_ports = {node.node_id: free_port_on(("127.0.0.1",)) for node in kafka.nodes}
+        self.proc: KgcProcess | None = None
+
+    def start(self) -> KgcProcess:
+        brokers = [a for node_id, port in self.broker_ports.items() for a in ("--broker-port", f"{node_id}={port}")]
+        self.proc = KgcProcess("--upstream", self.kafka.bootstrap, *brokers, "--data-dir", str(self.directory / "data"),
+                               port=self.port, log_path=str(self.directory / "kgc.log")).start()
+        for port in self.broker_ports.values():
+            wait_listening(port, 30)
+        return self.proc
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@pytest.fixture(scope="module")
+def eos_kgc(kafka, tmp_path_factory):
+    front = RestartableKgc(kafka, tmp_path_factory.mktemp("eos-kgc"))
+    front.start()
+    yield front
+    front.proc.stop()
+
+
+def topics(kafka) -> tuple[str, str]:
+    name = uuid.uuid4().hex[:8]
+    return kafka.create_topic(f"in-{name}", 3), kafka.create_topic(f"out-{name}", 3)
+
+
+def assert_exactly_once(front, kafka, group: str, source: str, target: str, inputs: list[bytes],
+                        partitions: int = 3) -> None:
+    output = read_committed(kafka.bootstrap, target, len(inputs))
+    duplicates = [v for v, n in Counter(output).items() if n > 1]
+    assert not duplicates, f"{len(duplicates)} records copied twice, e.g. {duplicates[:5]}"
+    assert sorted(output) == sorted(inputs)
+    assert committed_offsets(front.bootstrap, group, source, partitions) == [len(inputs) // partitions] * partitions
+
+
+def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(eos_kgc, kafka):
+    # given input records and a transactional copier (librdkafka: AddOffsetsToTxn, TxnOffsetCommit v3)
+    source, target = topics(kafka)
+    inputs = seed(kafka.bootstrap, source, RECORDS)
+    group = f"eos-{uuid.uuid4().hex[:6]}"
+    # when it copies through kgc, aborting every third transaction and rewinding to the committed offsets
+    done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS, abort_every=3)
+    # then every input is in the output once, and the offsets are those of the committed transactions
+    assert done["aborted"] > 0
+    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+
+
+@pytest.mark.skip(reason="hangs: after the kill -9 and restart, kgc never answers the copier's next AddOffsetsToTxn "
+                         "(add_to_transaction does not complete within 30 s; issue 31, open)")
+def test_kill_9_of_kgc_mid_copy_loses_and_duplicates_nothing(eos_kgc, kafka):
+    # given a copier part-way through
+    source, target = topics(kafka)
+    inputs = seed(kafka.bootstrap, source, RECORDS)
+    group = f"eos-{uuid.uuid4().hex[:6]}"
+
+    def crash_once(transactions: int) -> None:
+        if transactions == 4:
+            # when kgc is killed between transactions and started again on the same ports and data dir
+            eos_kgc.proc.kill()
+            eos_kgc.start()
+
+    done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS, between=crash_once)
+    # then the copy finishes exactly once
+    assert done["committed"] == RECORDS
+    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+
+
+def test_kafkas_transactional_message_copier_java_client_copies_exactly_once(eos_kgc, kafka):
+    """Kafka's own system-test workload (the Java client): kgc's ApiVersions names no
+    `transaction.version`, so it takes the classic flow (AddOffsetsToTxn, TxnOffsetCommit v3+
+    with its group metadata), here with random aborts."""
+    name = uuid.uuid4().hex[:8]
+    source, target = kafka.create_topic(f"in-{name}", 1), kafka.create_topic(f"out-{name}", 1)
+    inputs = seed(kafka.bootstrap, source, RECORDS, partitions=1)
+    group = f"copier-{name}"
+    done = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", eos_kgc.bootstrap,
+                    "--transactional-id", f"copier-{name}", "--consumer-group", group, "--input-topic", source,
+                    "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
+                    "--max-messages", str(RECORDS), "--use-group-metadata", "--enable-random-aborts",
+                    timeout_s=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert '"remaining":0' in done.stdout.replace(" ", "")
+    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs, partitions=1)
+
+
+def test_a_kafka_streams_exactly_once_v2_application_copies_exactly_once(eos_kgc, kafka, tmp_path):
+    """Kafka Streams (exactly_once_v2, classic group protocol, 100 ms commits): its
+    sendOffsetsToTransaction goes to kgc with the group's generation and member."""
+    name = uuid.uuid4().hex[:8]
+    source, target = topics(kafka)
+    inputs = seed(kafka.bootstrap, source, RECORDS)
+    application = f"streams-{name}"
+    done = subprocess.run(java_command("StreamsEos", eos_kgc.bootstrap, application, source, target, str(RECORDS),
+                                       str(tmp_path / "state"), cp=compiled(STREAMS_APP)),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"processed {RECORDS}" in done.stdout
+    assert_exactly_once(eos_kgc, kafka, application, source, target, inputs)

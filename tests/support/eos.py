@@ -1,0 +1,99 @@
+"""Transactional consume-transform-produce through kgc, and the checks of exactly-once.
+
+`copy_transactionally` is the loop exactly-once applications run (librdkafka's
+`send_offsets_to_transaction`): consume a few records, produce each to the output in a
+transaction, add the consumer's positions to it, commit (or abort, then rewind to the
+committed offsets as an application restarting its transaction does).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+
+def seed(bootstrap: str, topic: str, count: int, partitions: int = 3) -> list[bytes]:
+    from confluent_kafka import Producer
+    values = [b"%d" % i for i in range(count)]
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % partitions)
+    assert producer.flush(30) == 0
+    return values
+
+
+def copy_transactionally(bootstrap: str, group: str, source: str, target: str, until: int, *,
+                         txn_id: str | None = None, abort_every: int = 0, per_transaction: int = 40,
+                         timeout_s: float = 120.0, between: Callable[[int], None] | None = None) -> dict:
+    """Copy until `until` records went out in committed transactions; what happened."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "session.timeout.ms": 10_000})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id or f"copier-{uuid.uuid4()}",
+                         "transaction.timeout.ms": 30_000})
+    producer.init_transactions(30)
+    consumer.subscribe([source])
+    committed = aborted = transactions = 0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while committed < until:
+            assert time.monotonic() < deadline, f"copied {committed} of {until} in {timeout_s}s"
+            records = [r for r in consumer.consume(per_transaction, 1.0) if r.error() is None]
+            if not records:
+                continue
+            producer.begin_transaction()
+            for record in records:
+                producer.produce(target, record.value())
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            transactions += 1
+            if abort_every and transactions % abort_every == 0:
+                producer.abort_transaction(30)
+                aborted += len(records)
+                # Back to what the group committed: the aborted offsets must not be there.
+                for tp in consumer.committed(consumer.assignment(), 30):
+                    consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+            else:
+                producer.commit_transaction(30)
+                committed += len(records)
+            if between is not None:
+                between(transactions)
+    finally:
+        consumer.close()
+    return {"committed": committed, "aborted": aborted, "transactions": transactions}
+
+
+def read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[bytes]:
+    """Every record of `topic` a read_committed consumer sees (polled until `expected` and a
+    little more, so duplicates past the count show up too)."""
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline:
+            batch = [r.value() for r in consumer.consume(500, 0.5) if r.error() is None]
+            values += batch
+            if len(values) >= expected:
+                quiet_until = quiet_until or time.monotonic() + 2.0
+                if time.monotonic() >= quiet_until:
+                    break
+    finally:
+        consumer.close()
+    return values
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int = 3) -> list[int]:
+    """The group's committed offsets, asked as a read_committed client asks (require_stable)."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 30)]
+    finally:
+        consumer.close()
