@@ -14,6 +14,7 @@ mode, a shared file system on a cluster.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from coordinator.offline.audit import AuditResult, LogOffsets, PartitionAudit
 from coordinator.offline.compact import CompactionRefused, CompactionStats, compact_partition
 from coordinator.offline.findings import Finding
-from coordinator.offline.scan import PartitionScan
+from coordinator.offline.scan import PartitionScan, ScannedBatch
 
 DEFAULT_SCANNER = "columns" if find_spec("numpy") and find_spec("pyarrow") else "records"
 
@@ -105,6 +106,21 @@ def _run_records(task: PartitionTask) -> PartitionResult:
         result.compaction = compact_partition(kept, scan.next_offset, out, options.now_ms,
                                               options.delete_retention_ms, options.segment_bytes)
         result.records = result.records or result.compaction.records_before
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def audit_batches(task: PartitionTask, batches: Iterable[ScannedBatch]) -> PartitionResult:
+    """The audit of one partition's batches from elsewhere than its segment files (a
+    Kafka topic through Spark: `kafka_source`), into the same result as a file run."""
+    started = time.perf_counter()
+    audit = _partition_audit(task)
+    next_offset = 0
+    for scanned in batches:
+        audit.add(scanned)
+        next_offset = scanned.batch.last_offset + 1
+    result = PartitionResult(task.partition, next_offset=next_offset)
+    _audited(result, audit.finish(), task)
     result.seconds = time.perf_counter() - started
     return result
 

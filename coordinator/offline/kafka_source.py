@@ -1,0 +1,142 @@
+"""The audit's input from a Kafka topic, through Spark's Kafka source.
+
+The topic is any cluster's `__consumer_offsets` (read-only: the source only fetches) or
+kgc's own state topic: the same record format either way. Spark's Kafka source plans one
+Spark partition per topic partition, from its earliest to its latest offset; each Spark
+task hands its rows to this module as Arrow batches (`mapInArrow`), where kgc's own record
+parser and `PartitionAudit` judge them exactly as they judge segment files
+(`job.audit_batches`), and sends back one pickled `PartitionResult`: as with files, no
+per-record data is shuffled or collected.
+
+The source gives key, value, headers, offset and timestamp per record, not the batch
+headers (producer id, transactional flag, control markers). So the topic is read with
+`kafka.isolation.level=read_committed`: records of aborted transactions are dropped by
+the consumer, control records are never returned, and the read stops at the last stable
+offset, so a transaction still open is not read at all. A commit is then audited when,
+and only when, it took effect, which is what the file audit's findings describe too.
+
+The connector (`spark-sql-kafka-0-10_2.13` at PySpark's own version, and its
+dependencies) must be on Spark's classpath: `--packages` / `--jars` with spark-submit,
+`--spark-jars` with `kgc audit` (README, "Auditing from a Kafka topic").
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+from coordinator.offline.job import PartitionResult, PartitionTask, audit_batches
+from coordinator.offline.scan import ScannedBatch
+from storage.api import StoredBatch, StoredRecord
+
+DEFAULT_TOPIC = "__consumer_offsets"
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+_RESULT_SCHEMA = "result binary"
+_NO_BYTES = memoryview(b"")
+
+
+class ConnectorMissing(RuntimeError):
+    """Spark has no Kafka source: the connector's jars are not on its classpath."""
+
+
+def connector_coordinates() -> str:
+    """The connector's Maven coordinates for the installed PySpark (its version must match)."""
+    import pyspark
+
+    return f"{CONNECTOR}:{pyspark.__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSource:
+    bootstrap: str                                   # host:port[,host:port...]
+    topic: str = DEFAULT_TOPIC
+    # Kafka consumer settings (security.protocol, ssl.*, sasl.* ...), given to the
+    # source as its `kafka.`-prefixed options.
+    consumer: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.topic}"
+
+
+def read_topic(spark, source: TopicSource):
+    """The topic as a DataFrame of Spark's Kafka source, committed records only."""
+    # Spark 4.2's Admin-based offset reader plans no rows at all for __consumer_offsets
+    # of a Kafka 4.4 broker (by subscribe and by assign alike), where it reads an ordinary
+    # topic; the consumer-based reader plans the partitions' real ranges.
+    spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
+    reader = (spark.read.format("kafka")
+              .option("kafka.bootstrap.servers", source.bootstrap)
+              .option("subscribe", source.topic)
+              .option("startingOffsets", "earliest")
+              .option("endingOffsets", "latest")
+              .option("includeHeaders", "true")
+              .option("kafka.isolation.level", "read_committed")
+              # Compaction or retention may remove records between planning and reading:
+              # the audit reads what is there rather than failing the night's run.
+              .option("failOnDataLoss", "false"))
+    for name, value in source.consumer.items():
+        reader = reader.option(name if name.startswith("kafka.") else f"kafka.{name}", value)
+    try:
+        return reader.load()
+    except Exception as e:
+        if "DATA_SOURCE_NOT_FOUND" in str(e) or "Failed to find data source: kafka" in str(e):
+            raise ConnectorMissing(
+                f"Spark has no Kafka source: put {connector_coordinates()} and its dependencies on its "
+                "classpath (spark-submit --packages, or kgc audit --spark-jars)") from None
+        raise
+
+
+def audit_topic(spark, source: TopicSource, template: PartitionTask) -> list[PartitionResult]:
+    """Every partition of the topic audited in its own Spark task, as `template` says
+    (options, report dir, log offsets); the results by partition."""
+    frame = read_topic(spark, source).select("partition", "offset", "timestamp", "key", "value", "headers")
+
+    def run(batches):
+        yield from _audit_partition(batches, template, source.topic)
+
+    rows = frame.mapInArrow(run, _RESULT_SCHEMA).collect()
+    return sorted((pickle.loads(row.result) for row in rows), key=lambda r: r.partition)
+
+
+def _audit_partition(batches, template: PartitionTask, topic: str):
+    """One Spark task: its Arrow batches are the records of one topic partition."""
+    import pyarrow as pa
+
+    first = next(batches, None)
+    if first is None:
+        return
+    partition = first.column("partition")[0].as_py()
+    task = replace(template, partition=partition, directory=topic)
+    result = audit_batches(task, _scanned(_chain(first, batches), topic))
+    yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(result)]}, schema=pa.schema([("result", pa.binary())]))
+
+
+def _chain(first, rest) -> Iterator:
+    yield first
+    yield from rest
+
+
+def _scanned(batches, topic: str) -> Iterator[ScannedBatch]:
+    """Each Arrow batch as one record batch of the log (control records are never among
+    them: see the module's note); the position is the first record's offset."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        offsets = batch.column("offset").to_pylist()
+        # Spark's timestamps arrive as microseconds since the epoch; the log's are ms.
+        timestamps = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000).to_pylist()
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        headers = batch.column("headers").to_pylist()
+        stored = tuple(StoredRecord(o, t, k, v, _headers(h))
+                       for o, t, k, v, h in zip(offsets, timestamps, keys, values, headers, strict=True))
+        yield ScannedBatch(topic, offsets[0], _NO_BYTES,
+                           StoredBatch(offsets[0], offsets[-1], stored, max_timestamp_ms=max(timestamps)))
+
+
+def _headers(headers: list[dict] | None) -> tuple[tuple[str, bytes | None], ...]:
+    return tuple((h["key"], h["value"]) for h in headers) if headers else ()
