@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300
 
 EVENTS = "events"          # 2 partitions, 10 records each
 EXPIRING = "expiring"      # records deleted by retention before "late" reads them
+DOOMED = "doomed"          # deleted under group "doomed"
 RETENTION = {"log.retention.check.interval.ms": "500", "log.segment.delete.delay.ms": "0",
              "log.initial.task.delay.ms": "0"}
 AUDIT_TIMEOUT_S = 180
@@ -64,10 +65,10 @@ def commit(consumer: KafkaConsumer, topic: str, partition: int, offset: int) -> 
     consumer.commit({TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)})
 
 
-def wait_for_log_start(bootstrap: str, topic: str, partition: int, above: int, timeout_s: float = 90) -> None:
+def wait_until(condition, what: str, timeout_s: float = 90) -> None:
     deadline = time.monotonic() + timeout_s
-    while UpstreamOffsets(bootstrap).log_offsets().get((topic, partition), (0, 0))[0] <= above:
-        assert time.monotonic() < deadline, f"retention deleted nothing of {topic}-{partition}"
+    while not condition():
+        assert time.monotonic() < deadline, what
         time.sleep(0.5)
 
 
@@ -76,7 +77,7 @@ def cluster(tmp_path_factory):
     with KafkaCluster(tmp_path_factory.mktemp("kafka-audit"), settings=RETENTION) as cluster:
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         try:
-            admin.create_topics([NewTopic(EVENTS, 2, 1),
+            admin.create_topics([NewTopic(EVENTS, 2, 1), NewTopic(DOOMED, 1, 1),
                                  NewTopic(EXPIRING, 1, 1, topic_configs={"retention.ms": "1000",
                                                                          "segment.ms": "300"})])
         finally:
@@ -108,6 +109,18 @@ def groups(cluster):
     commit(ahead, EVENTS, 1, 1000)
     ahead.close()
 
+    produce(bootstrap, DOOMED, 0, 3)
+    doomed = member(bootstrap, "doomed", DOOMED)
+    commit(doomed, DOOMED, 0, 2)
+    doomed.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([DOOMED])
+    finally:
+        admin.close()
+    wait_until(lambda: not any(t == DOOMED for t, _ in UpstreamOffsets(bootstrap).log_offsets()),
+               f"{DOOMED} still listed")
+
     late = member(bootstrap, "late", EXPIRING)
     commit(late, EXPIRING, 0, 0)
     late.close()
@@ -115,7 +128,8 @@ def groups(cluster):
     # deletes it, with "late" still at 0.
     time.sleep(0.4)
     produce(bootstrap, EXPIRING, 0, 1)
-    wait_for_log_start(bootstrap, EXPIRING, 0, above=0)
+    wait_until(lambda: UpstreamOffsets(bootstrap).log_offsets().get((EXPIRING, 0), (0, 0))[0] > 0,
+               f"retention deleted nothing of {EXPIRING}-0")
     return {
         ("offset_regression", "regress", EVENTS, 0, 3),
         ("offset_above_log_end", "ahead", EVENTS, 1, 1000),
@@ -154,6 +168,10 @@ def test_the_topic_audited_through_spark_finds_exactly_what_the_clients_did(clus
     lag = {(r["group"], r["topic"], r["partition"]): r
            for r in pq.read_table(report / "final_offsets.parquet").to_pylist()}
     assert {k for k in lag if k[0] == "steady"} == {("steady", EVENTS, 0), ("steady", EVENTS, 1)}
+    assert (lag["steady", EVENTS, 0]["log_end_offset"], lag["ahead", EVENTS, 1]["log_end_offset"]) == (10, 10)
+    # Kafka's coordinator writes tombstones for the offsets of a topic it deletes: nothing
+    # of "doomed" is left to report (offset_of_deleted_topic is for logs that kept them).
+    assert not {k for k in lag if k[0] == "doomed"}
 
 
 def test_a_copy_of_the_log_on_disk_gives_the_same_findings(cluster, groups, tmp_path):
