@@ -6,7 +6,8 @@ consumers drive the groups: one commits as it should, one commits an offset belo
 last, one commits past the log's end, one commits 0 on a topic whose records retention
 then deletes unconsumed. `kgc audit` runs as a user runs it (its own process and Spark
 session, the connector's jars from Maven), and must find exactly those; a copy of the
-broker's log directories on disk must give the same findings.
+broker's log directories on disk must give the same findings. The audit runs on
+`local[2]` and on a standalone Spark cluster (master and one worker) started here.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from kafka.structs import OffsetAndMetadata  # noqa: E402
 from coordinator.offline.upstream import UpstreamOffsets  # noqa: E402
 from tests.support.kafka import KafkaCluster  # noqa: E402
 from tests.support.kafka_dist import spark_kafka_jars  # noqa: E402
+from tests.support.spark_cluster import standalone_spark, submit  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -172,6 +174,17 @@ def test_the_topic_audited_through_spark_finds_exactly_what_the_clients_did(clus
     # Kafka's coordinator writes tombstones for the offsets of a topic it deletes: nothing
     # of "doomed" is left to report (offset_of_deleted_topic is for logs that kept them).
     assert not {k for k in lag if k[0] == "doomed"}
+
+
+def test_the_topic_audited_on_a_standalone_spark_cluster(cluster, groups, jars, tmp_path):
+    """submit.sh on a master and one worker started here: the executor reads the topic."""
+    report = tmp_path / "report"
+    with standalone_spark(tmp_path, workers=1) as spark_cluster:
+        # The jars from the test cache, not --packages: the run needs no Ivy download.
+        out = submit(spark_cluster, "audit", "--bootstrap", cluster.bootstrap, "--out", str(report),
+                     submit_args=f"--jars {jars}", env={"KGC_SPARK_KAFKA_PACKAGE": ""})
+    assert "findings:" in out
+    assert findings(report) == groups
 
 
 def test_a_copy_of_the_log_on_disk_gives_the_same_findings(cluster, groups, tmp_path):
