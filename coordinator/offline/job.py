@@ -86,7 +86,7 @@ def _run_records(task: PartitionTask) -> PartitionResult:
     audit = None
     options = task.options
     if task.report_dir is not None:
-        audit = _partition_audit(task)
+        audit = partition_audit(task)
     kept = [] if task.compact_dir is not None else None
     for scanned in scan:
         if audit is not None:
@@ -96,7 +96,7 @@ def _run_records(task: PartitionTask) -> PartitionResult:
     result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
                              next_offset=scan.next_offset)
     if audit is not None:
-        _audited(result, audit.finish(scan.problems + scan.evidence), task)
+        audited_into(result, audit.finish(scan.problems + scan.evidence), task)
     else:
         result.findings = scan.problems + scan.evidence
     if kept is not None:
@@ -114,24 +114,24 @@ def audit_batches(task: PartitionTask, batches: Iterable[ScannedBatch]) -> Parti
     """The audit of one partition's batches from elsewhere than its segment files (a
     Kafka topic through Spark: `kafka_source`), into the same result as a file run."""
     started = time.perf_counter()
-    audit = _partition_audit(task)
+    audit = partition_audit(task)
     next_offset = 0
     for scanned in batches:
         audit.add(scanned)
         next_offset = scanned.batch.last_offset + 1
     result = PartitionResult(task.partition, next_offset=next_offset)
-    _audited(result, audit.finish(), task)
+    audited_into(result, audit.finish(), task)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _partition_audit(task: PartitionTask) -> PartitionAudit:
+def partition_audit(task: PartitionTask) -> PartitionAudit:
     options = task.options
     return PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets,
                           since_ms=options.since_ms, until_ms=options.until_ms)
 
 
-def _audited(result: PartitionResult, audited: AuditResult, task: PartitionTask) -> None:
+def audited_into(result: PartitionResult, audited: AuditResult, task: PartitionTask) -> None:
     result.findings = audited.findings
     result.final_offsets = audited.final_offsets
     result.groups = audited.groups
@@ -156,8 +156,8 @@ def _run_columns(task: PartitionTask) -> PartitionResult:
     result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
                              next_offset=scan.next_offset)
     if task.report_dir is not None:
-        audit = _partition_audit(task)
-        _audited(result, audit_columns(cols, audit), task)
+        audit = partition_audit(task)
+        audited_into(result, audit_columns(cols, audit), task)
     else:
         result.findings = scan.problems + scan.evidence
     if task.compact_dir is not None:

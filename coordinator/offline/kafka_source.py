@@ -23,8 +23,11 @@ dependencies) must be on Spark's classpath: `--packages` / `--jars` with spark-s
 from __future__ import annotations
 
 import pickle
+import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from coordinator.offline.job import PartitionResult, PartitionTask, audit_batches
 from coordinator.offline.scan import ScannedBatch
@@ -96,7 +99,13 @@ def audit_topic(spark, source: TopicSource, template: PartitionTask) -> list[Par
         yield from _audit_partition(batches, template, source.topic)
 
     rows = frame.mapInArrow(run, _RESULT_SCHEMA).collect()
-    return sorted((pickle.loads(row.result) for row in rows), key=lambda r: r.partition)
+    results = sorted((pickle.loads(row.result) for row in rows), key=lambda r: r.partition)
+    # A partition's history is judged whole: one split over two tasks (Spark's
+    # minPartitions, never set here) would be judged as two logs.
+    split = sorted(p for p, n in Counter(r.partition for r in results).items() if n > 1)
+    if split:
+        raise RuntimeError(f"partitions {split} of {source.topic} were read by more than one Spark task")
+    return results
 
 
 def _audit_partition(batches, template: PartitionTask, topic: str):
@@ -108,8 +117,84 @@ def _audit_partition(batches, template: PartitionTask, topic: str):
         return
     partition = first.column("partition")[0].as_py()
     task = replace(template, partition=partition, directory=topic)
-    result = audit_batches(task, _scanned(_chain(first, batches), topic))
+    if task.options.scanner == "columns":
+        result = _audit_columns(task, pa.Table.from_batches(list(_chain(first, batches))), topic)
+    else:
+        result = audit_batches(task, _scanned(_chain(first, batches), topic))
     yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(result)]}, schema=pa.schema([("result", pa.binary())]))
+
+
+def _audit_columns(task: PartitionTask, table, topic: str) -> PartitionResult:
+    """The partition's records straight from Spark's Arrow columns into the columnar
+    audit a data dir's partition gets (`column_audit`): the key and value columns are
+    already one data buffer and offsets each, which is what `RecordSpans` describes."""
+    from coordinator.offline.column_audit import audit_columns
+    from coordinator.offline.job import audited_into, partition_audit
+
+    started = time.perf_counter()
+    cols = columns_from_arrow(task.partition, topic, table)
+    result = PartitionResult(task.partition, next_offset=int(cols.offset[-1]) + 1 if len(cols.offset) else 0)
+    audited_into(result, audit_columns(cols, partition_audit(task)), task)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def columns_from_arrow(partition: int, topic: str, table):
+    """`PartitionColumns` of one topic partition's rows (one record per batch: the
+    source gives no batch headers, and control records never arrive)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from coordinator.offline.columns import PartitionColumns
+    from coordinator.offline.scan import PartitionScan
+    from storage import columnar
+
+    n = table.num_rows
+    keys, key_pos, key_len = _binary(table.column("key").combine_chunks(), 0)
+    values, value_pos, value_len = _binary(table.column("value").combine_chunks(), len(keys))
+    buf = columnar.padded([keys, values])
+    blocks, header_block = _header_blocks(table.column("headers").combine_chunks())
+    zeros = np.zeros(n, np.int64)
+    spans = columnar.RecordSpans(batch=np.arange(n, dtype=np.int64), timestamp_delta=zeros, offset_delta=zeros,
+                                 key_pos=key_pos, key_len=key_len, value_pos=value_pos, value_len=value_len,
+                                 headers_pos=zeros, record_end=zeros, header_block=header_block)
+    offset = table.column("offset").to_numpy().astype(np.int64)
+    # Spark's timestamps arrive as microseconds since the epoch; the log's are ms.
+    timestamp = pc.divide(table.column("timestamp").combine_chunks().cast(pa.int64()), 1000).to_numpy()
+    cols = PartitionColumns(PartitionScan(partition, Path(topic)), buf, np.asarray([0, len(keys)], np.int64),
+                            [topic], zeros, zeros, zeros, offset, zeros, np.ones(n, bool), spans)
+    cols.offset, cols.timestamp, cols.header_blocks = offset, timestamp.astype(np.int64), blocks
+    return cols
+
+
+def _binary(array, at: int):
+    """(data bytes, positions + at, lengths with -1 for null) of an Arrow binary array."""
+    import numpy as np
+
+    _validity, offsets_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32)[array.offset:array.offset + len(array) + 1].astype(np.int64)
+    base = int(offsets[0]) if len(offsets) else 0
+    data = bytes(data_buffer)[base:int(offsets[-1])] if data_buffer is not None and len(offsets) else b""
+    lengths = np.diff(offsets)
+    lengths[array.is_null().to_numpy(zero_copy_only=False)] = -1
+    return data, offsets[:-1] - base + at, lengths
+
+
+def _header_blocks(headers) -> tuple[list, object]:
+    """The distinct header lists (kgc's audit headers; none in a log Kafka wrote) and each
+    record's index into them."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n = len(headers)
+    if n == 0 or pc.max(pc.list_value_length(headers).fill_null(0)).as_py() == 0:
+        return [()], np.zeros(n, np.int64)
+    index: dict[tuple, int] = {}
+    rows = np.empty(n, np.int64)
+    for i, row in enumerate(headers.to_pylist()):
+        rows[i] = index.setdefault(_headers(row), len(index))
+    return list(index), rows
 
 
 def _chain(first, rest) -> Iterator:
