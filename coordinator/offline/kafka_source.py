@@ -4,20 +4,23 @@ The topic is any cluster's `__consumer_offsets` (read-only: the source only fetc
 kgc's own state topic: the same record format either way. Spark's Kafka source plans one
 Spark partition per topic partition, from its earliest to its latest offset; each Spark
 task hands its rows to this module as Arrow batches (`mapInArrow`), where kgc's own record
-parser and `PartitionAudit` judge them exactly as they judge segment files
-(`job.audit_batches`), and sends back one pickled `PartitionResult`: as with files, no
-per-record data is shuffled or collected.
+parser judges them exactly as it judges segment files: by default the columnar audit
+(`column_audit`, on the Arrow key and value buffers as they are), with `Options.scanner`
+"records" the record-by-record `PartitionAudit` (`job.audit_batches`). Each task sends back
+one pickled `PartitionResult`: as with files, no per-record data is shuffled or collected.
 
 The source gives key, value, headers, offset and timestamp per record, not the batch
 headers (producer id, transactional flag, control markers). So the topic is read with
 `kafka.isolation.level=read_committed`: records of aborted transactions are dropped by
 the consumer, control records are never returned, and the read stops at the last stable
 offset, so a transaction still open is not read at all. A commit is then audited when,
-and only when, it took effect, which is what the file audit's findings describe too.
+and only when, it took effect. (A copy of the log on disk still holds the commits of
+aborted transactions, and the file audit reads them: the two agree on logs without
+aborted transactions.)
 
 The connector (`spark-sql-kafka-0-10_2.13` at PySpark's own version, and its
 dependencies) must be on Spark's classpath: `--packages` / `--jars` with spark-submit,
-`--spark-jars` with `kgc audit` (README, "Auditing from a Kafka topic").
+`--spark-jars` with `kgc audit` (docs/audit.md, "Auditing from a Kafka topic").
 """
 
 from __future__ import annotations
