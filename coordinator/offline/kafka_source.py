@@ -78,9 +78,10 @@ def read_topic(spark, source: TopicSource):
               .option("endingOffsets", "latest")
               .option("includeHeaders", "true")
               .option("kafka.isolation.level", "read_committed")
-              # Compaction or retention may remove records between planning and reading:
-              # the audit reads what is there rather than failing the night's run.
-              .option("failOnDataLoss", "false"))
+              # Records that retention deleted between planning and reading fail the run
+              # (Spark's default): an audit of part of a log must not pass for a whole one.
+              # Gaps left by compaction and transaction markers are not loss.
+              .option("failOnDataLoss", "true"))
     for name, value in source.consumer.items():
         reader = reader.option(name if name.startswith("kafka.") else f"kafka.{name}", value)
     try:

@@ -117,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     with KafkaCluster(work / f"kafka-{stamp}", settings={"message.max.bytes": str(8 << 20)}) as cluster:
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         try:
-            admin.create_topics([NewTopic(TOPIC, len(partition_dirs(data)), 1)])
+            # The generated records are dated NOW_MS, in the past: no retention may delete them
+            # while the bench runs (as kgc's compacted state topic would keep them).
+            admin.create_topics([NewTopic(TOPIC, len(partition_dirs(data)), 1,
+                                          topic_configs={"retention.ms": "-1", "retention.bytes": "-1"})])
         finally:
             admin.close()
         deadline = time.monotonic() + 60
