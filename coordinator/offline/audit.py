@@ -377,7 +377,14 @@ class PartitionAudit:
                                 SIMPLE_GROUP_NOTE)
 
     def _upstream_findings(self, log_offsets: LogOffsets) -> None:
+        # A topic the cluster answered nothing for is gone (a partition of a topic it has
+        # but could not bound, leaderless say, is only left unjudged).
+        topics = {topic for topic, _partition in log_offsets}
         for (group, topic, partition), committed in self.offsets.items():
+            if topic not in topics:
+                self._final_finding(FindingType.OFFSET_OF_DELETED_TOPIC, group, topic, partition, committed,
+                                    "the cluster has no such topic")
+                continue
             bounds = log_offsets.get((topic, partition))
             if bounds is None:
                 continue

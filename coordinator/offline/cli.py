@@ -35,7 +35,19 @@ DELETE_RETENTION_MS = 24 * 3600 * 1000
 
 def add_subcommands(subparsers) -> None:
     audit = subparsers.add_parser("audit", help="audit a data dir: findings, Parquet tables, report.html")
-    audit.add_argument("data_dir", metavar="DATA_DIR", help="the data dir (or a copy of it); a live one is fine")
+    audit.add_argument("data_dir", metavar="DATA_DIR", nargs="?", default=None,
+                       help="the data dir (or a copy of it); a live one is fine. Or read a topic: --bootstrap")
+    audit.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
+                       help="read the group state from a Kafka topic of this cluster instead of a data dir, "
+                            "through Spark's Kafka source (read-only); its log offsets are checked as --upstream's")
+    audit.add_argument("--topic", default="__consumer_offsets",
+                       help="with --bootstrap: the topic (default %(default)s; kgc's state topic in HA mode)")
+    audit.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="with --bootstrap: a Kafka consumer setting for the source (security.protocol, "
+                            "ssl.truststore.location, sasl.jaas.config ...); repeat for several")
+    audit.add_argument("--spark-jars", default=None, metavar="JAR,...",
+                       help="jars to add to the local Spark session: with --bootstrap, Spark's Kafka source "
+                            "(spark-sql-kafka-0-10_2.13 at PySpark's version) and its dependencies")
     audit.add_argument("--out", required=True, help="report directory to create")
     audit.add_argument("--upstream", default=None, metavar="HOST:PORT",
                        help="a broker of the Kafka cluster: check offsets against its logs and report lag")
@@ -125,7 +137,7 @@ class _Engine:
             started = time.perf_counter()
             # A session someone else started (a notebook, the tests) is theirs to stop.
             self.owned = spark_engine.active_session() is None
-            self.spark = spark_engine.session(args.master)
+            self.spark = spark_engine.session(args.master, jars=getattr(args, "spark_jars", None))
             self.session_seconds = time.perf_counter() - started
             self.task_map = spark_engine.spark_map(self.spark)
 
@@ -151,7 +163,15 @@ def setup_problem(args, needs: tuple[str, ...] = ()) -> str | None:
     if missing:
         return (f"needs {', '.join(missing)} (the 'spark' extra): pip install 'kgc[spark]'"
                 + (", or use --engine python" if missing == ["pyspark"] else ""))
-    if not Path(args.data_dir).is_dir():
+    if getattr(args, "bootstrap", None) is not None:
+        if args.data_dir is not None:
+            return "give a data dir or --bootstrap, not both"
+        if args.engine != "spark":
+            return "--bootstrap reads the topic through Spark: use --engine spark"
+        bad = [o for o in args.kafka_option if "=" not in o]
+        if bad:
+            return f"--kafka-option takes KEY=VALUE, got {', '.join(bad)}"
+    elif args.data_dir is None or not Path(args.data_dir).is_dir():
         return f"no data dir at {args.data_dir}: give the directory kgc serve --data-dir wrote"
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -182,6 +202,9 @@ def run_audit(args) -> int:
         print(f"kgc audit: {problem}", file=sys.stderr)
         return 2
     log_offsets = None
+    if args.bootstrap and not args.upstream:
+        # The live checks come from the cluster the topic is read from.
+        args.upstream = args.bootstrap.split(",")[0]
     if args.upstream:
         from coordinator.offline.upstream import UpstreamError, UpstreamOffsets
 
@@ -193,8 +216,20 @@ def run_audit(args) -> int:
         print(f"upstream {args.upstream}: {len(log_offsets)} partitions", flush=True)
     engine = _Engine(args)
     try:
-        run = audit(args.data_dir, args.out, _options(args), engine.task_map, log_offsets, args.upstream,
-                    progress_label="audit")
+        if args.bootstrap:
+            from coordinator.offline.kafka_source import ConnectorMissing, TopicSource
+            from coordinator.offline.runner import audit_topic
+
+            source = TopicSource(args.bootstrap, args.topic,
+                                 dict(o.split("=", 1) for o in args.kafka_option))
+            try:
+                run = audit_topic(engine.spark, source, args.out, _options(args), log_offsets, args.upstream)
+            except ConnectorMissing as e:
+                print(f"kgc audit: {e}", file=sys.stderr)
+                return 2
+        else:
+            run = audit(args.data_dir, args.out, _options(args), engine.task_map, log_offsets, args.upstream,
+                        progress_label="audit")
     finally:
         engine.close()
     summary = run.summary

@@ -77,6 +77,10 @@ GUIDES: dict[FindingType, Guide] = {
         "a committed offset above the partition's log end: impossible for a consumer that read it",
         "the topic was recreated or truncated, or offsets were set by hand: reset the group "
         "(kgc groups reset-offsets)"),
+    FindingType.OFFSET_OF_DELETED_TOPIC: Guide(
+        "a committed offset of a topic the cluster no longer has: the topic was deleted under the group",
+        "if the topic is gone for good, delete the group's offsets of it (kgc groups delete-offsets); if it "
+        "comes back under the same name, its new log starts at 0 and this offset is wrong for it"),
 }
 
 

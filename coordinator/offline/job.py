@@ -14,6 +14,7 @@ mode, a shared file system on a cluster.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from coordinator.offline.audit import AuditResult, LogOffsets, PartitionAudit
 from coordinator.offline.compact import CompactionRefused, compact_partition
 from coordinator.offline.findings import Finding
-from coordinator.offline.scan import PartitionScan
+from coordinator.offline.scan import PartitionScan, ScannedBatch
 from storage.compaction import CompactionStats
 
 DEFAULT_SCANNER = "columns" if find_spec("numpy") and find_spec("pyarrow") else "records"
@@ -86,7 +87,7 @@ def _run_records(task: PartitionTask) -> PartitionResult:
     audit = None
     options = task.options
     if task.report_dir is not None:
-        audit = _partition_audit(task)
+        audit = partition_audit(task)
     kept = [] if task.compact_dir is not None else None
     for scanned in scan:
         if audit is not None:
@@ -96,7 +97,7 @@ def _run_records(task: PartitionTask) -> PartitionResult:
     result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
                              next_offset=scan.next_offset)
     if audit is not None:
-        _audited(result, audit.finish(scan.problems + scan.evidence), task)
+        audited_into(result, audit.finish(scan.problems + scan.evidence), task)
     else:
         result.findings = scan.problems + scan.evidence
     if kept is not None:
@@ -110,13 +111,28 @@ def _run_records(task: PartitionTask) -> PartitionResult:
     return result
 
 
-def _partition_audit(task: PartitionTask) -> PartitionAudit:
+def audit_batches(task: PartitionTask, batches: Iterable[ScannedBatch]) -> PartitionResult:
+    """The audit of one partition's batches from elsewhere than its segment files (a
+    Kafka topic through Spark: `kafka_source`), into the same result as a file run."""
+    started = time.perf_counter()
+    audit = partition_audit(task)
+    next_offset = 0
+    for scanned in batches:
+        audit.add(scanned)
+        next_offset = scanned.batch.last_offset + 1
+    result = PartitionResult(task.partition, next_offset=next_offset)
+    audited_into(result, audit.finish(), task)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def partition_audit(task: PartitionTask) -> PartitionAudit:
     options = task.options
     return PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets,
                           since_ms=options.since_ms, until_ms=options.until_ms)
 
 
-def _audited(result: PartitionResult, audited: AuditResult, task: PartitionTask) -> None:
+def audited_into(result: PartitionResult, audited: AuditResult, task: PartitionTask) -> None:
     result.findings = audited.findings
     result.final_offsets = audited.final_offsets
     result.groups = audited.groups
@@ -141,8 +157,8 @@ def _run_columns(task: PartitionTask) -> PartitionResult:
     result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
                              next_offset=scan.next_offset)
     if task.report_dir is not None:
-        audit = _partition_audit(task)
-        _audited(result, audit_columns(cols, audit), task)
+        audit = partition_audit(task)
+        audited_into(result, audit_columns(cols, audit), task)
     else:
         result.findings = scan.problems + scan.evidence
     if task.compact_dir is not None:

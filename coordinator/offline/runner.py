@@ -88,6 +88,22 @@ def audit(data_dir: str | Path, report_dir: str | Path, options: Options, task_m
     return AuditRun(results, summary, time.perf_counter() - started)
 
 
+def audit_topic(spark, source, report_dir: str | Path, options: Options, log_offsets: LogOffsets | None = None,
+                upstream: str | None = None) -> AuditRun:
+    """`audit` of a Kafka topic (`kafka_source.TopicSource`) read through Spark's Kafka
+    source instead of a data dir: the same per-partition audit and the same report."""
+    from coordinator.offline import kafka_source
+    from coordinator.offline.report import write_report
+
+    started = time.perf_counter()
+    report_dir = Path(report_dir).resolve()
+    _prepare_output(report_dir)
+    template = PartitionTask(-1, source.topic, options, report_dir=str(report_dir), log_offsets=log_offsets)
+    results = kafka_source.audit_topic(spark, source, template)
+    summary = write_report(report_dir, results, data_dir=source.describe(), options=options, upstream=upstream)
+    return AuditRun(results, summary, time.perf_counter() - started)
+
+
 @dataclass(frozen=True, slots=True)
 class CompactRun:
     results: list[PartitionResult]

@@ -32,8 +32,9 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-def session(master: str | None = None, app_name: str = "kgc-offline"):
-    """A SparkSession for this job: `master`, else the one spark-submit set, else local."""
+def session(master: str | None = None, app_name: str = "kgc-offline", jars: str | None = None):
+    """A SparkSession for this job: `master`, else the one spark-submit set, else local;
+    `jars` (comma-separated paths) added to its classpath."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -52,6 +53,8 @@ def session(master: str | None = None, app_name: str = "kgc-offline"):
             builder = (builder.config("spark.driver.host", "127.0.0.1")
                        .config("spark.driver.bindAddress", "127.0.0.1")
                        .config("spark.driver.memory", "1g"))
+    if jars:
+        builder = builder.config("spark.jars", jars)
     spark = (builder.config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")

@@ -19,7 +19,6 @@ from protocol.api_keys import (
     LOCAL_VERSIONS,
     SASL_VERSIONS,
     TXN_OFFSET_COMMIT_VERSIONS,
-    UNSERVED_GROUP_APIS,
 )
 from protocol.error_responses import _BUILDERS
 from protocol.messages import request_class, response_class

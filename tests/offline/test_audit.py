@@ -11,7 +11,7 @@ import pytest
 # saying so, before the imports below that need it.
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
 
-from coordinator.offline.findings import Finding, FindingType
+from coordinator.offline.findings import UPSTREAM_TYPES, Finding, FindingType
 from coordinator.offline.generate import GeneratorConfig, expected_identities, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit
@@ -41,8 +41,7 @@ def test_finds_every_injected_anomaly_and_nothing_else(dirty_audit):
     assert expected - found == set(), "missed injected anomalies"
     kinds = {identity[0] for identity in expected}
     # Open transactions have a test of their own (below).
-    assert kinds == set(FindingType) - {FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END,
-                                        FindingType.OPEN_TRANSACTION}
+    assert kinds == set(FindingType) - UPSTREAM_TYPES - {FindingType.OPEN_TRANSACTION}
     left = [f for r in run.results for f in r.findings if f.type is FindingType.OFFSET_OF_DELETED_GROUP]
     assert left and all(f.member_id and "before the group's GroupMetadata was deleted" in f.detail for f in left)
 
@@ -168,14 +167,31 @@ def test_a_log_kafka_wrote_is_judged_by_what_its_records_carry(tmp_path):
     found = identities(run)
     assert found == expected_identities(manifest.expected)
     kinds = {identity[0] for identity in found}
-    # Stale generations need the generation header; everything else is still judged.
-    assert kinds == set(FindingType) - {FindingType.STALE_GENERATION_COMMIT, FindingType.OPEN_TRANSACTION}
+    # Stale generations need the generation header; everything else is still judged (but
+    # the generator deletes no topic: test_an_offset_of_a_topic_the_cluster_lacks).
+    assert kinds == set(FindingType) - {FindingType.STALE_GENERATION_COMMIT, FindingType.OFFSET_OF_DELETED_TOPIC,
+                                        FindingType.OPEN_TRANSACTION}
     findings = [f for r in run.results for f in r.findings]
     simple = [f for f in findings if f.group and f.group.startswith("simple-")]
     assert simple and all(f.type is FindingType.ORPHANED_OFFSET and "assign()" in f.detail for f in simple)
     left = [f for f in findings if f.type is FindingType.OFFSET_OF_DELETED_GROUP]
     assert left and all(f.group.startswith("leftover-") and "deleted at offset" in f.detail for f in left)
     assert all(f.member_id is None and f.client_id is None for f in findings)
+
+
+def test_an_offset_of_a_topic_the_cluster_lacks(tmp_path):
+    """A topic the cluster answers nothing for was deleted under the group; a partition
+    the cluster has no bounds for, of a topic it has, is left unjudged."""
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, [offset_commit_record("g")], 1))
+    gone = audit(tmp_path / "data", tmp_path / "gone", Options(now_ms=2), log_offsets={("other", 0): (0, 9)},
+                 upstream="test")
+    assert [(f.type, f.group, f.topic, f.partition, f.committed_offset) for r in gone.results for f in r.findings
+            if f.type in UPSTREAM_TYPES] == [(FindingType.OFFSET_OF_DELETED_TOPIC, "g", "t", 0, 5)]
+    unbounded = audit(tmp_path / "data", tmp_path / "unbounded", Options(now_ms=2), log_offsets={("t", 1): (0, 9)},
+                      upstream="test")
+    assert [f for r in unbounded.results for f in r.findings if f.type in UPSTREAM_TYPES] == []
 
 
 def test_groups_of_kafka_4_protocols_are_not_orphans(tmp_path):

@@ -10,94 +10,26 @@ from __future__ import annotations
 
 import filecmp
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-from coordinator.embedded import free_port
 from coordinator.offline.generate import GeneratorConfig, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact
 from coordinator.offline.scan import segment_files
 from storage.file_store import partition_dirs
+from tests.support.spark_cluster import standalone_spark, submit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(240)]
 
-REPO = Path(__file__).resolve().parents[2]
-SUBMIT = REPO / "deploy" / "spark" / "submit.sh"
 CONFIG = GeneratorConfig(records=3_000, groups=12, num_partitions=6, per_type=1, segment_bytes=16 * 1024)
 WORKERS = 2
 
 
-def spark_home() -> Path:
-    pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("no Java runtime for Spark")
-    return Path(pyspark.__file__).parent
-
-
-def alive_workers(ui_port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as response:
-            return int(json.load(response).get("aliveworkers", 0))
-    except OSError:
-        return 0
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    home = spark_home()
-    work = tmp_path_factory.mktemp("cluster")
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work),
-           "SPARK_WORKER_DIR": str(work / "worker"), "PYSPARK_PYTHON": sys.executable}
-    port, ui_port = free_port(), free_port()
-    master = f"spark://127.0.0.1:{port}"
-    spark_class = str(home / "bin" / "spark-class")
-    commands = [[spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", str(ui_port)]]
-    commands += [[spark_class, "org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1",
-                  "--cores", "1", "--memory", "768m", "--webui-port", str(free_port())] for _ in range(WORKERS)]
-    processes = []
-    try:
-        for i, command in enumerate(commands):
-            log = open(work / f"daemon-{i}.log", "wb")    # noqa: SIM115 (closed with the process below)
-            processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True), log))
-        deadline = time.monotonic() + 90
-        while alive_workers(ui_port) < WORKERS:
-            if time.monotonic() > deadline or any(p.poll() is not None for p, _ in processes):
-                logs = "\n".join((work / f"daemon-{i}.log").read_text()[-2000:] for i in range(len(commands)))
-                pytest.fail(f"the standalone cluster did not come up:\n{logs}")
-            time.sleep(0.5)
-        yield master, env
-    finally:
-        for process, _log in processes:
-            os.killpg(process.pid, signal.SIGTERM)
-        for process, log in processes:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-            log.close()
-
-
-def submit(cluster, *args: str) -> str:
-    master, env = cluster
-    env = {**env, "SPARK_MASTER": master, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}",
-           "SPARK_SUBMIT_ARGS": "--conf spark.driver.host=127.0.0.1 --conf spark.driver.bindAddress=127.0.0.1 "
-                                "--conf spark.executor.memory=512m --conf spark.ui.enabled=false"}
-    done = subprocess.run(["sh", str(SUBMIT), *args], env=env, capture_output=True, text=True, timeout=150,
-                          cwd="/")
-    assert done.returncode in (0, 2), f"spark-submit failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
+    with standalone_spark(tmp_path_factory.mktemp("cluster"), WORKERS) as cluster:
+        yield cluster
 
 
 def test_audit_and_compaction_on_a_standalone_cluster_match_the_local_run(cluster, tmp_path):

@@ -5,6 +5,7 @@ broker, tools, clients and Streams plus a log4j2 binding (tests/kafka/pom.xml sa
 fetching them with Maven on first use. Maven's own repository (~/.m2) keeps the downloads,
 and a version's directory is marked complete only once every jar is copied, so a second run
 on the same machine asks Maven for nothing. `.ci/run` warms the cache through `main()`.
+`spark_kafka_jars(version)` does the same for Spark's Kafka source (tests/spark/pom.xml).
 
 `KGC_KAFKA_CACHE` moves the cache (default ~/.cache/kgc/kafka).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,7 @@ KAFKA_VERSION = "4.4.0"
 KAFKA_OLD_VERSION = "3.9.1"
 
 POM = Path(__file__).resolve().parent.parent / "kafka" / "pom.xml"
+SPARK_POM = POM.parent.parent / "spark" / "pom.xml"
 LOG4J2_CONFIG = POM.parent / "log4j2.properties"
 _DONE = ".complete"
 # Clients and tools: a JVM that starts in about a second (a member restarted within its
@@ -41,22 +44,42 @@ def cache_root() -> Path:
 
 
 def kafka_lib(version: str = KAFKA_VERSION) -> Path:
-    lib = cache_root() / version / "lib"
+    return _maven_lib(POM, cache_root() / version / "lib", {"kafka.version": version}, f"Kafka {version}")
+
+
+def spark_kafka_jars(spark_version: str) -> list[str]:
+    """Spark's Kafka source at `spark_version` and the jars it needs that PySpark does not
+    ship (tests/spark/pom.xml): what `spark.jars` takes. A jar PySpark has in another
+    version (Scala, Hadoop, slf4j ...) is left out, so Spark's own one is the one loaded."""
+    lib = _maven_lib(SPARK_POM, cache_root() / f"spark-sql-kafka-{spark_version}" / "lib",
+                     {"spark.version": spark_version}, f"spark-sql-kafka {spark_version}")
+    import pyspark
+
+    shipped = {_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(str(j) for j in lib.glob("*.jar") if _artifact(j.name) not in shipped)
+
+
+def _artifact(jar_name: str) -> str:
+    """`lz4-java-1.10.1.jar` -> `lz4-java`."""
+    return re.sub(r"-\d[\w.]*\.jar$", "", jar_name)
+
+
+def _maven_lib(pom: Path, lib: Path, properties: dict[str, str], what: str) -> Path:
     if (lib / _DONE).exists():
         return lib
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise KafkaUnavailable("Maven (mvn) is not installed: it fetches Kafka's jars for the real-broker tests")
+        raise KafkaUnavailable(f"Maven (mvn) is not installed: it fetches {what}'s jars for the tests")
     if lib.exists():
         shutil.rmtree(lib)  # a fetch that stopped half-way: start it again
     lib.mkdir(parents=True)
-    cmd = [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-Dkafka.version={version}",
-           "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
+    cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+           *(f"-D{k}={v}" for k, v in properties.items()), "-DincludeScope=runtime", f"-DoutputDirectory={lib}"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
     if done.returncode != 0:
-        raise KafkaUnavailable(f"mvn could not fetch Kafka {version} (exit {done.returncode}):\n"
+        raise KafkaUnavailable(f"mvn could not fetch {what} (exit {done.returncode}):\n"
                                f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    (lib / _DONE).write_text(version + "\n")
+    (lib / _DONE).write_text(" ".join(properties.values()) + "\n")
     return lib
 
 
@@ -102,6 +125,15 @@ def main(argv: list[str]) -> int:
         except KafkaUnavailable as exc:
             print(f"kafka_dist: {exc}", file=sys.stderr)
             return 1
+    try:
+        import pyspark
+    except ImportError:
+        return 0
+    try:
+        print(f"spark-sql-kafka {pyspark.__version__}: {len(spark_kafka_jars(pyspark.__version__))} jars", flush=True)
+    except KafkaUnavailable as exc:
+        print(f"kafka_dist: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,0 +1,231 @@
+"""The audit's input from a Kafka topic, through Spark's Kafka source.
+
+The topic is any cluster's `__consumer_offsets` (read-only: the source only fetches) or
+kgc's own state topic: the same record format either way. Spark's Kafka source plans one
+Spark partition per topic partition, from its earliest to its latest offset; each Spark
+task hands its rows to this module as Arrow batches (`mapInArrow`), where kgc's own record
+parser judges them exactly as it judges segment files: by default the columnar audit
+(`column_audit`, on the Arrow key and value buffers as they are), with `Options.scanner`
+"records" the record-by-record `PartitionAudit` (`job.audit_batches`). Each task sends back
+one pickled `PartitionResult`: as with files, no per-record data is shuffled or collected.
+
+The source gives key, value, headers, offset and timestamp per record, not the batch
+headers (producer id, transactional flag, control markers). So the topic is read with
+`kafka.isolation.level=read_committed`: records of aborted transactions are dropped by
+the consumer, control records are never returned, and the read stops at the last stable
+offset, so a transaction still open is not read at all. A commit is then audited when,
+and only when, it took effect. (A copy of the log on disk still holds the commits of
+aborted transactions, and the file audit reads them: the two agree on logs without
+aborted transactions.)
+
+The connector (`spark-sql-kafka-0-10_2.13` at PySpark's own version, and its
+dependencies) must be on Spark's classpath: `--packages` / `--jars` with spark-submit,
+`--spark-jars` with `kgc audit` (docs/audit.md, "Auditing from a Kafka topic").
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from coordinator.offline.job import PartitionResult, PartitionTask, audit_batches
+from coordinator.offline.scan import ScannedBatch
+from storage.api import StoredBatch, StoredRecord
+
+DEFAULT_TOPIC = "__consumer_offsets"
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+_RESULT_SCHEMA = "result binary"
+_NO_BYTES = memoryview(b"")
+
+
+class ConnectorMissing(RuntimeError):
+    """Spark has no Kafka source: the connector's jars are not on its classpath."""
+
+
+def connector_coordinates() -> str:
+    """The connector's Maven coordinates for the installed PySpark (its version must match)."""
+    import pyspark
+
+    return f"{CONNECTOR}:{pyspark.__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSource:
+    bootstrap: str                                   # host:port[,host:port...]
+    topic: str = DEFAULT_TOPIC
+    # Kafka consumer settings (security.protocol, ssl.*, sasl.* ...), given to the
+    # source as its `kafka.`-prefixed options.
+    consumer: Mapping[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"kafka://{self.bootstrap}/{self.topic}"
+
+
+def read_topic(spark, source: TopicSource):
+    """The topic as a DataFrame of Spark's Kafka source, committed records only."""
+    # Spark 4.2's Admin-based offset reader plans no rows at all for __consumer_offsets
+    # of a Kafka 4.4 broker (by subscribe and by assign alike), where it reads an ordinary
+    # topic; the consumer-based reader plans the partitions' real ranges.
+    spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
+    reader = (spark.read.format("kafka")
+              .option("kafka.bootstrap.servers", source.bootstrap)
+              .option("subscribe", source.topic)
+              .option("startingOffsets", "earliest")
+              .option("endingOffsets", "latest")
+              .option("includeHeaders", "true")
+              .option("kafka.isolation.level", "read_committed")
+              # Records that retention deleted between planning and reading fail the run
+              # (Spark's default): an audit of part of a log must not pass for a whole one.
+              # Gaps left by compaction and transaction markers are not loss.
+              .option("failOnDataLoss", "true"))
+    for name, value in source.consumer.items():
+        reader = reader.option(name if name.startswith("kafka.") else f"kafka.{name}", value)
+    try:
+        return reader.load()
+    except Exception as e:
+        if "DATA_SOURCE_NOT_FOUND" in str(e) or "Failed to find data source: kafka" in str(e):
+            raise ConnectorMissing(
+                f"Spark has no Kafka source: put {connector_coordinates()} and its dependencies on its "
+                "classpath (spark-submit --packages, or kgc audit --spark-jars)") from None
+        raise
+
+
+def audit_topic(spark, source: TopicSource, template: PartitionTask) -> list[PartitionResult]:
+    """Every partition of the topic audited in its own Spark task, as `template` says
+    (options, report dir, log offsets); the results by partition."""
+    frame = read_topic(spark, source).select("partition", "offset", "timestamp", "key", "value", "headers")
+
+    def run(batches):
+        yield from _audit_partition(batches, template, source.topic)
+
+    rows = frame.mapInArrow(run, _RESULT_SCHEMA).collect()
+    results = sorted((pickle.loads(row.result) for row in rows), key=lambda r: r.partition)
+    # A partition's history is judged whole: one split over two tasks (Spark's
+    # minPartitions, never set here) would be judged as two logs.
+    split = sorted(p for p, n in Counter(r.partition for r in results).items() if n > 1)
+    if split:
+        raise RuntimeError(f"partitions {split} of {source.topic} were read by more than one Spark task")
+    return results
+
+
+def _audit_partition(batches, template: PartitionTask, topic: str):
+    """One Spark task: its Arrow batches are the records of one topic partition."""
+    import pyarrow as pa
+
+    first = next(batches, None)
+    if first is None:
+        return
+    partition = first.column("partition")[0].as_py()
+    task = replace(template, partition=partition, directory=topic)
+    if task.options.scanner == "columns":
+        result = _audit_columns(task, pa.Table.from_batches(list(_chain(first, batches))), topic)
+    else:
+        result = audit_batches(task, _scanned(_chain(first, batches), topic))
+    yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(result)]}, schema=pa.schema([("result", pa.binary())]))
+
+
+def _audit_columns(task: PartitionTask, table, topic: str) -> PartitionResult:
+    """The partition's records straight from Spark's Arrow columns into the columnar
+    audit a data dir's partition gets (`column_audit`): the key and value columns are
+    already one data buffer and offsets each, which is what `RecordSpans` describes."""
+    from coordinator.offline.column_audit import audit_columns
+    from coordinator.offline.job import audited_into, partition_audit
+
+    started = time.perf_counter()
+    cols = columns_from_arrow(task.partition, topic, table)
+    result = PartitionResult(task.partition, next_offset=int(cols.offset[-1]) + 1 if len(cols.offset) else 0)
+    audited_into(result, audit_columns(cols, partition_audit(task)), task)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def columns_from_arrow(partition: int, topic: str, table):
+    """`PartitionColumns` of one topic partition's rows (one record per batch: the
+    source gives no batch headers, and control records never arrive)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from coordinator.offline.columns import PartitionColumns
+    from coordinator.offline.scan import PartitionScan
+    from storage import columnar
+
+    n = table.num_rows
+    keys, key_pos, key_len = _binary(table.column("key").combine_chunks(), 0)
+    values, value_pos, value_len = _binary(table.column("value").combine_chunks(), len(keys))
+    buf = columnar.padded([keys, values])
+    blocks, header_block = _header_blocks(table.column("headers").combine_chunks())
+    zeros = np.zeros(n, np.int64)
+    spans = columnar.RecordSpans(batch=np.arange(n, dtype=np.int64), timestamp_delta=zeros, offset_delta=zeros,
+                                 key_pos=key_pos, key_len=key_len, value_pos=value_pos, value_len=value_len,
+                                 headers_pos=zeros, record_end=zeros, header_block=header_block)
+    offset = table.column("offset").to_numpy().astype(np.int64)
+    # Spark's timestamps arrive as microseconds since the epoch; the log's are ms.
+    timestamp = pc.divide(table.column("timestamp").combine_chunks().cast(pa.int64()), 1000).to_numpy()
+    cols = PartitionColumns(PartitionScan(partition, Path(topic)), buf, np.asarray([0, len(keys)], np.int64),
+                            [topic], zeros, zeros, zeros, offset, zeros, np.ones(n, bool), spans)
+    cols.offset, cols.timestamp, cols.header_blocks = offset, timestamp.astype(np.int64), blocks
+    return cols
+
+
+def _binary(array, at: int):
+    """(data bytes, positions + at, lengths with -1 for null) of an Arrow binary array."""
+    import numpy as np
+
+    _validity, offsets_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32)[array.offset:array.offset + len(array) + 1].astype(np.int64)
+    base = int(offsets[0]) if len(offsets) else 0
+    data = bytes(data_buffer)[base:int(offsets[-1])] if data_buffer is not None and len(offsets) else b""
+    lengths = np.diff(offsets)
+    lengths[array.is_null().to_numpy(zero_copy_only=False)] = -1
+    return data, offsets[:-1] - base + at, lengths
+
+
+def _header_blocks(headers) -> tuple[list, object]:
+    """The distinct header lists (kgc's audit headers; none in a log Kafka wrote) and each
+    record's index into them."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n = len(headers)
+    if n == 0 or pc.max(pc.list_value_length(headers).fill_null(0)).as_py() == 0:
+        return [()], np.zeros(n, np.int64)
+    index: dict[tuple, int] = {}
+    rows = np.empty(n, np.int64)
+    for i, row in enumerate(headers.to_pylist()):
+        rows[i] = index.setdefault(_headers(row), len(index))
+    return list(index), rows
+
+
+def _chain(first, rest) -> Iterator:
+    yield first
+    yield from rest
+
+
+def _scanned(batches, topic: str) -> Iterator[ScannedBatch]:
+    """Each Arrow batch as one record batch of the log (control records are never among
+    them: see the module's note); the position is the first record's offset."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        offsets = batch.column("offset").to_pylist()
+        # Spark's timestamps arrive as microseconds since the epoch; the log's are ms.
+        timestamps = pc.divide(batch.column("timestamp").cast(pa.int64()), 1000).to_pylist()
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        headers = batch.column("headers").to_pylist()
+        stored = tuple(StoredRecord(o, t, k, v, _headers(h))
+                       for o, t, k, v, h in zip(offsets, timestamps, keys, values, headers, strict=True))
+        yield ScannedBatch(topic, offsets[0], _NO_BYTES,
+                           StoredBatch(offsets[0], offsets[-1], stored, max_timestamp_ms=max(timestamps)))
+
+
+def _headers(headers: list[dict] | None) -> tuple[tuple[str, bytes | None], ...]:
+    return tuple((h["key"], h["value"]) for h in headers) if headers else ()

@@ -1,0 +1,219 @@
+"""`kgc audit --bootstrap`: a real broker's `__consumer_offsets`, read through Spark's Kafka
+source, audited as kgc audits its own files.
+
+One broker for the module, with retention that acts within seconds. Real kafka-python
+consumers drive the groups: one commits as it should, one commits an offset below its
+last, one commits past the log's end, one commits 0 on a topic whose records retention
+then deletes unconsumed. `kgc audit` runs as a user runs it (its own process and Spark
+session, the connector's jars from Maven), and must find exactly those; a copy of the
+broker's log directories on disk must give the same findings. The audit runs on
+`local[2]` and on a standalone Spark cluster (master and one worker) started here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
+pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+from kafka.structs import OffsetAndMetadata  # noqa: E402
+
+from coordinator.offline.upstream import UpstreamOffsets  # noqa: E402
+from tests.support.kafka import KafkaCluster  # noqa: E402
+from tests.support.kafka_dist import spark_kafka_jars  # noqa: E402
+from tests.support.spark_cluster import standalone_spark, submit  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+
+EVENTS = "events"          # 2 partitions, 10 records each
+EXPIRING = "expiring"      # records deleted by retention before "late" reads them
+DOOMED = "doomed"          # deleted under group "doomed"
+RETENTION = {"log.retention.check.interval.ms": "500", "log.segment.delete.delay.ms": "0",
+             "log.initial.task.delay.ms": "0"}
+AUDIT_TIMEOUT_S = 180
+
+
+def produce(bootstrap: str, topic: str, partition: int, count: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        for i in range(count):
+            producer.send(topic, f"r{i}".encode(), partition=partition).get(timeout=30)
+    finally:
+        producer.close()
+
+
+def member(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
+    """A consumer of `group` that has joined it and holds `topic`'s partitions."""
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    deadline = time.monotonic() + 60
+    while not consumer.assignment():
+        assert time.monotonic() < deadline, f"{group} got no assignment"
+        consumer.poll(timeout_ms=500)
+    return consumer
+
+
+def commit(consumer: KafkaConsumer, topic: str, partition: int, offset: int) -> None:
+    consumer.commit({TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)})
+
+
+def wait_until(condition, what: str, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with KafkaCluster(tmp_path_factory.mktemp("kafka-audit"), settings=RETENTION) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        try:
+            admin.create_topics([NewTopic(EVENTS, 2, 1), NewTopic(DOOMED, 1, 1),
+                                 NewTopic(EXPIRING, 1, 1, topic_configs={"retention.ms": "1000",
+                                                                         "segment.ms": "300"})])
+        finally:
+            admin.close()
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def groups(cluster):
+    """The groups, driven by real consumers; what the audit must find, as
+    (type, group, topic, partition, committed offset)."""
+    bootstrap = cluster.bootstrap
+    for p in (0, 1):
+        produce(bootstrap, EVENTS, p, 10)
+    produce(bootstrap, EXPIRING, 0, 5)
+
+    steady = member(bootstrap, "steady", EVENTS)
+    while sum(len(v) for v in steady.poll(timeout_ms=500).values()) or steady.position(TopicPartition(EVENTS, 0)) < 10:
+        pass
+    steady.commit()
+    steady.close()
+
+    regress = member(bootstrap, "regress", EVENTS)
+    commit(regress, EVENTS, 0, 8)
+    commit(regress, EVENTS, 0, 3)
+    regress.close()
+
+    ahead = member(bootstrap, "ahead", EVENTS)
+    commit(ahead, EVENTS, 1, 1000)
+    ahead.close()
+
+    # Offsets committed in transactions: one that commits (4), then one that aborts (9).
+    txn = member(bootstrap, "txn", EVENTS)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="audit-txn")
+    try:
+        producer.init_transactions()
+        for offset, end in ((4, producer.commit_transaction), (9, producer.abort_transaction)):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction({TopicPartition(EVENTS, 0): OffsetAndMetadata(offset, "", -1)},
+                                                 txn.group_metadata())
+            end()
+    finally:
+        producer.close()
+        txn.close()
+
+    produce(bootstrap, DOOMED, 0, 3)
+    doomed = member(bootstrap, "doomed", DOOMED)
+    commit(doomed, DOOMED, 0, 2)
+    doomed.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([DOOMED])
+    finally:
+        admin.close()
+    wait_until(lambda: not any(t == DOOMED for t, _ in UpstreamOffsets(bootstrap).log_offsets()),
+               f"{DOOMED} still listed")
+
+    late = member(bootstrap, "late", EXPIRING)
+    commit(late, EXPIRING, 0, 0)
+    late.close()
+    # A record after segment.ms rolls the segment holding the first five; retention then
+    # deletes it, with "late" still at 0.
+    time.sleep(0.4)
+    produce(bootstrap, EXPIRING, 0, 1)
+    wait_until(lambda: UpstreamOffsets(bootstrap).log_offsets().get((EXPIRING, 0), (0, 0))[0] > 0,
+               f"retention deleted nothing of {EXPIRING}-0")
+    return {
+        ("offset_regression", "regress", EVENTS, 0, 3),
+        ("offset_above_log_end", "ahead", EVENTS, 1, 1000),
+        ("offset_below_log_start", "late", EXPIRING, 0, 0),
+    }
+
+
+@pytest.fixture(scope="module")
+def jars() -> str:
+    return ",".join(spark_kafka_jars(pyspark.__version__))
+
+
+def kgc_audit(*args: str, timeout_s: float = AUDIT_TIMEOUT_S) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator.offline", "audit", *args],
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+def findings(report: Path) -> set[tuple]:
+    rows = pq.read_table(report / "findings.parquet").to_pylist()
+    return {(r["type"], r["group"], r["topic"], r["partition"], r["committed_offset"]) for r in rows}
+
+
+def audited(result: subprocess.CompletedProcess, report: Path) -> set[tuple]:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return findings(report)
+
+
+def test_the_topic_audited_through_spark_finds_exactly_what_the_clients_did(cluster, groups, jars, tmp_path):
+    report = tmp_path / "report"
+    result = kgc_audit("--bootstrap", cluster.bootstrap, "--master", "local[2]", "--spark-jars", jars,
+                       "--out", str(report))
+    assert audited(result, report) == groups
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["data_dir"] == f"kafka://{cluster.bootstrap}/__consumer_offsets"
+    assert summary["upstream"] == cluster.bootstrap
+    lag = {(r["group"], r["topic"], r["partition"]): r
+           for r in pq.read_table(report / "final_offsets.parquet").to_pylist()}
+    assert {k for k in lag if k[0] == "steady"} == {("steady", EVENTS, 0), ("steady", EVENTS, 1)}
+    assert (lag["steady", EVENTS, 0]["log_end_offset"], lag["ahead", EVENTS, 1]["log_end_offset"]) == (10, 10)
+    # Kafka's coordinator writes tombstones for the offsets of a topic it deletes: nothing
+    # of "doomed" is left to report (offset_of_deleted_topic is for logs that kept them).
+    assert not {k for k in lag if k[0] == "doomed"}
+    # read_committed: the aborted transaction's commit is not read (the log on disk has it).
+    assert lag["txn", EVENTS, 0]["offset"] == 4
+
+
+def test_the_topic_audited_on_a_standalone_spark_cluster(cluster, groups, jars, tmp_path):
+    """submit.sh on a master and one worker started here: the executor reads the topic."""
+    report = tmp_path / "report"
+    with standalone_spark(tmp_path, workers=1) as spark_cluster:
+        # The jars from the test cache, not --packages: the run needs no Ivy download.
+        out = submit(spark_cluster, "audit", "--bootstrap", cluster.bootstrap, "--out", str(report),
+                     submit_args=f"--jars {jars}", env={"KGC_SPARK_KAFKA_PACKAGE": ""})
+    assert "findings:" in out
+    assert findings(report) == groups
+
+
+def test_a_copy_of_the_log_on_disk_gives_the_same_findings(cluster, groups, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for directory in (cluster.nodes[0].directory / "data").glob("__consumer_offsets-*"):
+        shutil.copytree(directory, copy / directory.name)
+    report = tmp_path / "report"
+    result = kgc_audit(str(copy), "--engine", "python", "--upstream", cluster.bootstrap, "--out", str(report))
+    assert audited(result, report) == groups
+
+
+def test_without_the_connector_the_audit_says_which_jars_it_needs(cluster, tmp_path):
+    result = kgc_audit("--bootstrap", cluster.bootstrap, "--master", "local[1]", "--out", str(tmp_path / "r"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}" in result.stderr
