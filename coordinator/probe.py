@@ -18,12 +18,12 @@ def request_response(address: tuple[str, int], request, response_class, *, timeo
     request.with_header(correlation_id=correlation_id, client_id=client_id)
     with socket.create_connection(address, timeout=timeout_s) as sock:
         sock.sendall(request.encode(header=True, framed=True))
-        (size,) = _SIZE.unpack(_read_exactly(sock, _SIZE.size))
-        payload = _read_exactly(sock, size)
+        (size,) = _SIZE.unpack(read_exactly(sock, _SIZE.size))
+        payload = read_exactly(sock, size)
     return response_class.decode(payload, version=request.API_VERSION, header=True)
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
+def read_exactly(sock: socket.socket, n: int) -> bytes:
     chunks = bytearray()
     while len(chunks) < n:
         chunk = sock.recv(n - len(chunks))

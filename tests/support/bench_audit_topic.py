@@ -29,6 +29,7 @@ from coordinator.offline.findings import UPSTREAM_TYPES
 from coordinator.offline.generate import GeneratorConfig, generate
 from coordinator.offline.scan import PartitionScan
 from coordinator.offline.upstream import UpstreamOffsets
+from coordinator.probe import read_exactly
 from storage.file_store import partition_dirs
 from tests.support.kafka import KafkaCluster
 from tests.support.kafka_dist import spark_kafka_jars
@@ -61,8 +62,8 @@ def produce_log(bootstrap: str, data_dir: Path, topic: str) -> int:
                 ProduceRequest.TopicProduceData(version=9, name=topic, partition_data=parts)])
             request.with_header(correlation_id=correlation, client_id="bench")
             sock.sendall(request.encode(header=True, framed=True))
-            (size,) = _SIZE.unpack(_read(sock, _SIZE.size))
-            response = ProduceResponse.decode(_read(sock, size), version=9, header=True)
+            (size,) = _SIZE.unpack(read_exactly(sock, _SIZE.size))
+            response = ProduceResponse.decode(read_exactly(sock, size), version=9, header=True)
             errors = [(r.index, r.error_code, r.error_message) for t in response.responses for r in t.partition_responses
                       if r.error_code]
             if errors:
@@ -75,16 +76,6 @@ def _as_produced(raw: memoryview) -> bytes:
     """A stored batch as a producer sends it: base offset 0 (the broker assigns offsets;
     the CRC covers only what follows the base offset, length and leader epoch)."""
     return bytes(8) + bytes(raw[8:])
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        chunks += chunk
-    return bytes(chunks)
 
 
 def timed_audit(*args: str) -> tuple[float, dict, str]:
