@@ -193,9 +193,7 @@ class GroupCoordinatorService:
 
     async def _after_adoption(self, group_ids: Iterable[str | None], submit: Callable[[RequestContext, Any], Any],
                               ctx: RequestContext, request: Any, session_timeout_ms: int | None = None) -> Any:
-        await self._adoption.ensure_all(group_ids, session_timeout_ms)
-        outcome = submit(ctx, request)
-        return await outcome if isinstance(outcome, asyncio.Future) else outcome
+        return await self._after(self._adoption.ensure_all(group_ids, session_timeout_ms), submit, ctx, request)
 
     async def _per_partition(self, api_key: int, items: Sequence[Any], group_of: Callable[[Any], str | None],
                              run: Callable[[int, list[Any]], Awaitable[list[Any]]]) -> list[Any]:
