@@ -129,6 +129,8 @@ class KafkaPythonDriver:
 
     def poll(self, timeout_s: float) -> list[Consumed]:
         batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS)
+        if leader_stalled(self.consumer):
+            rejoin(self.consumer)
         return [Consumed(r.partition, r.offset, r.value) for records in batches.values() for r in records]
 
     def assignment(self) -> frozenset[int]:
@@ -141,6 +143,21 @@ class KafkaPythonDriver:
         self.consumer.close(autocommit=False)
 
 
+def leader_stalled(consumer) -> bool:
+    """kafka-python's leader stall (docs/kafka-python-leader-stall.md): a join task is left
+    behind although the client sees no reason to rejoin, so no poll() collects its answer.
+    Seen against Kafka's own coordinator as well as kgc's; a polling member recovers it."""
+    coordinator = consumer._coordinator
+    return coordinator._join_task is not None and not coordinator.need_rejoin()
+
+
+def rejoin(consumer) -> bool:
+    """A join still in flight is awaited as it is; one that finished unapplied is redone."""
+    coordinator = consumer._coordinator
+    coordinator.request_rejoin()
+    return coordinator.ensure_active_group(timeout_ms=CALL_TIMEOUT_S * 1000)
+
+
 def commit_through_rejoin(consumer, offsets=None) -> None:
     """kafka-python's synchronous commit, as an application that survives the client's
     leader stall does it (docs/kafka-python-leader-stall.md): a commit refused because the
@@ -151,10 +168,7 @@ def commit_through_rejoin(consumer, offsets=None) -> None:
     try:
         consumer.commit(offsets)
     except RebalanceInProgressError:
-        coordinator = consumer._coordinator
-        # A join still in flight is awaited as it is; one that finished unapplied is redone.
-        coordinator.request_rejoin()
-        if not coordinator.ensure_active_group(timeout_ms=CALL_TIMEOUT_S * 1000):
+        if not rejoin(consumer):
             raise
         consumer.commit(offsets)
 
