@@ -25,20 +25,13 @@ itself can play this part, with the same three steps.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kafka.protocol.admin import (
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DescribeProducersRequest,
-    DescribeProducersResponse,
-)
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -48,6 +41,7 @@ from kafka.protocol.producer import (
 
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.gateway.upstream_topic import UpstreamTopic
 from protocol.errors import ApiError, ErrorCode
 from storage.api import LogRecord, TxnBatch
 from storage.format import encode_producer_batch
@@ -56,8 +50,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC = "kgc-txn-offsets"
 CLIENT_ID = "kgc-txn"
-_METADATA_VERSION = 4
-_CREATE_TOPICS_VERSION = 4
 _ADD_PARTITIONS_VERSION = 3     # the last client version (v4+ are broker to broker)
 # v3-v10: the partition must already be in the transaction (verified, never added), as
 # a TV1 client's Produce; v11 only changes which errors may come back.
@@ -78,102 +70,21 @@ class Participant(Protocol):
         """Write the request into the client's transaction; its offset in P. Raises ApiError."""
 
 
-class ParticipantTopic:
+class ParticipantTopic(UpstreamTopic):
     def __init__(self, cluster: UpstreamCluster, num_partitions: int, *, topic: str = DEFAULT_TOPIC,
                  replication_factor: int = -1, request_timeout_ms: int = 30_000, commit_timeout_ms: int = 5_000,
                  clock: Callable[[], float] = time.monotonic):
-        self.topic = topic
-        self.num_partitions = num_partitions
-        self._cluster = cluster
-        self._replication_factor = replication_factor
-        self._timeout_s = request_timeout_ms / 1000
+        super().__init__(cluster, topic, num_partitions, client_id=CLIENT_ID, replication_factor=replication_factor,
+                         request_timeout_ms=request_timeout_ms)
         self._commit_timeout_s = commit_timeout_ms / 1000
         self._clock = clock
-        self._connections: dict[int, UpstreamConnection] = {}
-        self._opening: dict[int, asyncio.Future] = {}
-        self._correlation_ids = itertools.count(1)
-        self._leaders: dict[int, int] = {}
-        self._brokers: dict[int, tuple[str, int]] = {}
         # (P, producer id) → (epoch, next sequence); absent: ask the leader (DescribeProducers)
         self._sequences: dict[tuple[int, int], tuple[int, int]] = {}
         self._locks: dict[tuple[int, int], asyncio.Lock] = {}
 
-    # ---- the topic ---------------------------------------------------------------
-
     async def ensure(self) -> None:
-        """Create the topic if it is missing; refuse one with the wrong partition count."""
-        request = CreateTopicsRequest[_CREATE_TOPICS_VERSION](topics=[
-            CreateTopicsRequest.CreatableTopic(name=self.topic, num_partitions=self.num_partitions,
-                                               replication_factor=self._replication_factor, assignments=[],
-                                               configs=[])], timeout_ms=int(self._timeout_s * 1000),
-            validate_only=False)
-        response = await self._cluster.request(request, CreateTopicsResponse)
-        code = ErrorCode(response.topics[0].error_code)
-        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            raise RuntimeError(f"cannot create the participant topic {self.topic} upstream: {code.name} "
-                               f"({response.topics[0].error_message})")
-        await self.refresh()
-        if len(self._leaders) != self.num_partitions:
-            raise RuntimeError(f"the participant topic {self.topic} has {len(self._leaders)} partitions upstream; "
-                               f"kgc needs {self.num_partitions} (one per group partition)")
+        await super().ensure()
         log.info("participant topic %s ready (%d partitions)", self.topic, self.num_partitions)
-
-    async def refresh(self) -> None:
-        metadata = await self._cluster.request(
-            MetadataRequest[_METADATA_VERSION](topics=[self.topic], allow_auto_topic_creation=False),
-            MetadataResponse)
-        self._brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
-        for topic in metadata.topics:
-            if topic.name == self.topic and topic.error_code == 0:
-                self._leaders = {p.partition_index: p.leader_id for p in topic.partitions}
-
-    def forget_leader(self, partition: int) -> None:
-        self._leaders.pop(partition, None)
-
-    async def leader(self, partition: int) -> UpstreamConnection:
-        return await self.connection(await self.leader_id(partition))
-
-    async def leader_id(self, partition: int) -> int:
-        node = self._leaders.get(partition, -1)
-        if node not in self._brokers:
-            await self.refresh()
-            node = self._leaders.get(partition, -1)
-        return node
-
-    async def own_connection(self, node_id: int) -> UpstreamConnection:
-        """A connection of its own (a tail's): a broker answers one request of a
-        connection at a time, so a Fetch waiting for data would hold back the Produce and
-        AddPartitionsToTxn requests behind it."""
-        if node_id not in self._brokers:
-            await self.refresh()
-        if node_id not in self._brokers:
-            raise UpstreamUnavailable(f"upstream broker {node_id} is unknown", before_connect=True)
-        return await self._cluster.own_connection(*self._brokers[node_id])
-
-    async def connection(self, node_id: int) -> UpstreamConnection:
-        conn = self._connections.get(node_id)
-        if conn is not None and conn.failure is None:
-            return conn
-        if node_id not in self._brokers:
-            await self.refresh()
-        if node_id not in self._brokers:
-            raise UpstreamUnavailable(f"upstream broker {node_id} is unknown", before_connect=True)
-        host, port = self._brokers[node_id]
-        conn = await self._cluster.own_connection(host, port)
-        self._connections[node_id] = conn
-        return conn
-
-    async def request(self, conn: UpstreamConnection, request: Any, response_class: Any) -> Any:
-        correlation_id = next(self._correlation_ids)
-        request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
-        fut = conn.send(correlation_id, request.encode(header=True), True)
-        payload = await asyncio.wait_for(fut, self._timeout_s)
-        return response_class.decode(payload, version=request.API_VERSION, header=True)
-
-    async def close(self) -> None:
-        connections, self._connections = self._connections, {}
-        for conn in connections.values():
-            await conn.close()
 
     # ---- AddOffsetsToTxn -----------------------------------------------------------
 
