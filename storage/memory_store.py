@@ -137,6 +137,17 @@ class MemoryLogStore:
             asyncio.get_running_loop().call_soon(self.commit, partition, last_offset)
         return Append(last_offset, durable)
 
+    def skip(self, partition: int, count: int = 1) -> None:
+        """Leave `count` offsets out of the log (a replicated log's transaction marker takes
+        one): the next append starts past them, and they become durable with what precedes."""
+        state = self._partitions[partition]
+        state.next_offset += count
+        state.pending.append(_Pending(None, state.next_offset - 1, EagerFuture(asyncio.get_running_loop())))
+
+    def restore(self, partition: int, batches: Sequence[StoredBatch], end_offset: int) -> None:
+        """The partition as read from elsewhere (a replicated log), all durable: replaces what it held."""
+        self._partitions[partition] = _Partition(list(batches), [], end_offset, end_offset)
+
     def commit(self, partition: int, up_to_offset: int) -> None:
         """Make every pending batch ending at or before `up_to_offset` durable, in order."""
         state = self._partitions[partition]

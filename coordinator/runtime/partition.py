@@ -205,7 +205,6 @@ class PartitionRuntime:
         # Futures of requests still waiting for an answer, failed together on failure/close.
         self._waiters: set[asyncio.Future] = set()
         self._parked: deque[_Parked] = deque()
-        self._next_offset = 0
         self._last_written = -1
         self._last_durable = -1
         # Bumped on every failure, so durability callbacks of a dead epoch do nothing.
@@ -468,7 +467,9 @@ class PartitionRuntime:
         if error is not None:
             self._fail(error)
             return False
-        base = self._next_offset
+        # The store's end, not a count of our own: a replicated store leaves its
+        # transaction markers' offsets out (coordinator/replicated/store.py).
+        base = self._store.end_offset(self.partition)
         try:
             # The op already changed soft state for these records: if they cannot be
             # replayed, only a reload gives back a consistent shard.
@@ -489,18 +490,17 @@ class PartitionRuntime:
             self._fail(exc)
             return False
         # A marker is one control record, which the store writes.
-        return self._appended(append, base + max(len(log_records), 1) - 1)
+        return self._appended(append, base, max(len(log_records), 1))
 
-    def _appended(self, append: Append, expected: int) -> bool:
-        """Account for an append whose last record should be at `expected`; False if the
-        partition failed."""
+    def _appended(self, append: Append, base: int, count: int) -> bool:
+        """Account for an append of `count` records from `base`; False if the partition failed."""
+        expected = base + count - 1
         if append.last_offset != expected:
             # Replay used offsets the log did not give: state and log disagree.
             self._fail(RuntimeError(f"store assigned offsets up to {append.last_offset}, expected {expected}"))
             return False
         self.stats.batches_appended += 1
-        self.stats.records_appended += append.last_offset + 1 - self._next_offset
-        self._next_offset = append.last_offset + 1
+        self.stats.records_appended += count
         self._last_written = append.last_offset
         if append.durable.done():
             # Written inline (no fsync owed): durable now, so the caller parks nothing and
@@ -608,7 +608,11 @@ class PartitionRuntime:
             if error is not None:
                 self._fail(error)
                 return
-            base = self._next_offset
+            # Prepared first: its base is where the store will put the batch.
+            prepared = await self._store.prepare(self.partition, log_records, self._clock())
+            if epoch != self._epoch:
+                return
+            base = prepared.base_offset
             if result.replay:
                 for start in range(0, len(records), REPLAY_SLICE):
                     if start:
@@ -617,10 +621,7 @@ class PartitionRuntime:
                             return
                     for offset in range(start, min(start + REPLAY_SLICE, len(records))):
                         self._shard.replay(base + offset, records[offset])
-            prepared = await self._store.prepare(self.partition, log_records, self._clock())
-            if epoch != self._epoch:
-                return
-            if not self._appended(self._store.append_prepared(prepared), base + len(records) - 1):
+            if not self._appended(self._store.append_prepared(prepared), base, len(records)):
                 return
         self._park_or_release(_Parked(self._last_written, completions, result.after_commit, scope))
 
@@ -642,7 +643,6 @@ class PartitionRuntime:
             self._transition(PartitionState.FAILED)
             return
         self._shard, self._timer = shard, timer
-        self._next_offset = summary.end_offset
         self._last_written = self._last_durable = summary.end_offset - 1
         elapsed_ms = (time.monotonic() - started) * 1000
         self.stats.loads += 1
