@@ -42,6 +42,7 @@ from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.gateway.upstream_acls import UpstreamAcls
 from coordinator.gateway.upstream_groups import UpstreamGroups
+from coordinator.gateway.upstream_topic import TopicRefused
 from coordinator.group.shard import group_shard_factory
 from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.http.groups import committed_offsets
@@ -55,6 +56,8 @@ from coordinator.net.server import Listener
 from coordinator.net.topic_ids import TopicIds
 from coordinator.node import CoordinatorNode
 from coordinator.periodic import run_every
+from coordinator.replicated.state_topic import StateTopic
+from coordinator.replicated.store import ReplicatedLogStore
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.security.acl import AclSource, FileAuthorizer
 from coordinator.security.credentials import CredentialStore
@@ -69,6 +72,7 @@ from coordinator.txn.commits import TransactionalCommits
 from coordinator.txn.participant import ParticipantTopic
 from coordinator.txn.tailer import MarkerTailer
 from protocol.api_keys import TXN_OFFSET_COMMIT_VERSIONS, local_versions
+from storage.api import StorageError
 from storage.clock import wall_clock_ms
 from storage.file_store import FileLogStore, NoPartitionOpens
 from storage.memory_store import MemoryLogStore
@@ -77,6 +81,7 @@ log = logging.getLogger(__name__)
 
 DRAIN_POLL_S = 0.01
 BACKGROUND_STOP_S = 1.0  # a background job that ignores its cancel is left behind after this
+STATE_WAIT_LOG_S = 10.0  # how often a start waiting for the replicated store's upstream says so
 
 
 def new_member_id(prefix: str) -> str:
@@ -97,6 +102,7 @@ class KgcApp:
         self.config = config
         self._clock = clock
         self.store = None
+        self._state_cluster: UpstreamCluster | None = None     # the replicated store's own connections
         self.runtime = None
         self.service = None
         self.listeners: list[Listener] = []
@@ -130,6 +136,14 @@ class KgcApp:
 
     def _make_store(self):
         cfg = self.config
+        if cfg.store == "replicated":
+            if cfg.data_dir is not None:
+                log.warning("store replicated: data_dir %s is not used", cfg.data_dir)
+            self._state_cluster = UpstreamCluster(cfg.upstream, tls=self._upstream_tls(), login=self._upstream_login())
+            topic = StateTopic(self._state_cluster, cfg.state_topic, cfg.group.num_partitions,
+                               replication_factor=cfg.state_topic_replication_factor,
+                               min_insync_replicas=cfg.state_topic_min_insync_replicas)
+            return ReplicatedLogStore(topic, transactional_id_prefix=cfg.state_topic)
         if cfg.data_dir is None:
             log.warning("no data dir: group state lives in memory and is lost on exit")
             return MemoryLogStore(num_partitions=cfg.group.num_partitions)
@@ -150,7 +164,11 @@ class KgcApp:
         self._start_tls()
         self.store = self._make_store()
         try:
+            if self._state_cluster is not None:
+                await self._reach_state_topic()
             await self.store.open()
+        except (StorageError, TopicRefused) as exc:
+            raise CannotStart(f"cannot use the state topic {cfg.state_topic} upstream: {exc}") from None
         except OSError as exc:
             raise CannotStart(f"cannot open the data dir {cfg.data_dir}: {_reason(exc)}; set data_dir (--data-dir, "
                               "KGC_DATA_DIR) to a directory kgc may write") from None
@@ -176,8 +194,9 @@ class KgcApp:
             adoption = self.adoption = Adoption(self.runtime, self.upstream_groups, clock=self._clock,
                                                 default_wait_ms=cfg.group.consumer_session_timeout_ms)
         versions = dict(local_versions(cfg.min_group_api_versions))
-        if self.cluster is not None:
+        if self.cluster is not None and cfg.store == "local":
             # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
+            # The replicated store cannot hold their pending offsets yet: not advertised there.
             self.participant = ParticipantTopic(self.cluster, cfg.group.num_partitions)
             self.transactions = TransactionalCommits(self.runtime, self.participant,
                                                      partial(MarkerTailer, self.participant))
@@ -196,12 +215,24 @@ class KgcApp:
                 self.upstream_acls.start()
             self.log_ends = LogEnds(self.cluster)
             self._lag_task = asyncio.get_running_loop().create_task(self._keep_log_ends_fresh(), name="log-ends")
-            self._txn_task = asyncio.get_running_loop().create_task(self._resume_transactions(), name="txn-resume")
+            if self.participant is not None:
+                self._txn_task = asyncio.get_running_loop().create_task(self._resume_transactions(),
+                                                                        name="txn-resume")
         if isinstance(self.store, FileLogStore) and cfg.cleaner_interval_ms > 0:
             self.cleaner = CleanerSchedule(self.store, self.runtime, cfg.cleaner_interval_ms)
             self.cleaner.start()
         self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
         self.sampler.start()
+
+    async def _reach_state_topic(self) -> None:
+        """The replicated store reads every partition before kgc serves: wait for the upstream."""
+        self._state_cluster.start()
+        while True:
+            try:
+                await asyncio.wait_for(self._state_cluster.wait_reachable(), STATE_WAIT_LOG_S)
+                return
+            except TimeoutError:
+                log.warning("store replicated: waiting for the upstream cluster (%s)", self._state_cluster.status)
 
     def _http_security(self) -> dict:
         cfg = self.config
@@ -422,5 +453,7 @@ class KgcApp:
         if self.store is not None:
             await self.store.close()
             log.info("log flushed and closed")
+        if self._state_cluster is not None:
+            await self._state_cluster.close()
         if self.http is not None:
             await self.http.stop()

@@ -43,6 +43,12 @@ class ServerConfig:
     node_id: int = 2_000_000_000             # kgc's own node; no upstream broker may use it
     data_dir: str | None = None              # None: in-memory log (nothing survives a restart)
     fsync: str = "always"
+    # local: the data dir (or memory); replicated: a compacted topic on the upstream
+    # (coordinator/replicated), so no instance depends on one disk.
+    store: str = "local"
+    state_topic: str = "kgc-group-state"
+    state_topic_replication_factor: int = 3          # Kafka's offsets.topic.replication.factor
+    state_topic_min_insync_replicas: int = 2
     segment_bytes: int = 100 * 2**20
     upstream: tuple[tuple[str, int], ...] = ()
     standalone: bool = False                 # no upstream, not even the embedded one
@@ -296,6 +302,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("node_id", integer(0, 2**31 - 1), "kgc's own node id; no upstream broker may use it"),
     Setting("data_dir", text(nullable=True), "directory of the 50-partition log (unset: in memory)"),
     Setting("fsync", text(check=_fsync_policy), "always | interval:<ms> | never"),
+    Setting("store", text(choices=("local", "replicated")), "local: the 50 partitions in data_dir (or memory); "
+            "replicated: a compacted topic on the upstream, written transactionally (needs upstream)"),
+    Setting("state_topic", text(), "the replicated store's topic (50 partitions, cleanup.policy=compact)"),
+    Setting("state_topic_replication_factor", integer(1, 32767), "replication factor of a state topic kgc creates"),
+    Setting("state_topic_min_insync_replicas", integer(1, 32767),
+            "min.insync.replicas of a state topic kgc creates: a write is acknowledged once on this many"),
     Setting("segment_bytes", integer(1024), "segment size at which the log rolls"),
     Setting("upstream", host_ports, "HOST:PORT,... of the Kafka cluster (unset: the embedded broker)",
             metavar="HOST:PORT[,HOST:PORT...]"),
@@ -509,6 +521,13 @@ def check(config: ServerConfig) -> None:
         raise ConfigError(f"advertised host {config.advertised} is not an address clients can connect to: set "
                           "advertised_host (--advertised-host, KGC_ADVERTISED_HOST) to the name or address they "
                           "reach kgc by")
+    if config.store == "replicated" and not config.upstream:
+        raise ConfigError("store replicated keeps group state in a topic of the upstream cluster: set upstream "
+                          "(--upstream, KGC_UPSTREAM)")
+    if config.state_topic_min_insync_replicas > config.state_topic_replication_factor:
+        raise ConfigError(f"state_topic_min_insync_replicas ({config.state_topic_min_insync_replicas}) is above "
+                          f"state_topic_replication_factor ({config.state_topic_replication_factor}): no write "
+                          "could be acknowledged")
     if config.data_dir is not None and Path(config.data_dir).exists() and not Path(config.data_dir).is_dir():
         raise ConfigError(f"data_dir {config.data_dir} exists and is not a directory")
     _check_security(config)

@@ -1,0 +1,126 @@
+"""The replicated store on the suite's real Kafka broker: what it writes is what a new
+owner reads back, at the topic's own offsets; a second owner fences the first; aborted
+transactions are not read; a topic kgc cannot use is refused with the reason."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from coordinator.gateway.cluster import UpstreamCluster
+from coordinator.gateway.upstream_topic import TopicRefused
+from coordinator.replicated.state_topic import StateTopic
+from coordinator.replicated.store import FencedError, ReplicatedLogStore
+from storage.api import LogRecord, StorageError
+
+PARTITIONS = 50
+
+
+def new_topic() -> str:
+    return f"state-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.asynccontextmanager
+async def opened(kafka, topic: str, write_timeout_ms: int = 10_000):
+    cluster = UpstreamCluster([(h, int(p)) for h, p in (a.split(":") for a in kafka.bootstrap.split(","))])
+    cluster.start()
+    await cluster.wait_reachable()
+    store = ReplicatedLogStore(StateTopic(cluster, topic, PARTITIONS, replication_factor=1, min_insync_replicas=1),
+                               transactional_id_prefix=topic, write_timeout_ms=write_timeout_ms)
+    try:
+        await store.open()
+        yield store
+    finally:
+        await store.close()
+        await cluster.close()
+
+
+def records(store, partition):
+    return [(r.offset, r.key, r.value, r.headers) for b in store.read(partition) for r in b.records]
+
+
+async def test_what_one_owner_wrote_a_new_owner_reads_back_at_the_topics_offsets(kafka):
+    topic = new_topic()
+    async with opened(kafka, topic) as first:
+        a = first.append(7, [LogRecord(b"k1", b"v1", (("kgc-owner", b"a"),)), LogRecord(b"k2", None)], 1_000)
+        b = first.append(7, [LogRecord(b"k1", b"v2")], 2_000)
+        await a.durable
+        await b.durable
+        c = first.append(7, [LogRecord(b"k3", b"v3")], 3_000)
+        await c.durable
+        written = records(first, 7)
+        end = first.end_offset(7)
+    # Two transactions at least (a and b may share one): each ends with a marker's offset.
+    assert [o for o, *_ in written][-1] == c.last_offset and c.last_offset >= 4
+    async with opened(kafka, topic) as second:
+        assert records(second, 7) == written
+        assert second.end_offset(7) == end
+        assert records(second, 8) == []
+        # And it writes on at the offset the topic gives.
+        d = second.append(7, [LogRecord(b"k4", b"v4")], 4_000)
+        assert await d.durable == end
+    async with opened(kafka, topic) as third:
+        assert records(third, 7)[-1] == (end, b"k4", b"v4", ())
+
+
+async def test_a_prepared_batch_and_a_barrier_become_durable_in_order(kafka):
+    async with opened(kafka, new_topic()) as store:
+        first = store.append(3, [LogRecord(b"a", b"1")], 1_000)
+        prepared = await store.prepare(3, [LogRecord(f"k{i}".encode(), b"x") for i in range(5_000)], 1_000)
+        big = store.append_prepared(prepared)
+        barrier = store.append(3, [], 1_000)
+        assert prepared.base_offset == store.end_offset(3) - 5_000
+        assert await first.durable == first.last_offset
+        assert await big.durable == big.last_offset
+        await barrier.durable
+        assert len(records(store, 3)) == 5_001
+
+
+async def test_a_second_owner_fences_the_first_whose_partition_stays_failed(kafka):
+    topic = new_topic()
+    async with opened(kafka, topic, write_timeout_ms=5_000) as first:
+        kept = first.append(1, [LogRecord(b"kept", b"1")], 1_000)
+        await kept.durable
+        async with opened(kafka, topic) as second:
+            refused = first.append(1, [LogRecord(b"lost", b"2")], 2_000)
+            with pytest.raises(StorageError):
+                await refused.durable
+            assert first.partition_error(1) is not None
+            with pytest.raises(FencedError):
+                await first.recover(1)
+            assert [k for _, k, _, _ in records(second, 1)] == [b"kept"]
+            # Other partitions of the first owner were fenced too, at their next write.
+            other = first.append(2, [LogRecord(b"late", b"3")], 3_000)
+            with pytest.raises(StorageError):
+                await other.durable
+
+
+async def test_records_of_an_aborted_transaction_are_not_read(kafka):
+    topic = new_topic()
+    async with opened(kafka, topic) as store:
+        await store.append(5, [LogRecord(b"before", b"1")], 1_000).durable
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"{topic}-intruder"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"aborted", value=b"x", partition=5)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"committed", value=b"y", partition=5)
+    producer.commit_transaction(30)
+    async with opened(kafka, topic) as store:
+        assert [k for _, k, _, _ in records(store, 5)] == [b"before", b"committed"]
+
+
+async def test_a_topic_with_another_partition_count_or_a_delete_policy_is_refused(kafka):
+    few = kafka.create_topic(new_topic(), 3)
+    with pytest.raises(TopicRefused, match="has 3 partitions upstream; kgc needs 50"):
+        async with opened(kafka, few):
+            pass
+    deleting = kafka.create_topic(new_topic(), PARTITIONS)
+    with pytest.raises(TopicRefused, match="cleanup.policy=delete"):
+        async with opened(kafka, deleting):
+            pass
