@@ -1,6 +1,6 @@
 import pytest
 
-from tests.support.kafka import KafkaCluster, KafkaSecurity
+from tests.support.kafka import THREE_HOSTS, KafkaCluster, KafkaSecurity
 from tests.support.security import TestPki
 from tests.support.tansu import TansuBroker
 
@@ -10,6 +10,14 @@ def kafka(tmp_path_factory):
     """One real Apache Kafka broker (KRaft, one combined node) for the whole run: the upstream
     the end-to-end tests put kgc in front of."""
     with KafkaCluster(tmp_path_factory.mktemp("kafka")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka3(tmp_path_factory):
+    """Three real Kafka nodes on 127.0.0.11-13 (replication factor 3, min ISR 2), started once
+    for the run: the system scenarios bounce its brokers, and restart each one they stop."""
+    with KafkaCluster(tmp_path_factory.mktemp("kafka3"), THREE_HOSTS) as cluster:
         yield cluster
 
 

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 _METADATA_VERSION = 4
 _CREATE_TOPICS_VERSION = 4
+_METADATA_RETRY_S = 0.1
 
 
 class TopicRefused(RuntimeError):
@@ -64,7 +65,12 @@ class UpstreamTopic:
         elif code is not ErrorCode.TOPIC_ALREADY_EXISTS:
             raise TopicRefused(f"cannot create the topic {self.topic} upstream: {code.name} "
                                f"({response.topics[0].error_message})")
+        # A topic just created reaches every broker's metadata a moment later.
+        deadline = asyncio.get_running_loop().time() + self._timeout_s
         await self.refresh()
+        while not self._leaders and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_METADATA_RETRY_S)
+            await self.refresh()
         if len(self._leaders) != self.num_partitions:
             raise TopicRefused(f"the topic {self.topic} has {len(self._leaders)} partitions upstream; kgc needs "
                                f"{self.num_partitions}, one per group partition")

@@ -47,7 +47,8 @@ _ADD_PARTITIONS_VERSION = 3
 _PRODUCE_VERSION = 8
 _END_TXN_VERSION = 3              # transaction version 1: the epoch stays across transactions
 _TRANSACTION_KEY = 1
-_RETRY_S = 0.02
+_RETRY_S = 0.01
+_RETRY_MAX_S = 0.5
 
 _RETRIABLE = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -117,6 +118,7 @@ class PartitionProducer:
                       topic_data=[cls.TopicProduceData(name=self._topic.topic, partition_data=[
                           cls.TopicProduceData.PartitionProduceData(index=self.partition, records=batch)])])
         deadline = self._clock() + self._write_timeout_s
+        attempt = 0
         while True:
             try:
                 conn = await self._topic.leader(self.partition)
@@ -125,17 +127,19 @@ class PartitionProducer:
                 code = ErrorCode(answer.error_code)
             except (UpstreamUnavailable, TimeoutError, OSError) as exc:
                 code, answer = ErrorCode.REQUEST_TIMED_OUT, None
-                log.info("%s: Produce failed: %r", self.transactional_id, exc)
+                log.debug("%s: Produce failed: %r", self.transactional_id, exc)
             # A retry of a batch the leader has: the idempotent producer's duplicate answer.
             if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                 self._sequence += len(records)
                 return answer.base_offset
             if code in _LEADER_MOVED:
                 self._topic.forget_leader(self.partition)
-            await self._retry_or_raise("Produce", code, deadline)
+            await self._retry_or_raise("Produce", code, deadline, attempt)
+            attempt += 1
 
     async def _with_coordinator(self, what: str, request, response_class, code_of):
         deadline = self._clock() + self._write_timeout_s
+        attempt = 0
         while True:
             try:
                 conn = await self._coordinator_connection()
@@ -143,20 +147,22 @@ class PartitionProducer:
                 code = ErrorCode(code_of(response))
             except (UpstreamUnavailable, TimeoutError, OSError) as exc:
                 code, response = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-                log.info("%s: %s failed: %r", self.transactional_id, what, exc)
+                log.debug("%s: %s failed: %r", self.transactional_id, what, exc)
             if code is ErrorCode.NONE:
                 return response
             if code in _COORDINATOR_MOVED:
                 self._coordinator = None
-            await self._retry_or_raise(what, code, deadline)
+            await self._retry_or_raise(what, code, deadline, attempt)
+            attempt += 1
 
-    async def _retry_or_raise(self, what: str, code: ErrorCode, deadline: float) -> None:
+    async def _retry_or_raise(self, what: str, code: ErrorCode, deadline: float, attempt: int) -> None:
         if code not in _RETRIABLE:
             raise ProducerError(f"{self.transactional_id}: {what} answered {code.name}", code)
         if self._clock() >= deadline:
             raise ProducerError(f"{self.transactional_id}: {what} still {code.name} after "
                                 f"{self._write_timeout_s:.0f} s", code)
-        await asyncio.sleep(_RETRY_S)
+        # CONCURRENT_TRANSACTIONS clears within milliseconds; a broker's failover takes seconds.
+        await asyncio.sleep(min(_RETRY_S * 2 ** attempt, _RETRY_MAX_S))
 
     async def _coordinator_connection(self) -> UpstreamConnection:
         if self._coordinator is None:

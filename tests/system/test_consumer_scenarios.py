@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.e2e.admin import committed_offsets, new_name
-from tests.support.kafka import THREE_HOSTS, KafkaCluster
+from tests.support.kafka import KafkaCluster
 from tests.support.kgc import KGC_GROUP_FLAGS, kgc_in_front_of
 from tests.support.verifiable import GroupLedger, VerifiableConsumer, VerifiableProducer
 
@@ -35,9 +35,8 @@ TIMEOUT_S = 90
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with KafkaCluster(tmp_path_factory.mktemp("kafka3"), THREE_HOSTS) as kafka:
-        yield kafka
+def cluster(kafka3):
+    return kafka3
 
 
 @pytest.fixture(scope="module")
