@@ -25,6 +25,7 @@ import logging
 import os
 import time
 import uuid
+import zlib
 from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -56,6 +57,7 @@ from coordinator.net.server import Listener
 from coordinator.net.topic_ids import TopicIds
 from coordinator.node import CoordinatorNode
 from coordinator.periodic import run_every
+from coordinator.replicated.ownership import Instance, Ownership
 from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import ReplicatedLogStore
 from coordinator.runtime.runtime import CoordinatorRuntime
@@ -67,7 +69,7 @@ from coordinator.service.adoption import Adoption
 from coordinator.service.cleaner_schedule import CleanerSchedule
 from coordinator.service.group_coordinator import GroupCoordinatorService
 from coordinator.service.group_stats import GroupStatsSampler
-from coordinator.settings import ServerConfig
+from coordinator.settings import DEFAULT_NODE_ID, ServerConfig
 from coordinator.txn.commits import TransactionalCommits
 from coordinator.txn.participant import ParticipantTopic
 from coordinator.txn.tailer import MarkerTailer
@@ -103,6 +105,8 @@ class KgcApp:
         self._clock = clock
         self.store = None
         self._state_cluster: UpstreamCluster | None = None     # the replicated store's own connections
+        self.ownership: Ownership | None = None
+        self._node_id = config.node_id
         self.runtime = None
         self.service = None
         self.listeners: list[Listener] = []
@@ -167,8 +171,6 @@ class KgcApp:
             if self._state_cluster is not None:
                 await self._reach_state_topic()
             await self.store.open()
-        except (StorageError, TopicRefused) as exc:
-            raise CannotStart(f"cannot use the state topic {cfg.state_topic} upstream: {exc}") from None
         except OSError as exc:
             raise CannotStart(f"cannot open the data dir {cfg.data_dir}: {_reason(exc)}; set data_dir (--data-dir, "
                               "KGC_DATA_DIR) to a directory kgc may write") from None
@@ -176,17 +178,21 @@ class KgcApp:
             # A coordinator that can hold no group would only answer NOT_COORDINATOR.
             raise CannotStart(f"cannot use the data dir {cfg.data_dir}: {exc}; set data_dir (--data-dir, "
                               "KGC_DATA_DIR) to a directory kgc may write") from None
+        except (StorageError, TopicRefused) as exc:
+            raise CannotStart(f"cannot use the state topic {cfg.state_topic} upstream: {exc}") from None
         # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).
         shards = group_shard_factory(cfg.group, self._clock, new_member_id, self._topics, stopwatch=time.perf_counter)
+        # Replicated: the partitions this instance owns come from the ownership group, later.
         self.runtime = CoordinatorRuntime(self.store, cfg.group.num_partitions, clock=self._clock,
-                                          shard_factory=shards)
+                                          shard_factory=shards, owned=() if cfg.store == "replicated" else None)
         await self.runtime.start()
         try:
             bootstrap = self._listener(cfg.port, None)
         except OSError as exc:
             raise CannotStart(f"cannot listen for Kafka clients on {cfg.host}:{cfg.port}: {_reason(exc)}; set port "
                                "(--port, KGC_PORT; 0: any free port) or host") from None
-        node = CoordinatorNode(cfg.node_id, cfg.advertised, bootstrap.port)
+        self._node_id = self._coordinator_node_id(bootstrap.port)
+        node = CoordinatorNode(self._node_id, cfg.advertised, bootstrap.port)
         gateway = self._start_gateway(bootstrap.port) if cfg.upstream else None
         adoption = None
         if self.cluster is not None and cfg.adopt_from_upstream:
@@ -201,7 +207,12 @@ class KgcApp:
             self.transactions = TransactionalCommits(self.runtime, self.participant,
                                                      partial(MarkerTailer, self.participant))
             versions[ApiKey.TxnOffsetCommit] = TXN_OFFSET_COMMIT_VERSIONS
-        self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics)
+        if cfg.store == "replicated":
+            self.ownership = Ownership(self._state_cluster, f"{cfg.state_topic}.owners",
+                                       Instance(node.node_id, node.host, node.port), cfg.group.num_partitions,
+                                       self._own, session_timeout_ms=cfg.ownership_session_timeout_ms)
+        self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
+                                               locate=self._locate if self.ownership is not None else None)
         answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
@@ -209,6 +220,8 @@ class KgcApp:
                                       topic_ids=TopicIds(self._topics, self._topic_id_unknown),
                                       transactions=self.transactions)
         await bootstrap.serve(self._dispatcher)
+        if self.ownership is not None:
+            self.ownership.start()
         if self.cluster is not None:
             self.cluster.start()
             if self.upstream_acls is not None:
@@ -223,6 +236,27 @@ class KgcApp:
             self.cleaner.start()
         self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
         self.sampler.start()
+
+    def _coordinator_node_id(self, port: int) -> int:
+        """Instances that share the partitions need node ids of their own (clients key their
+        coordinator connections by it): unless one is set, each takes one from its address."""
+        cfg = self.config
+        if cfg.store != "replicated" or cfg.node_id != DEFAULT_NODE_ID:
+            return cfg.node_id
+        return DEFAULT_NODE_ID + zlib.crc32(f"{cfg.advertised}:{port}".encode()) % 100_000_000
+
+    def _locate(self, group_id: str) -> CoordinatorNode | None:
+        owner = self.ownership.owner(group_id)
+        return None if owner is None else CoordinatorNode(owner.node_id, owner.host, owner.port)
+
+    async def _own(self, partitions: frozenset[int]) -> None:
+        """The ownership's answer: release what moved away (drained), load what came here."""
+        runtime = self.runtime
+        await asyncio.gather(*(runtime.release(p) for p in runtime.owned - partitions))
+        gained = sorted(partitions - runtime.owned)
+        for p in gained:
+            runtime.acquire(p)
+        await runtime.wait_loaded(gained)
 
     async def _reach_state_topic(self) -> None:
         """The replicated store reads every partition before kgc serves: wait for the upstream."""
@@ -346,7 +380,7 @@ class KgcApp:
 
     def _start_gateway(self, bootstrap_port: int) -> Gateway:
         cfg = self.config
-        self._plan = ListenerPlan(coordinator_node_id=cfg.node_id, advertised_host=cfg.advertised,
+        self._plan = ListenerPlan(coordinator_node_id=self._node_id, advertised_host=cfg.advertised,
                                   bootstrap_port=bootstrap_port, broker_port_base=cfg.broker_port_base,
                                   port_map=dict(cfg.broker_ports))
         self.cluster = UpstreamCluster(cfg.upstream, plan=self._plan, tls=self._upstream_tls(),
@@ -423,6 +457,8 @@ class KgcApp:
             await listener.stop_accepting()
         for listener in self.listeners:
             listener.drain_connections()
+        if self.ownership is not None:
+            await self.ownership.stop()
         for background in (self.sampler, self.cleaner):
             if background is not None:
                 await background.close()

@@ -114,6 +114,14 @@ CONSUMER_GROUP_RECONCILIATION_SECONDS = Histogram(
 CONSUMER_GROUP_ASSIGNOR_SECONDS = Histogram(
     "kgc_consumer_group_assignor_duration_seconds", "KIP-848: one run of a server-side assignor", ["assignor"],
     buckets=LATENCY_BUCKETS, registry=REGISTRY)
+PARTITIONS_OWNED = Gauge("kgc_partitions_owned", "Partitions this instance owns (store replicated)", registry=REGISTRY)
+OWNERSHIP_CHANGES = Counter("kgc_ownership_changes", "Ownership generations applied here (store replicated)",
+                            registry=REGISTRY)
+PARTITIONS_MOVED = Counter("kgc_ownership_partitions_moved", "Partitions gained or lost here (store replicated)",
+                           registry=REGISTRY)
+OWNERSHIP_CHANGE_SECONDS = Histogram("kgc_ownership_change_duration_seconds",
+                                     "From a rebalance of the ownership group to its partitions loaded here",
+                                     registry=REGISTRY)
 CONSUMER_GROUP_EPOCHS = Counter("kgc_consumer_group_epoch_bumps",
                                 "New group epochs of KIP-848 consumer groups (sampled)", registry=REGISTRY)
 
@@ -435,6 +443,13 @@ def sasl_session_expired() -> None:
 
 def authorization_denied(api_key: int) -> None:
     AUTHORIZATION_DENIALS.labels(api_name(api_key)).inc()
+
+
+def ownership_changed(owned: int, moved: int, seconds: float) -> None:
+    PARTITIONS_OWNED.set(owned)
+    OWNERSHIP_CHANGES.inc()
+    PARTITIONS_MOVED.inc(moved)
+    OWNERSHIP_CHANGE_SECONDS.observe(seconds)
 
 
 def adoption(outcome: str) -> None:

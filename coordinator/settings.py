@@ -34,13 +34,15 @@ from coordinator.security.principal import parse_rules
 from protocol.api_keys import GROUP_API_FLOORS
 from storage.fsync_policy import FsyncPolicy
 
+DEFAULT_NODE_ID = 2_000_000_000
+
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 9092
     advertised_host: str | None = None       # None: the bind host
-    node_id: int = 2_000_000_000             # kgc's own node; no upstream broker may use it
+    node_id: int = DEFAULT_NODE_ID           # kgc's own node; no upstream broker may use it
     data_dir: str | None = None              # None: in-memory log (nothing survives a restart)
     fsync: str = "always"
     # local: the data dir (or memory); replicated: a compacted topic on the upstream
@@ -49,6 +51,8 @@ class ServerConfig:
     state_topic: str = "kgc-group-state"
     state_topic_replication_factor: int = 3          # Kafka's offsets.topic.replication.factor
     state_topic_min_insync_replicas: int = 2
+    # How long the upstream waits for a silent instance before its partitions move.
+    ownership_session_timeout_ms: int = 10_000
     segment_bytes: int = 100 * 2**20
     upstream: tuple[tuple[str, int], ...] = ()
     standalone: bool = False                 # no upstream, not even the embedded one
@@ -308,6 +312,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("state_topic_replication_factor", integer(1, 32767), "replication factor of a state topic kgc creates"),
     Setting("state_topic_min_insync_replicas", integer(1, 32767),
             "min.insync.replicas of a state topic kgc creates: a write is acknowledged once on this many"),
+    Setting("ownership_session_timeout_ms", integer(1),
+            "store replicated: an instance silent this long loses its partitions to the others (the upstream's "
+            "group.min/max.session.timeout.ms bound it)"),
     Setting("segment_bytes", integer(1024), "segment size at which the log rolls"),
     Setting("upstream", host_ports, "HOST:PORT,... of the Kafka cluster (unset: the embedded broker)",
             metavar="HOST:PORT[,HOST:PORT...]"),

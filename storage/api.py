@@ -169,4 +169,12 @@ class LogStore(Protocol):
 
     async def recover(self, partition: int) -> int: ...
 
+    async def acquire(self, partition: int) -> None:
+        """Before a partition is loaded: a store shared by several instances makes it this
+        one's (the replicated store claims and reads it); the local stores have it already."""
+
+    async def release(self, partition: int) -> None:
+        """After a partition was unloaded: what was appended is durable or failed, and the
+        store forgets the partition until it is acquired again."""
+
     def partition_error(self, partition: int) -> StorageError | None: ...

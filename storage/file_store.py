@@ -199,6 +199,12 @@ class FileLogStore:
         partition_log.next_offset = last_offset + 1
         return Append(last_offset, writer.submit(base_offset, data, last_offset, last_offset + 1))
 
+    async def acquire(self, partition: int) -> None:
+        pass        # one instance's own log: always its
+
+    async def release(self, partition: int) -> None:
+        pass
+
     async def recover(self, partition: int) -> int:
         async with self._exclusive[partition]:
             writer = self._writers[partition]

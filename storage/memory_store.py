@@ -169,6 +169,12 @@ class MemoryLogStore:
                 pending.durable.set_exception(state.failure)
         state.pending.clear()
 
+    async def acquire(self, partition: int) -> None:
+        pass        # one instance's own log: always its
+
+    async def release(self, partition: int) -> None:
+        pass
+
     async def recover(self, partition: int) -> int:
         state = self._partitions[partition]
         state.failure = None

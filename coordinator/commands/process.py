@@ -112,8 +112,8 @@ async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:
     gc.freeze()
     # One line for the load; each partition's own lines are at DEBUG.
     stats = runtime.stats()
-    total = runtime.num_partitions
-    failed = sum(1 for p in range(total) if runtime.partition_state(p) is not PartitionState.ACTIVE)
+    total = len(runtime.owned)      # replicated: none until the ownership gives some
+    failed = sum(1 for p in runtime.owned if runtime.partition_state(p) is not PartitionState.ACTIVE)
     log.info("loaded %d of %d partitions (%d records; slowest %.0f ms)", total - failed, total,
              sum(s.records_loaded for s in stats), max((s.last_load_ms or 0 for s in stats), default=0))
     if failed:

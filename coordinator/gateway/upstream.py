@@ -297,3 +297,23 @@ class UpstreamConnection(asyncio.Protocol):
         self._fail(UpstreamUnavailable(f"connection to {self.host}:{self.port} closed by kgc"), by_us=True)
         self._opening.cancel()
         await asyncio.wait([self._opening])
+
+
+async def call(connection: UpstreamConnection, correlation_id: int, request, response_class, *, client_id: str,
+               timeout_s: float):
+    """One request of kgc's own on `connection`, its answer decoded. A connection that does
+    not answer in time is closed (a late answer would put it out of step); an unreadable
+    answer is the connection's failure too."""
+    request.with_header(correlation_id=correlation_id, client_id=client_id)
+    sent = connection.send(correlation_id, request.encode(header=True), True)
+    try:
+        payload = await asyncio.wait_for(sent, timeout_s)
+    except TimeoutError as exc:
+        await connection.close()
+        raise UpstreamUnavailable(f"{connection.host}:{connection.port} did not answer "
+                                  f"{type(request).__name__} within {timeout_s}s") from exc
+    try:
+        return response_class.decode(payload, version=request.API_VERSION, header=True)
+    except Exception as exc:  # kafka-python raises assorted errors on an unreadable body
+        raise UpstreamUnavailable(f"unreadable {response_class.__name__} from {connection.host}:"
+                                  f"{connection.port}: {exc}") from exc

@@ -21,7 +21,6 @@ the caller answers a retriable error and never takes a failure for an empty grou
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Iterable
 
@@ -42,7 +41,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator.gateway.cluster import UpstreamCluster
-from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable, call
 from coordinator.group.adopt import AdoptedOffset, UpstreamGroup
 from protocol.api_keys import NoCommonVersion, pick_version
 from protocol.consumer_group_messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
@@ -218,20 +217,8 @@ class UpstreamGroups:
         connection = self._connections.get(address)
         if connection is None or connection.failure is not None:
             connection = self._connections[address] = await self._cluster.own_connection(*address)
-        correlation_id = next(self._correlation_ids)
-        request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
-        sent = connection.send(correlation_id, request.encode(header=True), True)
-        try:
-            payload = await asyncio.wait_for(sent, self._timeout_s)
-        except TimeoutError as exc:
-            await connection.close()  # a late answer would put the connection out of step
-            raise UpstreamUnavailable(f"{address[0]}:{address[1]} did not answer "
-                                      f"{type(request).__name__} within {self._timeout_s}s") from exc
-        try:
-            return response_class.decode(payload, version=request.API_VERSION, header=True)
-        except Exception as exc:  # kafka-python raises assorted errors on an unreadable body
-            raise UpstreamUnavailable(f"unreadable {response_class.__name__} from {address[0]}:{address[1]}: "
-                                      f"{exc}") from exc
+        return await call(connection, next(self._correlation_ids), request, response_class, client_id=CLIENT_ID,
+                          timeout_s=self._timeout_s)
 
 
 def _check(code: int, what: str) -> None:

@@ -16,7 +16,7 @@ from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from coordinator.gateway.cluster import UpstreamCluster
-from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable, call
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -117,11 +117,8 @@ class UpstreamTopic:
 
     async def request(self, conn: UpstreamConnection, request: Any, response_class: Any,
                       timeout_s: float | None = None) -> Any:
-        correlation_id = next(self._correlation_ids)
-        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
-        fut = conn.send(correlation_id, request.encode(header=True), True)
-        payload = await asyncio.wait_for(fut, self._timeout_s if timeout_s is None else timeout_s)
-        return response_class.decode(payload, version=request.API_VERSION, header=True)
+        return await call(conn, next(self._correlation_ids), request, response_class, client_id=self._client_id,
+                          timeout_s=self._timeout_s if timeout_s is None else timeout_s)
 
     async def close(self) -> None:
         connections, self._connections = self._connections, {}

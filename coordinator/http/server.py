@@ -60,7 +60,7 @@ def readiness(kgc: Any) -> Readiness:
     if runtime is None:
         reasons.append("starting: the log is not open yet")
     else:
-        counts = Counter(runtime.partition_state(p).value for p in range(runtime.num_partitions))
+        counts = Counter(runtime.partition_state(p).value for p in sorted(runtime.owned))
         partitions = dict(sorted(counts.items()))
         if not runtime.all_loaded:
             waiting = {state: n for state, n in partitions.items()
@@ -68,14 +68,16 @@ def readiness(kgc: Any) -> Readiness:
             if waiting:
                 reasons.append("partitions not active: " + ", ".join(f"{n} {state}" for state, n in waiting.items()))
             if PartitionState.FAILED.value in partitions:
-                reasons.append(failed_to_load(partitions[PartitionState.FAILED.value], runtime.num_partitions))
+                reasons.append(failed_to_load(partitions[PartitionState.FAILED.value], len(runtime.owned)))
             # A partition the store refuses (damage at open or found while running) is
             # named with the file, byte and offsets its error names.
             errors = getattr(kgc.store, "partition_error", None)
-            for p in range(runtime.num_partitions):
+            for p in sorted(runtime.owned):
                 error = errors(p) if errors is not None else None
                 if error is not None and runtime.partition_state(p) is PartitionState.FAILED:
                     reasons.append(f"partition {p}: {error}")
+    if kgc.ownership is not None and not kgc.ownership.history:
+        reasons.append(f"ownership: no partitions assigned yet by the group {kgc.ownership.group_id} upstream")
     upstream = None
     if kgc.cluster is not None:
         upstream = kgc.cluster.status
@@ -102,6 +104,7 @@ class HttpServer:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/v1/groups", self._groups)
         app.router.add_get("/v1/groups/{group}", self._group)
+        app.router.add_get("/v1/ownership", self._ownership)
         self._app = app
 
     async def start(self) -> None:
@@ -153,7 +156,7 @@ class HttpServer:
         runtime = self._kgc.runtime
         if runtime is None:
             return web.json_response({"error": "starting: the log is not open yet"}, status=503)
-        partitions = range(runtime.num_partitions)
+        partitions = sorted(runtime.owned)     # several instances: each lists its own groups
         outcomes = await asyncio.gather(*(runtime.read(p, _summaries_with_lag(self._end_of)) for p in partitions),
                                         return_exceptions=True)
         listed: list[dict[str, Any]] = []
@@ -167,6 +170,22 @@ class HttpServer:
                 listed.extend(outcome)
         listed.sort(key=lambda g: g["group_id"])
         return web.json_response({"groups": listed, "unavailable_partitions": unavailable})
+
+    async def _ownership(self, request: web.Request) -> web.Response:
+        """Which instance owns which partition (store replicated), and the last changes here."""
+        ownership = self._kgc.ownership
+        runtime = self._kgc.runtime
+        if ownership is None:
+            owned = sorted(runtime.owned) if runtime is not None else []
+            return web.json_response({"mode": "single", "owned": owned})
+        me = ownership.me
+        return web.json_response({
+            "mode": "replicated", "group": ownership.group_id, "generation": ownership.generation,
+            "member_id": ownership.member_id, "instance": {"node_id": me.node_id, "host": me.host, "port": me.port},
+            "owned": sorted(ownership.owned),
+            "owners": {str(p): f"{i.host}:{i.port}" for p, i in sorted(ownership.owners.items())},
+            "changes": [{"generation": c.generation, "at": c.at, "gained": sorted(c.gained), "lost": sorted(c.lost),
+                         "members": c.members, "took_ms": round(c.took_ms, 1)} for c in ownership.history[-20:]]})
 
     async def _group(self, request: web.Request) -> web.Response:
         runtime = self._kgc.runtime

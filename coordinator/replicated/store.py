@@ -7,6 +7,10 @@ back as read_committed sees it (reader.py). Records keep the `__consumer_offsets
 and offsets are the topic's own: a tool reading the state topic and a tool reading kgc's
 served `__consumer_offsets` see the same offsets.
 
+`open` creates or checks the topic; `acquire(p)` claims a partition and reads it (the
+runtime calls it before it loads the partition, on every instance the ownership gives it
+to), `release(p)` waits for its last transaction and forgets it.
+
 In memory the store keeps what it read and wrote (a `MemoryLogStore`, `read` serves the
 loader and the served topic from it). Appends go into the partition's open *group*; the
 partition's flusher takes the open group, closes it, and writes it as one transaction
@@ -85,17 +89,29 @@ class ReplicatedLogStore:
     # ---- lifecycle -------------------------------------------------------------------
 
     async def open(self) -> None:
+        """The topic, created or checked; partitions are claimed one by one (`acquire`)."""
         await self.topic.ensure()
-        await asyncio.gather(*(self._claim_and_read(p) for p in range(self.num_partitions)))
-        log.info("state topic %s: %d partitions claimed and read", self.topic.topic, self.num_partitions)
 
     async def close(self) -> None:
-        flushers = list(self._flushers.values())
+        await self._drain(list(self._flushers.values()))
+        await self.topic.close()
+
+    async def acquire(self, partition: int) -> None:
+        self._fenced.pop(partition, None)
+        end = await self._claim_and_read(partition)
+        log.info("state partition %d claimed and read to offset %d", partition, end)
+
+    async def release(self, partition: int) -> None:
+        flusher = self._flushers.get(partition)
+        await self._drain([flusher] if flusher is not None else [])
+        self._mirror.restore(partition, (), 0)
+
+    @staticmethod
+    async def _drain(flushers: list[asyncio.Task]) -> None:
         if flushers:
-            done, pending = await asyncio.wait(flushers, timeout=CLOSE_TIMEOUT_S)
+            _, pending = await asyncio.wait(flushers, timeout=CLOSE_TIMEOUT_S)
             for task in pending:
                 task.cancel()
-        await self.topic.close()
 
     async def _claim_and_read(self, partition: int) -> int:
         try:

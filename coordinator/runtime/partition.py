@@ -201,6 +201,7 @@ class PartitionRuntime:
         self._shard: Shard | None = None
         self._timer: LoopTimer | None = None
         self._closing = False
+        self._closing_reason: Exception = RuntimeClosed("coordinator is shutting down")
         self._loaded = asyncio.Event()
         # Futures of requests still waiting for an answer, failed together on failure/close.
         self._waiters: set[asyncio.Future] = set()
@@ -225,18 +226,21 @@ class PartitionRuntime:
         """Returns once the first load attempt has ended (ACTIVE or FAILED)."""
         await self._loaded.wait()
 
-    async def close(self, drain_timeout_s: float = 5.0) -> None:
-        """Stop accepting, let queued events run and their writes become durable, then stop."""
+    async def close(self, drain_timeout_s: float = 5.0, reason: Exception | None = None) -> None:
+        """Stop accepting, let queued events run and their writes become durable, then stop.
+        What is still waiting is answered with `reason` (RuntimeClosed: kgc is stopping;
+        PartitionNotActive: the partition moves to another instance)."""
         if self.state is PartitionState.CLOSED:
             return
         self._closing = True
+        self._closing_reason = reason or RuntimeClosed("coordinator is shutting down")
         if self.state is PartitionState.ACTIVE:
             barrier = self._enqueue(self._read_event(lambda shard: None))
             try:
                 await asyncio.wait_for(barrier, drain_timeout_s)
             except Exception as exc:
                 log.warning("partition %d: closing without a full drain: %r", self.partition, exc)
-        self._stop_serving(RuntimeClosed("coordinator is shutting down"))
+        self._stop_serving(self._closing_reason)
         self._transition(PartitionState.CLOSED)
         if self._sliced is not None:
             self._sliced.cancel()
@@ -322,7 +326,8 @@ class PartitionRuntime:
 
     def _check_serving(self) -> None:
         if self._closing:
-            raise RuntimeClosed("coordinator is shutting down")
+            reason = self._closing_reason
+            raise type(reason)(*reason.args)     # a new one each time: a raise grows its traceback
         if self.state is PartitionState.ACTIVE:
             return
         if self.state is PartitionState.LOADING:
@@ -352,7 +357,8 @@ class PartitionRuntime:
     # ---- the consumer task -----------------------------------------------------------
 
     async def _consume(self) -> None:
-        await self._load()
+        if await self._acquire():
+            await self._load()
         self._loaded.set()
         while True:
             event = await self._queue.get()
@@ -626,6 +632,15 @@ class PartitionRuntime:
         self._park_or_release(_Parked(self._last_written, completions, result.after_commit, scope))
 
     # ---- loading, failure, recovery --------------------------------------------------
+
+    async def _acquire(self) -> bool:
+        try:
+            await self._store.acquire(self.partition)
+        except Exception as exc:
+            log.error("partition %d: cannot take it: %s", self.partition, exc)
+            self._transition(PartitionState.FAILED)
+            return False
+        return True
 
     async def _load(self) -> None:
         timer = LoopTimer(self._loop, self._on_timer_expired)

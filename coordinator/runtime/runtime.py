@@ -1,16 +1,23 @@
 """The coordinator runtime: one `PartitionRuntime` per `__consumer_offsets` partition.
 
-`start()` begins loading every partition at once and returns; requests for a partition
-still loading are refused with `PartitionLoading` until it is ACTIVE (`all_loaded` feeds
-/readyz). `close()` stops accepting, drains each partition and answers whatever is still
-parked with `RuntimeClosed`.
+`start()` begins loading every partition this instance owns at once and returns; requests
+for a partition still loading are refused with `PartitionLoading` until it is ACTIVE
+(`all_loaded` feeds /readyz). `close()` stops accepting, drains each partition and answers
+whatever is still parked with `RuntimeClosed`.
+
+An instance that shares the partitions with others (the replicated store's ownership) owns
+a set that changes: `acquire(p)` loads a partition (the store takes it first), `release(p)`
+drains it, answers what is parked with `PartitionNotActive` (NOT_COORDINATOR: the client
+looks for the new owner) and lets the store forget it. A partition not owned is refused
+with `PartitionNotActive` too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
+from functools import partial
 from typing import Any
 
 from coordinator.common.result import Result
@@ -30,29 +37,51 @@ log = logging.getLogger(__name__)
 
 class CoordinatorRuntime:
     def __init__(self, store: LogStore, num_partitions: int, *, clock: Callable[[], int],
-                 shard_factory: ShardFactory, serde: RecordSerde | None = None):
+                 shard_factory: ShardFactory, serde: RecordSerde | None = None,
+                 owned: Iterable[int] | None = None):
         """`shard_factory(partition, timer)` makes a partition's shard (the app's are
-        `GroupShard`s: `coordinator.group.shard.group_shard_factory`)."""
+        `GroupShard`s: `coordinator.group.shard.group_shard_factory`); `owned`: the
+        partitions to load at start (None: all)."""
         if store.num_partitions != num_partitions:
             raise ValueError(f"store has {store.num_partitions} partitions, config {num_partitions}")
         self.num_partitions = num_partitions
         self._closed = False
-        self._partitions = [
-            PartitionRuntime(p, store, shard_factory, serde or KafkaRecordSerde(), clock)
-            for p in range(self.num_partitions)
-        ]
+        self._store = store
+        self._new_partition = partial(PartitionRuntime, store=store, shard_factory=shard_factory,
+                                      serde=serde or KafkaRecordSerde(), clock=clock)
+        self._partitions = [self._new_partition(p) for p in range(self.num_partitions)]
+        self.owned: set[int] = set(range(num_partitions) if owned is None else owned)
 
     async def start(self) -> None:
-        for partition in self._partitions:
-            partition.start()
+        for p in sorted(self.owned):
+            self._partitions[p].start()
 
-    async def wait_loaded(self) -> None:
-        """Returns when every partition's first load has ended (ACTIVE or FAILED)."""
-        await asyncio.gather(*(p.wait_loaded() for p in self._partitions))
+    async def wait_loaded(self, partitions: Iterable[int] | None = None) -> None:
+        """Returns when the first load of every owned partition (or of `partitions`) has
+        ended (ACTIVE or FAILED)."""
+        await asyncio.gather(*(self._partitions[p].wait_loaded()
+                               for p in (self.owned if partitions is None else partitions)))
 
     async def close(self) -> None:
         self._closed = True
         await asyncio.gather(*(p.close() for p in self._partitions))
+
+    def acquire(self, partition: int) -> None:
+        """Start loading `partition` here (the store takes it first)."""
+        if self._closed or partition in self.owned:
+            return
+        self.owned.add(partition)
+        self._partitions[partition].start()
+
+    async def release(self, partition: int, drain_timeout_s: float = 5.0) -> None:
+        """Stop serving `partition` here, once what was asked of it is durable."""
+        if partition not in self.owned:
+            return
+        self.owned.discard(partition)
+        old = self._partitions[partition]
+        self._partitions[partition] = self._new_partition(partition)
+        await old.close(drain_timeout_s, PartitionNotActive(f"partition {partition} moved to another instance"))
+        await self._store.release(partition)
 
     async def write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result],
                     scope: Hashable = None) -> Any:
@@ -78,7 +107,7 @@ class CoordinatorRuntime:
 
     @property
     def all_loaded(self) -> bool:
-        return all(p.state is PartitionState.ACTIVE for p in self._partitions)
+        return all(self._partitions[p].state is PartitionState.ACTIVE for p in self.owned)
 
     def stats(self) -> list[PartitionStats]:
         return [p.stats for p in self._partitions]

@@ -70,9 +70,12 @@ def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
 class GroupCoordinatorService:
     def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None,
                  transactions: Any = None,
-                 learn_topics: Callable[[Iterable[str]], Awaitable[Any] | None] | None = None):
+                 learn_topics: Callable[[Iterable[str]], Awaitable[Any] | None] | None = None,
+                 locate: Callable[[str], CoordinatorNode | None] | None = None):
         self._runtime = runtime
-        self._node = node
+        # The coordinator of a group: this instance, unless several share the partitions
+        # (coordinator/replicated/ownership.py); None while no instance owns its partition.
+        self._locate = locate or (lambda group_id: node)
         self._adoption = adoption
         # The upstream's topics, asked for again when a KIP-848 member names one kgc has not
         # seen (None: nothing to wait for); none in standalone mode.
@@ -244,13 +247,21 @@ class GroupCoordinatorService:
                 code, message = ErrorCode.INVALID_REQUEST, f"kgc does not serve coordinator key type {key_type}"
         if code is not ErrorCode.NONE:
             raise ApiError(code, message)
-        node = self._node
         if version < 4:
+            node = self._locate(request.key)
+            if node is None:
+                raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no kgc instance owns the group's partition yet")
             return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
                                            error_message=None, node_id=node.node_id, host=node.host,
                                            port=node.port)
-        # v4+ (KIP-699) batches keys; every group has the same coordinator here.
-        def coordinator(key: str) -> Any:
+
+        def coordinator(key: str) -> Any:      # v4+ (KIP-699) batches keys
+            node = self._locate(key)
+            if node is None:
+                return FindCoordinatorResponse.Coordinator(
+                    version=version, key=key, node_id=-1, host="", port=-1,
+                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    error_message="no kgc instance owns the group's partition yet")
             return FindCoordinatorResponse.Coordinator(version=version, key=key, node_id=node.node_id, host=node.host,
                                                        port=node.port, error_code=ErrorCode.NONE, error_message=None)
 

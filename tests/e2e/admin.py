@@ -7,12 +7,14 @@ loss, duplicates and per-partition order without trusting offsets alone.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
+from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NotCoordinatorError
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from coordinator.probe import request_response
@@ -113,3 +115,16 @@ def committed_offsets(bootstrap: str, group: str) -> dict[int, int]:
     finally:
         client.close()
     return {tp.partition: meta.offset for tp, meta in offsets.items()}
+
+
+def offsets_once_owned(bootstrap: str, group: str, timeout_s: float = 60) -> dict[int, int]:
+    """The group's offsets, asked again while no kgc instance serves its partition yet
+    (several instances over the replicated store: a partition moving, or loading)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return committed_offsets(bootstrap, group)
+        except (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

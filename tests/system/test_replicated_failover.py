@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka import KafkaAdminClient
 
 from coordinator.partitioning import partition_for
-from tests.e2e.admin import committed_offsets, new_name
+from tests.e2e.admin import new_name, offsets_once_owned
 from tests.support.kgc import KgcProcess, kgc_in_front_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -57,6 +57,6 @@ def test_acknowledged_commits_survive_the_state_partitions_leader_sigkilled_and_
     second = KgcProcess("--upstream", kafka3.bootstrap, *flags, log_path=str(tmp_path / "second.log"))
     second.start(timeout_s=90)
     try:
-        assert committed_offsets(second.bootstrap, group) == {0: BEFORE + AFTER}
+        assert offsets_once_owned(second.bootstrap, group) == {0: BEFORE + AFTER}
     finally:
         second.stop()

@@ -4,6 +4,7 @@ transactions are not read; a topic kgc cannot use is refused with the reason."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 
@@ -32,6 +33,7 @@ async def opened(kafka, topic: str, write_timeout_ms: int = 10_000):
                                transactional_id_prefix=topic, write_timeout_ms=write_timeout_ms)
     try:
         await store.open()
+        await asyncio.gather(*(store.acquire(p) for p in range(PARTITIONS)))
         yield store
     finally:
         await store.close()
