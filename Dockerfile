@@ -34,6 +34,17 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv .venv && .venv/bin/pip install '.[embedded,spark]'
+# Spark's Kafka source at PySpark's version and what it needs, from Maven Central: the
+# audit reads the replicated store's state topic (`kgc audit --bootstrap --spark-jars`).
+ARG MAVEN=https://repo1.maven.org/maven2
+RUN mkdir -p /opt/kgc/spark-kafka && cd /opt/kgc/spark-kafka \
+    && for jar in org/apache/spark/spark-sql-kafka-0-10_2.13/4.2.0/spark-sql-kafka-0-10_2.13-4.2.0.jar \
+                  org/apache/spark/spark-token-provider-kafka-0-10_2.13/4.2.0/spark-token-provider-kafka-0-10_2.13-4.2.0.jar \
+                  org/apache/kafka/kafka-clients/3.9.2/kafka-clients-3.9.2.jar \
+                  org/apache/commons/commons-pool2/2.13.1/commons-pool2-2.13.1.jar; do \
+         python3 -c "import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])" \
+             "$MAVEN/$jar" "$(basename "$jar")"; \
+       done
 USER kgc
 ENTRYPOINT ["kgc"]
 CMD ["audit", "--help"]

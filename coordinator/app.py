@@ -142,7 +142,7 @@ class KgcApp:
         cfg = self.config
         if cfg.store == "replicated":
             if cfg.data_dir is not None:
-                log.warning("store replicated: data_dir %s is not used", cfg.data_dir)
+                log.info("store replicated: data_dir %s is not used", cfg.data_dir)
             self._state_cluster = UpstreamCluster(cfg.upstream, tls=self._upstream_tls(), login=self._upstream_login())
             topic = StateTopic(self._state_cluster, cfg.state_topic, cfg.group.num_partitions,
                                replication_factor=cfg.state_topic_replication_factor,

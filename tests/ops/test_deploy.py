@@ -213,40 +213,54 @@ def test_the_dockerfiles_own_example_is_the_readmes():
 # ---- docker compose ---------------------------------------------------------------------
 
 
-def test_compose_runs_kgc_in_front_of_the_kafka_broker_and_clients_bootstrap_against_kgc():
+KGC_INSTANCES = ("kgc-1", "kgc-2", "kgc-3")
+
+
+def compose_config(kgc: dict):
+    env = {**docker_env("service"), **kgc["environment"]}
+    return serve_config(kgc["command"], env=env | {"KGC_HTTP_AUTH_TOKEN_FILE": str(ROOT / "README.md")})
+
+
+def test_compose_runs_three_kgc_instances_in_front_of_the_kafka_broker_and_clients_bootstrap_against_all():
     [compose] = yaml_docs(DEPLOY / "compose.yaml")
     services = compose["services"]
-    kafka, kgc = services["kafka"], services["kgc"]
-    assert kafka["image"].startswith("apache/kafka:")
-    assert (DEPLOY / kgc["build"]["context"] / kgc["build"]["dockerfile"]).resolve() == ROOT / "Dockerfile"
-    assert image_built_by_readme(kgc["image"]) == kgc["build"]["target"]
-    assert kgc["secrets"] == ["kgc-http-token"] and compose["secrets"]["kgc-http-token"]["file"] == "./kgc-http-token"
-    env = {**docker_env("service"), **kgc["environment"]}
-    assert env["KGC_HTTP_AUTH_TOKEN_FILE"] == "/run/secrets/kgc-http-token"   # where compose mounts a secret
-    config = serve_config(kgc["command"], env=env | {"KGC_HTTP_AUTH_TOKEN_FILE": str(ROOT / "README.md")})
+    kafka = services["kafka"]
     advertised = kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"].removeprefix("PLAINTEXT://")
-    assert [f"{h}:{p}" for h, p in config.upstream] == [advertised]
-    bootstrap = f"{config.advertised}:{config.port}"
+    configs = {name: compose_config(services[name]) for name in KGC_INSTANCES}
+    published = set()
+    for name, config in configs.items():
+        kgc = services[name]
+        assert (DEPLOY / kgc["build"]["context"] / kgc["build"]["dockerfile"]).resolve() == ROOT / "Dockerfile"
+        assert image_built_by_readme(kgc["image"]) == kgc["build"]["target"]
+        assert kgc["secrets"] == ["kgc-http-token"] and compose["secrets"]["kgc-http-token"]["file"] == "./kgc-http-token"
+        assert kgc["environment"]["KGC_HTTP_AUTH_TOKEN_FILE"] == "/run/secrets/kgc-http-token"   # compose's secret
+        assert [f"{h}:{p}" for h, p in config.upstream] == [advertised]
+        # One state topic for all: they share its partitions. One broker: one replica.
+        assert config.store == "replicated" and config.state_topic_replication_factor == 1
+        assert config.advertised == name
+        [port] = kgc["ports"]
+        assert port.endswith(f":{config.http_port}")
+        published.add(port)
+        # The broker's listener in kgc: 19092 + its node id, inside the image's EXPOSE range.
+        assert config.broker_port_base + int(kafka["environment"]["KAFKA_NODE_ID"]) <= 19191
+    assert len(published) == 3 and len({c.state_topic for c in configs.values()}) == 1
+    bootstrap = ",".join(f"{c.advertised}:{c.port}" for c in configs.values())
     for name in ("topic", "producer", "consumer"):
         command = " ".join(services[name]["command"])
         assert bootstrap in command, name
         assert services[name]["image"] == kafka["image"]
-    assert kgc["ports"] == [f"127.0.0.1:{config.http_port}:{config.http_port}"]
-    # The broker's listener in kgc: 19092 + its node id, inside the image's EXPOSE range.
-    assert config.broker_port_base + int(kafka["environment"]["KAFKA_NODE_ID"]) <= 19191
 
 
 def test_prometheus_scrapes_kgcs_metrics_port_and_grafana_reads_prometheus():
     [compose] = yaml_docs(DEPLOY / "compose.yaml")
-    kgc = compose["services"]["kgc"]
-    config = serve_config(kgc["command"], env=docker_env("service") | {"KGC_HTTP_AUTH_TOKEN_FILE": str(ROOT / "README.md")})
+    instances = [compose["services"][name] for name in KGC_INSTANCES]
     [prometheus] = yaml_docs(DEPLOY / "prometheus" / "prometheus.yml")
     [job] = prometheus["scrape_configs"]
     assert job["metrics_path"] == "/metrics"
     # The token kgc asks for, from the same secret.
-    assert job["authorization"]["credentials_file"] == kgc["environment"]["KGC_HTTP_AUTH_TOKEN_FILE"]
-    assert compose["services"]["prometheus"]["secrets"] == kgc["secrets"]
-    assert job["static_configs"][0]["targets"] == [f"{config.advertised}:{config.http_port}"]
+    assert {job["authorization"]["credentials_file"]} == {k["environment"]["KGC_HTTP_AUTH_TOKEN_FILE"] for k in instances}
+    assert compose["services"]["prometheus"]["secrets"] == instances[0]["secrets"]
+    assert job["static_configs"][0]["targets"] == [f"{c.advertised}:{c.http_port}" for c in map(compose_config, instances)]
     [datasources] = yaml_docs(DEPLOY / "grafana" / "provisioning" / "datasources" / "prometheus.yaml")
     assert datasources["datasources"][0]["url"] == "http://prometheus:9090"
     mounts = compose["services"]["prometheus"]["volumes"]
@@ -265,13 +279,21 @@ def test_the_statefulset_runs_the_image_with_the_configmaps_settings(tmp_path):
     config_path = container["args"][container["args"].index("--config") + 1]
     assert Path(config_path).parent == Path(mounts["config"])
     assert Path(config_path).name == "kgc.toml"
-    config = serve_config([a if a != config_path else _configmap_file(tmp_path) for a in container["args"]])
+    config = serve_config([a if a != config_path else _configmap_file(tmp_path) for a in container["args"]],
+                          env=POD_ENV)
     token_path = tomllib.loads(configmap["data"]["kgc.toml"])["http_auth_token_file"]
     # The token file is the key `token` of the Secret the README creates.
     secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
     assert Path(mounts["http-token"]) / "token" == Path(token_path) and secrets["http-token"] == "kgc-http-token"
     assert "kubectl create secret generic kgc-http-token --from-literal=token=" in " ".join(DOCS.split())
-    assert mounts["data"] == config.data_dir and pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["runAsUser"] == 10001
+    # Three instances over one replicated store; each advertises its own pod's name.
+    assert statefulset["spec"]["replicas"] == 3 and config.store == "replicated"
+    assert "data" not in mounts and config.state_topic_replication_factor == 3
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["KGC_ADVERTISED_HOST"]["value"] == f"$(POD_NAME).{statefulset['spec']['serviceName']}"
+    assert statefulset["spec"]["serviceName"] in {s["metadata"]["name"] for s in yaml_docs(DEPLOY / "k8s" / "service.yaml")}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert (ports["kafka"], ports["http"]) == (config.port, config.http_port)
     assert sorted(v for k, v in ports.items() if k.startswith("broker-")) == [
@@ -280,9 +302,6 @@ def test_the_statefulset_runs_the_image_with_the_configmaps_settings(tmp_path):
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     grace_s = pod["terminationGracePeriodSeconds"]
     assert grace_s * 1000 > config.shutdown_timeout_ms
-    claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName") for v in pod["volumes"]}
-    pvcs = {d["metadata"]["name"] for d in yaml_docs(DEPLOY / "k8s" / "pvc.yaml")}
-    assert claims["data"] in pvcs and config.advertised == kind("Service")["metadata"]["name"]
 
 
 def test_the_service_exposes_the_containers_named_ports():
@@ -313,9 +332,19 @@ def test_the_kustomization_brings_the_nightly_audit_in_the_audit_image(tmp_path)
     argv = [re.sub(r"\$(\w+)", lambda m: env[m.group(1)], word) for word in shlex.split(script)]
     assert argv[0] == "kgc"
     args = build_parser().parse_args(argv[1:])
-    assert args.command == "audit" and args.data_dir == "/var/lib/kgc"
-    upstream = serve_config([], config_file=_configmap_file(tmp_path)).upstream
-    assert args.upstream in {f"{h}:{p}" for h, p in upstream}
+    config = serve_config([], env=POD_ENV, config_file=_configmap_file(tmp_path))
+    # The state topic, from the cluster kgc fronts, with the jars the audit image holds.
+    assert args.command == "audit" and args.data_dir is None and args.topic == config.state_topic
+    upstream = {f"{h}:{p}" for h, p in config.upstream}
+    assert args.bootstrap in upstream and args.upstream in upstream
+    jars = args.spark_jars.split(",")
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert all(Path(jar).parent == Path("/opt/kgc/spark-kafka") and Path(jar).name in dockerfile for jar in jars)
+    assert {Path(jar).name.split("-")[0] for jar in jars} == {"spark", "kafka", "commons"}
+
+
+# What the StatefulSet's env gives the first pod.
+POD_ENV = {"KGC_ADVERTISED_HOST": "kgc-0.kgc-headless"}
 
 
 def _configmap_file(tmp_path: Path) -> str:
