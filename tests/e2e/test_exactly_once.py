@@ -181,6 +181,34 @@ def test_a_zombie_copier_stopped_past_its_transaction_timeout_is_fenced_and_dupl
     assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
 
 
+# A regression may hang in librdkafka, as the kill -9 test above.
+@pytest.mark.timeout(240, method="thread")
+def test_a_marker_written_while_kgc_is_down_decides_the_offsets_it_held_pending(eos_kgc, kafka, tmp_path):
+    """The marker of a transaction reaches kgc only after a kill -9 and restart, for sure: the
+    COMMIT of a client's EndTxn cannot be held back (kgc forwards the EndTxn, and the upstream
+    writes the marker milliseconds after), but the ABORT of a transaction timeout can."""
+    # given offsets kgc holds pending for a copier's open transaction
+    source, target = topics(kafka)
+    inputs = seed(kafka.bootstrap, source, RECORDS)
+    name = uuid.uuid4().hex[:6]
+    group, txn_id = f"eos-{name}", f"copier-{name}"
+    copier, committed = copier_holding(eos_kgc, group, source, target, txn_id, tmp_path,
+                                       "--transaction-timeout-ms", "5000")
+    # when kgc is killed, the copier too, and the upstream aborts the transaction (its
+    # timeout) while kgc is down, before kgc starts again
+    eos_kgc.proc.kill()
+    copier.kill()
+    copier.wait()
+    wait_aborted(kafka, txn_id)
+    eos_kgc.start()
+    # then kgc reads the ABORT from its participant partition and drops the offsets: a new
+    # copier with the transactional id copies the rest exactly once
+    done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS - committed, txn_id=txn_id,
+                                timeout_s=60)
+    assert done["committed"] == RECORDS - committed
+    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+
+
 def test_kafkas_transactional_message_copier_java_client_copies_exactly_once(eos_kgc, kafka):
     """Kafka's own system-test workload (the Java client): kgc's ApiVersions names no
     `transaction.version`, so it takes the classic flow (AddOffsetsToTxn, TxnOffsetCommit v3+
