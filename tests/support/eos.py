@@ -58,6 +58,9 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
             transactions += 1
             if before_end is not None:
+                # Delivered first: a hook that holds the copier then holds only its
+                # EndTxn (records still queued would time out while it is stopped).
+                assert producer.flush(30) == 0
                 before_end(transactions, committed)
             if abort_every and transactions % abort_every == 0:
                 producer.abort_transaction(30)
