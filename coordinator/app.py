@@ -445,6 +445,7 @@ class KgcApp:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         if self.transactions is not None:
+            self.transactions.close()
             await self.transactions.tailer.close()
         if self.participant is not None:
             await self.participant.close()

@@ -175,7 +175,10 @@ class Dispatcher:
             if not caller.group(Operation.READ, request.group_id):
                 return encode_response(header, _add_offsets_answer(version, ErrorCode.GROUP_AUTHORIZATION_FAILED),
                                        version)
-        added = asyncio.ensure_future(self._transactions.add_offsets(session.conn.listener_node_id, request))
+        # A client stuck after it (coordinator/txn/commits.py) gets this connection, its
+        # transaction coordinator's, closed: the only thing that makes it look again.
+        added = asyncio.ensure_future(self._transactions.add_offsets(session.conn.listener_node_id, request,
+                                                                     session.conn.close))
         # The loop keeps only a weak reference to a task.
         self._adding.add(added)
         added.add_done_callback(self._adding.discard)

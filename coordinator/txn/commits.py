@@ -9,12 +9,23 @@ A failure before 3 writes nothing here: the client retries (a lost participant r
 an orphan its transaction's marker ends with nothing pending), or its transaction aborts.
 After 3 the marker in P decides: the tail writes Kafka's COMMIT or ABORT into the group
 partition, which applies or drops the offsets.
+
+A TxnOffsetCommit follows its AddOffsetsToTxn at once (librdkafka and Java send it as soon
+as the answer arrives). When none has come `commit_follow_ms` after a successful one, the
+client is taken to be stuck and is told to look again (`add_offsets`' `on_stuck`):
+librdkafka (2.10 on, still open in 2.16: confluentinc/librdkafka#5511) re-bootstraps when
+every broker it knows goes down at once, which a restart of kgc always does since kgc
+serves every listener, and its coordinator cache keeps the group's coordinator handle it
+has just decommissioned. Its TxnOffsetCommit then waits for that dead handle to connect,
+past `send_offsets_to_transaction`'s timeout (#5456), until some connection of the client
+goes up or down: that is the only thing that makes it query the coordinator again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from coordinator.group.context import RequestContext
@@ -29,11 +40,15 @@ log = logging.getLogger(__name__)
 
 class TransactionalCommits:
     def __init__(self, runtime: RuntimeApi, participant: Participant, tailer_of: Any, *,
-                 commit_timeout_ms: int = 30_000):
+                 commit_timeout_ms: int = 30_000, commit_follow_ms: int = 3_000):
         self._runtime = runtime
         self._participant = participant
         self.tailer: MarkerTailer = tailer_of(self._on_marker)
         self._timeout_s = commit_timeout_ms / 1000
+        self._follow_s = commit_follow_ms / 1000
+        # (transactional id, producer id, epoch) → the call that tells the client to look
+        # again, due unless its TxnOffsetCommit comes first
+        self._awaiting_commit: dict[tuple[str, int, int], asyncio.TimerHandle] = {}
 
     async def resume(self) -> None:
         """After a (re)start: tail every partition that holds undecided offsets from the
@@ -45,7 +60,16 @@ class TransactionalCommits:
                 self.tailer.watch(p, start)
 
     def submit(self, ctx: RequestContext, request: Any) -> asyncio.Future:
+        waiting = self._awaiting_commit.pop(
+            (request.transactional_id, request.producer_id, request.producer_epoch), None)
+        if waiting is not None:
+            waiting.cancel()
         return asyncio.ensure_future(self._commit(ctx, request))
+
+    def close(self) -> None:
+        waiting, self._awaiting_commit = self._awaiting_commit, {}
+        for handle in waiting.values():
+            handle.cancel()
 
     async def _commit(self, ctx: RequestContext, request: Any) -> Any:
         if not request.group_id:
@@ -76,12 +100,28 @@ class TransactionalCommits:
         await self._runtime.write(partition, lambda shard, handle: shard.end_transaction(
             producer_id, producer_epoch, marker, offset))
 
-    async def add_offsets(self, node_id: int | None, request: Any) -> ErrorCode:
-        """AddOffsetsToTxn: the group's participant partition joins the transaction."""
+    async def add_offsets(self, node_id: int | None, request: Any,
+                          on_stuck: Callable[[], None] | None = None) -> ErrorCode:
+        """AddOffsetsToTxn: the group's participant partition joins the transaction.
+        `on_stuck` is called if no TxnOffsetCommit of the producer follows (module docstring)."""
         if not request.group_id:
             return ErrorCode.INVALID_GROUP_ID
         p = partition_for(request.group_id, self._runtime.num_partitions)
         log.debug("[group=%s] AddOffsetsToTxn of %r (producer %d) on broker %s", request.group_id,
                   request.transactional_id, request.producer_id, node_id)
-        return await self._participant.add_to_transaction(node_id, request.transactional_id, request.producer_id,
+        code = await self._participant.add_to_transaction(node_id, request.transactional_id, request.producer_id,
                                                           request.producer_epoch, p)
+        if code is ErrorCode.NONE and on_stuck is not None:
+            key = (request.transactional_id, request.producer_id, request.producer_epoch)
+            earlier = self._awaiting_commit.pop(key, None)
+            if earlier is not None:
+                earlier.cancel()
+            self._awaiting_commit[key] = asyncio.get_running_loop().call_later(
+                self._follow_s, self._stuck, key, on_stuck)
+        return code
+
+    def _stuck(self, key: tuple[str, int, int], on_stuck: Callable[[], None]) -> None:
+        del self._awaiting_commit[key]
+        log.info("no TxnOffsetCommit of %r (producer %d, epoch %d) followed its AddOffsetsToTxn in %.1f s: "
+                 "telling the client to look its group coordinator up again (librdkafka#5511)", *key, self._follow_s)
+        on_stuck()

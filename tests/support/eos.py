@@ -4,10 +4,14 @@
 `send_offsets_to_transaction`): consume a few records, produce each to the output in a
 transaction, add the consumer's positions to it, commit (or abort, then rewind to the
 committed offsets as an application restarting its transaction does).
+`python -m tests.support.eos` runs it in a process of its own, for tests that kill or stop it.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -25,14 +29,18 @@ def seed(bootstrap: str, topic: str, count: int, partitions: int = 3) -> list[by
 
 def copy_transactionally(bootstrap: str, group: str, source: str, target: str, until: int, *,
                          txn_id: str | None = None, abort_every: int = 0, per_transaction: int = 40,
-                         timeout_s: float = 120.0, between: Callable[[int], None] | None = None) -> dict:
-    """Copy until `until` records went out in committed transactions; what happened."""
+                         timeout_s: float = 120.0, transaction_timeout_ms: int = 30_000,
+                         between: Callable[[int], None] | None = None,
+                         before_end: Callable[[int, int], None] | None = None) -> dict:
+    """Copy until `until` records went out in committed transactions; what happened.
+    `between(transactions)` runs after each transaction ends; `before_end(transactions,
+    committed)` inside each, once its offsets are sent, before it is committed or aborted."""
     from confluent_kafka import Consumer, Producer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                          "session.timeout.ms": 10_000})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id or f"copier-{uuid.uuid4()}",
-                         "transaction.timeout.ms": 30_000})
+                         "transaction.timeout.ms": transaction_timeout_ms})
     producer.init_transactions(30)
     consumer.subscribe([source])
     committed = aborted = transactions = 0
@@ -49,6 +57,11 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
             positions = consumer.position(consumer.assignment())
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
             transactions += 1
+            if before_end is not None:
+                # Delivered first: a hook that holds the copier then holds only its
+                # EndTxn (records still queued would time out while it is stopped).
+                assert producer.flush(30) == 0
+                before_end(transactions, committed)
             if abort_every and transactions % abort_every == 0:
                 producer.abort_transaction(30)
                 aborted += len(records)
@@ -97,3 +110,31 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int = 
         return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 30)]
     finally:
         consumer.close()
+
+
+def main(argv: list[str]) -> int:
+    """The copy in a process of its own. With --hold-in N it stops inside its Nth
+    transaction, offsets sent and not committed, prints {"holding": N, "committed": records
+    committed before} and waits for a line on stdin (the test kills it, or stops and
+    resumes it, meanwhile); then it commits and goes on. Prints what happened."""
+    parser = argparse.ArgumentParser(prog="python -m tests.support.eos")
+    for name in ("bootstrap", "group", "source", "target", "txn_id"):
+        parser.add_argument(name)
+    parser.add_argument("until", type=int)
+    parser.add_argument("--hold-in", type=int, default=0)
+    parser.add_argument("--transaction-timeout-ms", type=int, default=30_000)
+    args = parser.parse_args(argv)
+
+    def hold(transactions: int, committed: int) -> None:
+        if transactions == args.hold_in:
+            print(json.dumps({"holding": transactions, "committed": committed}), flush=True)
+            sys.stdin.readline()
+
+    done = copy_transactionally(args.bootstrap, args.group, args.source, args.target, args.until, txn_id=args.txn_id,
+                                transaction_timeout_ms=args.transaction_timeout_ms, before_end=hold)
+    print(json.dumps(done), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -59,9 +59,9 @@ _TEST_SETTINGS = {
 }
 
 
-def _die_with_the_test_run() -> None:
-    """In the broker, before Kafka starts: the kernel kills it when the test run that started
-    it dies (a killed pytest runs no teardown), so no broker outlives its run."""
+def die_with_the_test_run() -> None:
+    """In a child (a broker, before Kafka starts; a kgc): the kernel kills it when the test
+    run that started it dies (a killed pytest runs no teardown), so none outlives its run."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -278,7 +278,7 @@ class KafkaCluster:
             node.proc = subprocess.Popen(
                 java_command("kafka.Kafka", str(node.directory / "server.properties"), version=self.version,
                              jvm=BROKER_JVM),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_the_test_run)
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_the_test_run)
         finally:
             log.close()
         node.started_at = node.log_path.stat().st_size  # type: ignore[attr-defined]
