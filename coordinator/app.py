@@ -60,6 +60,7 @@ from coordinator.periodic import run_every
 from coordinator.replicated.ownership import Instance, Ownership
 from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import ReplicatedLogStore
+from coordinator.runtime.partition import PartitionState
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.security.acl import AclSource, FileAuthorizer
 from coordinator.security.credentials import CredentialStore
@@ -208,9 +209,13 @@ class KgcApp:
                                                      partial(MarkerTailer, self.participant))
             versions[ApiKey.TxnOffsetCommit] = TXN_OFFSET_COMMIT_VERSIONS
         if cfg.store == "replicated":
-            self.ownership = Ownership(self._state_cluster, f"{cfg.state_topic}.owners",
-                                       Instance(node.node_id, node.host, node.port), cfg.group.num_partitions,
-                                       self._own, session_timeout_ms=cfg.ownership_session_timeout_ms)
+            me = Instance(node.node_id, node.host, node.port, cfg.broker_port_base, tuple(cfg.broker_ports))
+            self.ownership = Ownership(self._state_cluster, f"{cfg.state_topic}.owners", me,
+                                       cfg.group.num_partitions, self._own,
+                                       session_timeout_ms=cfg.ownership_session_timeout_ms)
+            if gateway is not None:
+                gateway.address_for = self._broker_address
+            self.store.owns = lambda partition: partition in self.ownership.owned
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
                                                locate=self._locate if self.ownership is not None else None)
         answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
@@ -249,10 +254,21 @@ class KgcApp:
         owner = self.ownership.owner(group_id)
         return None if owner is None else CoordinatorNode(owner.node_id, owner.host, owner.port)
 
+    def _broker_address(self, node_id: int) -> tuple[str, int]:
+        """Where clients reach upstream node `node_id` (store replicated): the listener of the
+        instance every instance names for it; this one's own before the first generation."""
+        instance = self.ownership.broker_instance(node_id) if node_id != self._node_id else None
+        if instance is None:
+            return self._plan.listener_address(node_id)
+        return instance.host, instance.broker_port(node_id)
+
     async def _own(self, partitions: frozenset[int]) -> None:
         """The ownership's answer: release what moved away (drained), load what came here."""
         runtime = self.runtime
-        await asyncio.gather(*(runtime.release(p) for p in runtime.owned - partitions))
+        # A partition that failed here (fenced while this instance was paused, say) and is
+        # given back is taken again, not left failed.
+        failed = {p for p in partitions & runtime.owned if runtime.partition_state(p) is PartitionState.FAILED}
+        await asyncio.gather(*(runtime.release(p) for p in (runtime.owned - partitions) | failed))
         gained = sorted(partitions - runtime.owned)
         for p in gained:
             runtime.acquire(p)

@@ -142,7 +142,10 @@ class MemoryLogStore:
         one): the next append starts past them, and they become durable with what precedes."""
         state = self._partitions[partition]
         state.next_offset += count
-        state.pending.append(_Pending(None, state.next_offset - 1, EagerFuture(asyncio.get_running_loop())))
+        # Nobody waits on a skip: its failure is the appends' to tell, not an unread exception's.
+        unawaited = EagerFuture(asyncio.get_running_loop())
+        unawaited.add_done_callback(lambda f: f.cancelled() or f.exception())
+        state.pending.append(_Pending(None, state.next_offset - 1, unawaited))
 
     def restore(self, partition: int, batches: Sequence[StoredBatch], end_offset: int) -> None:
         """The partition as read from elsewhere (a replicated log), all durable: replaces what it held."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.offsets_topic import OffsetsTopic
@@ -18,11 +18,14 @@ class Gateway:
         self.plan = plan
         self.offsets_topic = offsets_topic
         self.as_kgc = as_kgc           # clients' upstream connections log in as kgc (not in passthrough)
+        # Where Metadata sends clients for upstream node N: this kgc's listener for it, unless
+        # several instances share the work (the app then spreads the brokers over them all).
+        self.address_for: Callable[[int], tuple[str, int]] = plan.listener_address
 
     def session(self, listener_node_id: int | None, client: StreamingClient | None = None) -> GatewaySession:
         """`client`: the connection Fetch responses may stream to."""
         return GatewaySession(self.cluster, self.plan, listener_node_id, self.offsets_topic, as_kgc=self.as_kgc,
-                              client=client)
+                              client=client, address_for=self.address_for)
 
     def api_versions(self, local: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """ApiVersions ranges for clients: `local` for what kgc serves, upstream's for the rest."""

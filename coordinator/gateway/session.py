@@ -34,6 +34,7 @@ import asyncio
 import logging
 import struct
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Protocol
 
@@ -96,8 +97,10 @@ class UnforwardableRequest(ValueError):
 class GatewaySession:
     def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, listener_node_id: int | None,
                  offsets_topic: OffsetsTopic | None = None, *, as_kgc: bool = True,
-                 client: StreamingClient | None = None):
+                 client: StreamingClient | None = None,
+                 address_for: Callable[[int], tuple[str, int]] | None = None):
         self._cluster = cluster
+        self._address_for = address_for or plan.listener_address
         self._as_kgc = as_kgc          # log in upstream as kgc (not under SASL passthrough)
         self._plan = plan
         self._offsets_topic = offsets_topic
@@ -194,7 +197,7 @@ class GatewaySession:
 
     def _rewrite(self, header: RequestHeader, request: bytes, payload: bytes) -> bytes:
         api_key, version = header.api_key, header.api_version
-        address_for = self._plan.listener_address
+        address_for = self._address_for
         if api_key == ApiKey.Metadata:
             payload, brokers = rewrite.rewrite_metadata(payload, version, address_for, self._plan.coordinator)
             self._cluster.observe_brokers(brokers)

@@ -181,7 +181,7 @@ class HttpServer:
         me = ownership.me
         return web.json_response({
             "mode": "replicated", "group": ownership.group_id, "generation": ownership.generation,
-            "member_id": ownership.member_id, "instance": {"node_id": me.node_id, "host": me.host, "port": me.port},
+            "member_id": ownership.member_id, "leader": ownership.leader, "instance": {"node_id": me.node_id, "host": me.host, "port": me.port},
             "owned": sorted(ownership.owned),
             "owners": {str(p): f"{i.host}:{i.port}" for p, i in sorted(ownership.owners.items())},
             "changes": [{"generation": c.generation, "at": c.at, "gained": sorted(c.gained), "lost": sorted(c.lost),

@@ -7,7 +7,8 @@ coordinator node (id, host, port) and the partitions it owns now. The member the
 elects leader assigns (`assign`): a partition stays with a member that still owns it while
 that member holds no more than its share, the rest go to the members with fewest, so adding
 or removing an instance moves only what balance needs. Every member receives the whole map,
-so any instance answers FindCoordinator for any group.
+so any instance answers FindCoordinator for any group, and spreads the upstream brokers
+over the live instances the same way as every other (`broker_instance`).
 
 A partition changes hands without waiting for its old owner: the new owner's claim
 (InitProducerId, replicated/store.py) fences the old owner's writes, so two instances never
@@ -70,6 +71,21 @@ class Instance:
     node_id: int
     host: str
     port: int
+    # Its listener for upstream broker N: broker_port_base + N, or broker_ports[N].
+    broker_port_base: int = 19092
+    broker_ports: tuple[tuple[int, int], ...] = ()
+
+    def broker_port(self, node_id: int) -> int:
+        return dict(self.broker_ports).get(node_id, self.broker_port_base + node_id)
+
+    def to_json(self) -> dict:
+        return {"node_id": self.node_id, "host": self.host, "port": self.port,
+                "broker_port_base": self.broker_port_base, "broker_ports": [list(p) for p in self.broker_ports]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Instance:
+        return cls(data["node_id"], data["host"], data["port"], data["broker_port_base"],
+                   tuple((int(n), int(p)) for n, p in data["broker_ports"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +138,11 @@ class Ownership:
         self._rebalance_timeout_ms = rebalance_timeout_ms
         self._timeout_s = request_timeout_ms / 1000
         self.owners: dict[int, Instance] = {}
+        self.members: tuple[Instance, ...] = ()     # the live instances, by node id
         self.owned: frozenset[int] = frozenset()
         self.generation = -1
         self.member_id = ""
+        self.leader = False         # this instance assigned the last generation
         self.history: list[Change] = []
         self._conn: UpstreamConnection | None = None
         self._ids = itertools.count(1)
@@ -135,6 +153,13 @@ class Ownership:
 
     def owner(self, group_id: str) -> Instance | None:
         return self.owners.get(partition_for(group_id, self.num_partitions))
+
+    def broker_instance(self, node_id: int) -> Instance | None:
+        """The instance whose listener every instance names for upstream broker `node_id`:
+        the brokers spread over the live instances, so a lost one takes only its share of
+        clients' connections, and their next Metadata sends them to a live one."""
+        members = self.members
+        return members[node_id % len(members)] if members else None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="kgc-ownership")
@@ -186,8 +211,7 @@ class Ownership:
 
     async def _join_and_sync(self) -> None:
         self._rebalance_started = time.monotonic()
-        metadata = json.dumps({"node_id": self.me.node_id, "host": self.me.host, "port": self.me.port,
-                               "owned": sorted(self.owned)}).encode()
+        metadata = json.dumps({**self.me.to_json(), "owned": sorted(self.owned)}).encode()
         join = JoinGroupRequest[_JOIN_VERSION](
             group_id=self.group_id, session_timeout_ms=self._session_timeout_ms,
             rebalance_timeout_ms=self._rebalance_timeout_ms, member_id=self.member_id, group_instance_id=None,
@@ -201,8 +225,9 @@ class Ownership:
             raise _Rejoin("member id assigned")
         self._check(code, "JoinGroup")
         self.member_id, generation = joined.member_id, joined.generation_id
+        self.leader = joined.leader == self.member_id
         assignments = []
-        if joined.leader == self.member_id:
+        if self.leader:
             assignments = [SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=data)
                            for m, data in self._lead(joined.members).items()]
         synced = await self._call(SyncGroupRequest[_SYNC_VERSION](
@@ -216,15 +241,14 @@ class Ownership:
         owned: dict[str, frozenset[int]] = {}
         for member in members:
             meta = json.loads(member.metadata)
-            instances[member.member_id] = Instance(meta["node_id"], meta["host"], meta["port"])
+            instances[member.member_id] = Instance.from_json(meta)
             owned[member.member_id] = frozenset(meta["owned"])
         nodes = [i.node_id for i in instances.values()]
         if len(set(nodes)) != len(nodes):
             log.error("ownership: several kgc instances use one node_id (%s): clients cannot tell their "
                       "coordinators apart; give each its own node_id", sorted(nodes))
         plan = assign(owned, self.num_partitions)
-        owners = {m: {"node_id": i.node_id, "host": i.host, "port": i.port, "partitions": plan[m]}
-                  for m, i in instances.items()}
+        owners = {m: {**i.to_json(), "partitions": plan[m]} for m, i in instances.items()}
         data = json.dumps({"owners": owners}).encode()
         log.info("ownership: leader of %s: %d instances, %s", self.group_id, len(instances),
                  {f"{i.host}:{i.port}": len(plan[m]) for m, i in instances.items()})
@@ -232,26 +256,31 @@ class Ownership:
 
     def _adopt(self, generation: int, assignment: dict) -> None:
         owners: dict[int, Instance] = {}
+        members: list[Instance] = []
         mine: frozenset[int] = frozenset()
         for member_id, entry in assignment["owners"].items():
-            instance = Instance(entry["node_id"], entry["host"], entry["port"])
+            instance = Instance.from_json(entry)
+            members.append(instance)
             for p in entry["partitions"]:
                 owners[p] = instance
             if member_id == self.member_id:
                 mine = frozenset(entry["partitions"])
         self.generation, self.owners = generation, owners
+        self.members = tuple(sorted(members, key=lambda i: i.node_id))
         previous, self.owned = self.owned, mine
-        members = len(assignment["owners"])
+        count = len(members)
         started = self._rebalance_started
         log.info("ownership: generation %d of %s: %d instances, %d partitions here (+%d -%d)", generation,
-                 self.group_id, members, len(mine), len(mine - previous), len(previous - mine))
+                 self.group_id, count, len(mine), len(mine - previous), len(previous - mine))
         before = self._applying
 
         async def apply() -> None:
             if before is not None:
                 await asyncio.gather(before, return_exceptions=True)
+            if generation != self.generation:
+                return      # a newer generation came meanwhile: its own apply takes its map
             await self._on_change(mine)
-            change = Change(generation, time.time(), mine - previous, previous - mine, members,
+            change = Change(generation, time.time(), mine - previous, previous - mine, count,
                             (time.monotonic() - started) * 1000)
             self.history.append(change)
             del self.history[:-100]

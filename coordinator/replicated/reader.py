@@ -5,7 +5,7 @@ with it, the aborted transactions (producer id, first offset) it covers; the rea
 a transactional batch of a producer while that producer has an aborted transaction open
 at its offset, and drops every control batch. What is left was committed, and is handed
 back as plain batches at their own offsets (the loader needs no transaction logic for
-kgc's own writes).
+kgc's own writes), with their producer id and epoch.
 
 The read ends at the high watermark: the owner reads after its InitProducerId, which
 completed every transaction on the partition, so nothing above the last stable offset is
@@ -70,8 +70,11 @@ async def read_committed(topic: UpstreamTopic, partition: int, *, timeout_s: flo
                 continue
             if batch.is_transactional and pid in open_aborts:
                 continue
+            # Committed, so plain to the loader; the writer's producer id and epoch stay, for
+            # the audit and for checking that no two owners wrote a partition at once.
             batches.append(StoredBatch(batch.base_offset, batch.last_offset, batch.records,
-                                       max_timestamp_ms=batch.max_timestamp_ms))
+                                       max_timestamp_ms=batch.max_timestamp_ms, producer_id=pid,
+                                       producer_epoch=batch.producer_epoch))
         stable = data.last_stable_offset
         if position >= data.high_watermark and stable >= data.high_watermark:
             return batches, data.high_watermark

@@ -25,7 +25,8 @@ numbered it; any disagreement or failure fails the partition, and `recover` clai
 again (a new epoch, so the old transaction is aborted) and reads it back from the topic.
 
 A partition another instance claimed (this one was fenced) is not taken back by
-`recover`: it stays failed, with an error that says so.
+`recover` unless the ownership map still gives it to this instance (`owns`): the other
+claim was then a stale one, from an instance that had not yet heard the partition moved.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class ReplicatedLogStore:
         self._closed: list[collections.deque[_Group]] = [collections.deque() for _ in range(topic.num_partitions)]
         self._flushers: dict[int, asyncio.Task] = {}
         self._fenced: dict[int, str] = {}
+        # Whether the ownership map gives `p` to this instance now (set by the app).
+        self.owns: Callable[[int], bool] = lambda partition: False
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -224,7 +227,12 @@ class ReplicatedLogStore:
 
     async def recover(self, partition: int) -> int:
         if partition in self._fenced:
-            raise FencedError(f"state partition {partition} is another instance's now: {self._fenced[partition]}")
+            if not self.owns(partition):
+                raise FencedError(f"state partition {partition} is another instance's now: "
+                                  f"{self._fenced[partition]}")
+            # Still ours by the ownership map: the claim that fenced us was a stale one (an
+            # instance that had not yet heard that the partition moved). Take it back.
+            del self._fenced[partition]
         end = await self._claim_and_read(partition)
         log.info("state partition %d claimed again and read to offset %d", partition, end)
         return end

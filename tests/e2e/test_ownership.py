@@ -5,77 +5,16 @@ its partitions, the members go on, and every acknowledged commit is there."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Iterator
-
 import pytest
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
-from coordinator.embedded import free_port
-from coordinator.partitioning import partition_for
-from coordinator.probe import request_response
 from tests.e2e.admin import create_topic, new_name, offsets_once_owned, produce_sequenced
 from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.ops.support import get_json
-from tests.support.kgc import KgcProcess
+from tests.support.kgc_instances import instances, owner_of, shared_by
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
-INSTANCES = 3
 PARTITIONS = 4
-SESSION_TIMEOUT_MS = 6_000      # the upstream's group.min.session.timeout.ms
 TIMEOUT_S = 60
-
-
-class Instance:
-    def __init__(self, kafka, state: str, log_path: str):
-        self.http_port = free_port()
-        # On one host each instance needs its own listener port per upstream broker.
-        brokers = [a for node in kafka.nodes for a in ("--broker-port", f"{node.node_id}={free_port()}")]
-        self.process = KgcProcess("--upstream", kafka.bootstrap, *brokers, "--store", "replicated", "--state-topic", state,
-                                  "--state-topic-replication-factor", "1", "--state-topic-min-insync-replicas", "1",
-                                  "--ownership-session-timeout-ms", str(SESSION_TIMEOUT_MS),
-                                  "--http-port", str(self.http_port), log_path=log_path)
-
-    @property
-    def address(self) -> str:
-        return self.process.bootstrap
-
-    def ownership(self) -> dict:
-        return asyncio.run(get_json(self.http_port, "/v1/ownership"))[1]
-
-    def coordinator_of(self, group: str) -> tuple[int, str]:
-        host, port = self.address.split(":")
-        response = request_response((host, int(port)), FindCoordinatorRequest[3](key=group, key_type=0),
-                                    FindCoordinatorResponse)
-        return response.error_code, f"{response.host}:{response.port}"
-
-
-@contextlib.contextmanager
-def instances(kafka, tmp_path, state: str) -> Iterator[list[Instance]]:
-    started = [Instance(kafka, state, str(tmp_path / f"kgc-{i}.log")) for i in range(INSTANCES)]
-    try:
-        for instance in started:
-            instance.process.start(timeout_s=60)
-        yield started
-    finally:
-        for instance in started:
-            instance.process.stop()
-
-
-def shared_by(live: list[Instance]) -> bool:
-    """Every partition owned by exactly one live instance, and every live instance agrees on the map."""
-    views = [i.ownership() for i in live]
-    owned = [set(v["owned"]) for v in views]
-    maps = {tuple(sorted(v["owners"].items())) for v in views}
-    return (len(maps) == 1 and sum(map(len, owned)) == 50 and set().union(*owned) == set(range(50))
-            and all(owned) and set(dict(next(iter(maps))).values()) == {i.address for i in live})
-
-
-def owner_of(live: list[Instance], group: str) -> Instance:
-    partition = str(partition_for(group))
-    return next(i for i in live if i.ownership()["owners"].get(partition) == i.address)
 
 
 def test_three_instances_share_the_partitions_and_route_every_group_to_its_owner(kafka, tmp_path):
