@@ -51,8 +51,10 @@ class ServerConfig:
     state_topic: str = "kgc-group-state"
     state_topic_replication_factor: int = 3          # Kafka's offsets.topic.replication.factor
     state_topic_min_insync_replicas: int = 2
-    # How long the upstream waits for a silent instance before its partitions move.
-    ownership_session_timeout_ms: int = 10_000
+    # How long the upstream waits for a silent instance before its partitions move: Kafka's
+    # group.min.session.timeout.ms, the shortest it allows, so a failover takes no longer
+    # than Kafka's own (its broker.session.timeout.ms is 9 s). kgc heartbeats every second.
+    ownership_session_timeout_ms: int = 6_000
     segment_bytes: int = 100 * 2**20
     upstream: tuple[tuple[str, int], ...] = ()
     standalone: bool = False                 # no upstream, not even the embedded one

@@ -48,6 +48,7 @@ _PRODUCE_VERSION = 8
 _END_TXN_VERSION = 3              # transaction version 1: the epoch stays across transactions
 _TRANSACTION_KEY = 1
 _RETRY_S = 0.01
+_CONCURRENT_RETRY_S = 0.002
 _RETRY_MAX_S = 0.5
 
 _RETRIABLE = frozenset({
@@ -161,7 +162,13 @@ class PartitionProducer:
         if self._clock() >= deadline:
             raise ProducerError(f"{self.transactional_id}: {what} still {code.name} after "
                                 f"{self._write_timeout_s:.0f} s", code)
-        # CONCURRENT_TRANSACTIONS clears within milliseconds; a broker's failover takes seconds.
+        if code is ErrorCode.CONCURRENT_TRANSACTIONS:
+            # The last transaction's markers are being written: done within milliseconds, and
+            # every commit of the partition waits for it (the Java producer shortens its backoff
+            # for this answer too).
+            await asyncio.sleep(_CONCURRENT_RETRY_S)
+            return
+        # A leader or coordinator moving: that takes seconds.
         await asyncio.sleep(min(_RETRY_S * 2 ** attempt, _RETRY_MAX_S))
 
     async def _coordinator_connection(self) -> UpstreamConnection:

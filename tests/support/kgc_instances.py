@@ -21,7 +21,8 @@ SESSION_TIMEOUT_MS = 6_000      # the upstream's group.min.session.timeout.ms
 
 
 class Instance:
-    def __init__(self, kafka, state: str, log_path: str, *, replicas: int = 1):
+    def __init__(self, kafka, state: str, log_path: str, *, replicas: int = 1,
+                 session_timeout_ms: int = SESSION_TIMEOUT_MS):
         self.http_port = free_port()
         self.log_path = log_path
         # On one host each instance needs its own listener port per upstream broker.
@@ -29,7 +30,7 @@ class Instance:
         self.process = KgcProcess("--upstream", kafka.bootstrap, *brokers, "--store", "replicated",
                                   "--state-topic", state, "--state-topic-replication-factor", str(replicas),
                                   "--state-topic-min-insync-replicas", str(min(replicas, 2)),
-                                  "--ownership-session-timeout-ms", str(SESSION_TIMEOUT_MS),
+                                  "--ownership-session-timeout-ms", str(session_timeout_ms),
                                   "--http-port", str(self.http_port), log_path=log_path)
 
     @property
