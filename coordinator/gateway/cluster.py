@@ -33,18 +33,21 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator.gateway.login import UpstreamLogin, login
 from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
 from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata
+from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 CLIENT_ID = "kgc-gateway"
 _NEWEST_METADATA = 12  # the brokers and topic ids of v12 are all we read
 _TOPIC_IDS_SINCE = 10  # Metadata v10 added topic ids
+_FIND_COORDINATOR_VERSION = 3  # the last with one key per request
 CLOSE_TIMEOUT_S = 1.0
 # A member naming a topic kgc has not seen waits for one refresh, at most this long; and a
 # name is asked for at most once in this interval, so members subscribed to a topic that
@@ -140,6 +143,16 @@ class UpstreamCluster:
         if not self.reachable or self._control is None or self._control.failure is not None:
             raise UpstreamUnavailable(self.status)
         return await self._request(request, response_class)
+
+    async def find_coordinator(self, key: str, key_type: int) -> FindCoordinatorResponse:
+        """The upstream's coordinator of a group (key type 0) or a transactional id (1), asked
+        on the control connection; `UpstreamUnavailable` while there is none."""
+        response = await self.request(FindCoordinatorRequest[_FIND_COORDINATOR_VERSION](key=key, key_type=key_type),
+                                      FindCoordinatorResponse)
+        code = ErrorCode(response.error_code)
+        if code is not ErrorCode.NONE:
+            raise UpstreamUnavailable(f"FindCoordinator for {key!r}: {code.name}")
+        return response
 
     def refresh_soon(self) -> None:
         self._wake.set()

@@ -42,7 +42,6 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator import metrics
 from coordinator.gateway.cluster import UpstreamCluster
@@ -59,7 +58,7 @@ _JOIN_VERSION = 5
 _SYNC_VERSION = 3
 _HEARTBEAT_VERSION = 3
 _LEAVE_VERSION = 3
-_FIND_COORDINATOR_VERSION = 3
+_GROUP_KEY = 0
 _BACKOFF_S = (0.1, 5.0)
 
 _REFIND = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -319,12 +318,8 @@ class Ownership:
                           timeout_s=timeout_s or self._timeout_s)
 
     async def _find_coordinator(self) -> UpstreamConnection:
-        response = await self._cluster.request(
-            FindCoordinatorRequest[_FIND_COORDINATOR_VERSION](key=self.group_id, key_type=0), FindCoordinatorResponse)
-        code = ErrorCode(response.error_code)
-        if code is not ErrorCode.NONE:
-            raise UpstreamUnavailable(f"FindCoordinator for {self.group_id!r}: {code.name}")
-        return await self._cluster.own_connection(response.host, response.port)
+        found = await self._cluster.find_coordinator(self.group_id, _GROUP_KEY)
+        return await self._cluster.own_connection(found.host, found.port)
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

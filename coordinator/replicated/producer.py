@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -41,7 +40,6 @@ from storage.format import encode_producer_batch
 
 log = logging.getLogger(__name__)
 
-_FIND_COORDINATOR_VERSION = 3     # the last with one key per request
 _INIT_PRODUCER_ID_VERSION = 4
 _ADD_PARTITIONS_VERSION = 3
 _PRODUCE_VERSION = 8
@@ -173,16 +171,9 @@ class PartitionProducer:
 
     async def _coordinator_connection(self) -> UpstreamConnection:
         if self._coordinator is None:
-            response = await self._topic.cluster.request(
-                FindCoordinatorRequest[_FIND_COORDINATOR_VERSION](key=self.transactional_id,
-                                                                  key_type=_TRANSACTION_KEY),
-                FindCoordinatorResponse)
-            code = ErrorCode(response.error_code)
-            if code is not ErrorCode.NONE:
-                raise UpstreamUnavailable(f"FindCoordinator for {self.transactional_id!r}: {code.name}")
-            self._coordinator = response.node_id
+            found = await self._topic.cluster.find_coordinator(self.transactional_id, _TRANSACTION_KEY)
+            self._coordinator = found.node_id
         return await self._topic.connection(self._coordinator)
-
 
 def _add_partitions_code(response) -> int:
     codes = {p.partition_error_code for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
