@@ -126,17 +126,23 @@ class Load:
             wait_until(lambda ms=members: len({(c.partition, c.offset) for m in ms for c in m.consumed})
                        >= PARTITIONS * self.produced, TIMEOUT_S,
                        lambda ms=members: {m.name: (len(m.consumed), sorted(m.assignment)) for m in ms}, members)
-        for members in self.members.values():
-            for m in members:
-                if m not in self.left:
-                    m.commit()
-        for c in self.committers:
-            c.wait_acked_more()
+        # A member that took partitions over after they were consumed commits them once it
+        # has read them itself: commit until the group's offsets say so.
         reader = live[0].address
         for lib, group in self.groups.items():
-            assert offsets_once_owned(reader, group) == dict.fromkeys(range(PARTITIONS), self.produced), lib
+            wait_until(lambda group=group: self._commit_group(group, reader)
+                       == dict.fromkeys(range(PARTITIONS), self.produced),
+                       TIMEOUT_S, lambda lib=lib, group=group: (lib, offsets_once_owned(reader, group)))
+        for c in self.committers:
+            c.wait_acked_more()
         for c in self.committers:
             c.check(lambda c=c: offsets_once_owned(reader, c.group))
+
+    def _commit_group(self, group: str, reader: str) -> dict[int, int]:
+        for m in self.members[group]:
+            if m not in self.left:
+                m.commit()
+        return offsets_once_owned(reader, group)
 
     def stop(self) -> None:
         """Once: the committers' last answers in, the members closed."""
