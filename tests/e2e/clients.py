@@ -128,7 +128,14 @@ class KafkaPythonDriver:
             **(s.security.kafka_python() if s.security else {}))
 
     def poll(self, timeout_s: float) -> list[Consumed]:
-        batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS)
+        from kafka.errors import KafkaError
+
+        try:
+            batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=MAX_RECORDS)
+        except KafkaError as exc:
+            if not exc.retriable:
+                raise
+            return []     # a broker failing over (LEADER_NOT_AVAILABLE): an application polls again
         if leader_stalled(self.consumer):
             rejoin(self.consumer)
         return [Consumed(r.partition, r.offset, r.value) for records in batches.values() for r in records]
