@@ -201,9 +201,8 @@ class KgcApp:
             adoption = self.adoption = Adoption(self.runtime, self.upstream_groups, clock=self._clock,
                                                 default_wait_ms=cfg.group.consumer_session_timeout_ms)
         versions = dict(local_versions(cfg.min_group_api_versions))
-        if self.cluster is not None and cfg.store == "local":
+        if self.cluster is not None:
             # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
-            # The replicated store cannot hold their pending offsets yet: not advertised there.
             self.participant = ParticipantTopic(self.cluster, cfg.group.num_partitions)
             self.transactions = TransactionalCommits(self.runtime, self.participant,
                                                      partial(MarkerTailer, self.participant))
@@ -268,11 +267,19 @@ class KgcApp:
         # A partition that failed here (fenced while this instance was paused, say) and is
         # given back is taken again, not left failed.
         failed = {p for p in partitions & runtime.owned if runtime.partition_state(p) is PartitionState.FAILED}
-        await asyncio.gather(*(runtime.release(p) for p in (runtime.owned - partitions) | failed))
+        moved = (runtime.owned - partitions) | failed
+        await asyncio.gather(*(runtime.release(p) for p in moved))
+        if self.transactions is not None:
+            await asyncio.gather(*(self.transactions.forget(p) for p in moved))
         gained = sorted(partitions - runtime.owned)
         for p in gained:
             runtime.acquire(p)
         await runtime.wait_loaded(gained)
+        if self.transactions is not None:
+            # Undecided transactions of a partition taken over: tailed here from now on.
+            for p in gained:
+                if runtime.partition_state(p) is PartitionState.ACTIVE:
+                    await self.transactions.resume_partition(p)
 
     async def _reach_state_topic(self) -> None:
         """The replicated store reads every partition before kgc serves: wait for the upstream."""

@@ -22,6 +22,10 @@ CONSUMER_GROUP_REGULAR_EXPRESSION_KEY_TYPE = 16
 # kgc's own record type (Kafka's loader skips key types it does not know, with a warning):
 # a group kgc adopted from another coordinator (`AdoptedGroupKey`).
 ADOPTED_GROUP_KEY_TYPE = 0x4B41
+# A client's transaction as the replicated store writes it into its state topic
+# (coordinator/replicated/client_txn.py): one of its pending offsets, and its end.
+CLIENT_TXN_OFFSET_KEY_TYPE = 0x4B50
+CLIENT_TXN_MARKER_KEY_TYPE = 0x4B4D
 ADOPTED_GROUP_VALUE_VERSION = 0
 CONSUMER_GROUP_VALUE_VERSION = 0
 

@@ -11,6 +11,9 @@ served `__consumer_offsets` see the same offsets.
 runtime calls it before it loads the partition, on every instance the ownership gives it
 to), `release(p)` waits for its last transaction and forgets it.
 
+Clients' transactional offsets (TxnOffsetCommit) and their transactions' ends are written
+as records of kgc's own and read back in Kafka's shape (client_txn.py).
+
 In memory the store keeps what it read and wrote (a `MemoryLogStore`, `read` serves the
 loader and the served topic from it). Appends go into the partition's open *group*; the
 partition's flusher takes the open group, closes it, and writes it as one transaction
@@ -39,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from coordinator.gateway.upstream_topic import UpstreamTopic
+from coordinator.replicated.client_txn import ClientTransactions, loaded
 from coordinator.replicated.producer import PartitionProducer, ProducerError
 from coordinator.replicated.reader import ReadError, read_committed
 from storage.api import (
@@ -86,6 +90,7 @@ class ReplicatedLogStore:
         self._closed: list[collections.deque[_Group]] = [collections.deque() for _ in range(topic.num_partitions)]
         self._flushers: dict[int, asyncio.Task] = {}
         self._fenced: dict[int, str] = {}
+        self._clients = [ClientTransactions() for _ in range(topic.num_partitions)]
         # Whether the ownership map gives `p` to this instance now (set by the app).
         self.owns: Callable[[int], bool] = lambda partition: False
 
@@ -108,6 +113,7 @@ class ReplicatedLogStore:
         flusher = self._flushers.get(partition)
         await self._drain([flusher] if flusher is not None else [])
         self._mirror.restore(partition, (), 0)
+        self._clients[partition] = ClientTransactions()
 
     @staticmethod
     async def _drain(flushers: list[asyncio.Task]) -> None:
@@ -119,10 +125,15 @@ class ReplicatedLogStore:
     async def _claim_and_read(self, partition: int) -> int:
         try:
             await self._producers[partition].claim()
-            batches, end = await read_committed(self.topic, partition, timeout_s=self._read_timeout_s,
+            raw_batches, end = await read_committed(self.topic, partition, timeout_s=self._read_timeout_s,
                                                 clock=self._clock)
-        except (ProducerError, ReadError) as exc:
+            # Clients' transactions back in Kafka's shape (client_txn.py).
+            batches = [b for raw in raw_batches for b in loaded(raw)]
+        except (ProducerError, ReadError, ValueError) as exc:
             raise StorageError(f"state topic {self.topic.topic}-{partition}: {exc}") from exc
+        clients = self._clients[partition] = ClientTransactions()
+        for batch in batches:
+            clients.replay(batch)
         self._mirror.restore(partition, batches, end)
         self._open[partition] = None
         self._closed[partition].clear()
@@ -149,17 +160,26 @@ class ReplicatedLogStore:
 
     def append(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int,
                txn: TxnBatch | None = None) -> Append:
-        if txn is not None:
-            # Transactional offsets of clients need the state partition as their
-            # participant (coordinator/txn): not built for this store yet.
-            raise StorageError("the replicated store does not hold clients' transactional offsets")
         base = self._mirror.end_offset(partition)
-        append = self._mirror.append(partition, records, timestamp_ms)
-        if records and self._mirror.partition_error(partition) is None:
+        append = self._mirror.append(partition, records, timestamp_ms, txn)
+        if self._mirror.partition_error(partition) is not None:
+            return append
+        clients = self._clients[partition]
+        if txn is None and records:
+            clients.supersede(records)
             self._add(partition, base, records, timestamp_ms)
-        elif not records and partition not in self._flushers:
-            # A barrier with nothing before it in flight: everything before it is durable.
-            self._mirror.commit(partition, append.last_offset)
+        elif txn is None:
+            if partition not in self._flushers:
+                # A barrier with nothing before it in flight: everything before it is durable.
+                self._mirror.commit(partition, append.last_offset)
+        elif txn.control is None:
+            self._add(partition, base, clients.stage(records, txn), timestamp_ms)
+        else:
+            # The end takes one offset in the runtime's numbering, as Kafka's marker; what
+            # follows it in the topic (copies, tombstones) is left out.
+            written = clients.end(txn)
+            self._add(partition, base, written, timestamp_ms)
+            self._mirror.skip(partition, len(written) - 1)
         return append
 
     async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
@@ -169,8 +189,9 @@ class ReplicatedLogStore:
     def append_prepared(self, prepared: PreparedBatch) -> Append:
         append = self._mirror.append_prepared(prepared)
         if prepared.count and self._mirror.partition_error(prepared.partition) is None:
-            self._add(prepared.partition, prepared.base_offset,
-                      [LogRecord(r.key, r.value, r.headers) for r in prepared.payload], prepared.timestamp_ms)
+            records = [LogRecord(r.key, r.value, r.headers) for r in prepared.payload]
+            self._clients[prepared.partition].supersede(records)
+            self._add(prepared.partition, prepared.base_offset, records, prepared.timestamp_ms)
         return append
 
     def _add(self, partition: int, base: int, records: Sequence[LogRecord], timestamp_ms: int) -> None:

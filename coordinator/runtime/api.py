@@ -68,6 +68,7 @@ class RuntimeApi(Protocol):
     """What the service needs of the runtime (`runtime.CoordinatorRuntime` is the one there is)."""
 
     num_partitions: int
+    owned: set[int]             # the partitions this instance serves now
 
     async def write(self, partition: int, op: Callable[[Any, ReplyHandle], Result],
                     scope: Hashable = None) -> Any: ...

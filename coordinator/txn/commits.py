@@ -30,7 +30,7 @@ from typing import Any
 
 from coordinator.group.context import RequestContext
 from coordinator.partitioning import partition_for
-from coordinator.runtime.api import RuntimeApi
+from coordinator.runtime.api import PartitionNotActive, RuntimeApi
 from coordinator.txn.participant import Participant
 from coordinator.txn.tailer import MarkerTailer
 from protocol.errors import ApiError, ErrorCode
@@ -51,13 +51,24 @@ class TransactionalCommits:
         self._awaiting_commit: dict[tuple[str, int, int], asyncio.TimerHandle] = {}
 
     async def resume(self) -> None:
-        """After a (re)start: tail every partition that holds undecided offsets from the
-        oldest participant record among them."""
-        for p in range(self._runtime.num_partitions):
-            start = await self._runtime.read(p, lambda shard: shard.txn_tail_start())
-            if start is not None:
-                log.info("group partition %d has undecided transactional offsets: tailing from %d", p, start)
-                self.tailer.watch(p, start)
+        """After a (re)start: tail every partition served here that holds undecided offsets
+        from the oldest participant record among them."""
+        for p in sorted(self._runtime.owned):
+            await self.resume_partition(p)
+
+    async def resume_partition(self, partition: int) -> None:
+        """A partition loaded here (at start, or taken over from another instance)."""
+        try:
+            start = await self._runtime.read(partition, lambda shard: shard.txn_tail_start())
+        except PartitionNotActive:
+            return      # moved on meanwhile: its new owner tails it
+        if start is not None:
+            log.info("group partition %d has undecided transactional offsets: tailing from %d", partition, start)
+            self.tailer.watch(partition, start)
+
+    async def forget(self, partition: int) -> None:
+        """A partition another instance serves now: its owner tails it."""
+        await self.tailer.unwatch(partition)
 
     def submit(self, ctx: RequestContext, request: Any) -> asyncio.Future:
         waiting = self._awaiting_commit.pop(

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.runtime.api import PartitionNotActive
 from coordinator.txn.participant import ParticipantTopic
 from protocol.errors import ErrorCode
 from storage.format import BatchDecodeError, control_type, iter_batches
@@ -52,6 +53,21 @@ class MarkerTailer:
         self.positions[partition] = from_offset
         self._tasks[partition] = asyncio.get_running_loop().create_task(
             self._run(partition), name=f"kgc-txn-tail-{partition}")
+
+    async def unwatch(self, partition: int) -> None:
+        """Stop tailing P; whoever waits for it is told the partition is not read here."""
+        task = self._tasks.pop(partition, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self.positions.pop(partition, None)
+        self.stopped.pop(partition, None)
+        for _, fut in self._waiters.pop(partition, []):
+            if not fut.done():
+                fut.set_exception(PartitionNotActive(f"partition {partition} is not tailed here"))
+        known = self._connections.pop(partition, None)
+        if known is not None:
+            await known[1].close()
 
     async def reached(self, partition: int, offset: int) -> None:
         """Returns once every marker of P below `offset` was handed on."""
