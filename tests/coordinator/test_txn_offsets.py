@@ -15,9 +15,9 @@ import pytest
 from kafka.protocol.producer import TxnOffsetCommitRequest
 
 from coordinator.common.result import MARKER_ABORT, MARKER_COMMIT
+from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.group.config import GroupConfig
 from coordinator.group.context import RequestContext
-from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.group.shard import group_shard_factory
 from coordinator.partitioning import partition_for
 from coordinator.replicated.state_topic import StateTopic
