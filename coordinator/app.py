@@ -71,7 +71,7 @@ from coordinator.service.cleaner_schedule import CleanerSchedule
 from coordinator.service.group_coordinator import GroupCoordinatorService
 from coordinator.service.group_stats import GroupStatsSampler
 from coordinator.settings import DEFAULT_NODE_ID, ServerConfig
-from coordinator.txn.commits import TransactionalCommits
+from coordinator.txn.commits import COMMIT_FOLLOW_MS, TransactionalCommits
 from coordinator.txn.participant import ParticipantTopic
 from coordinator.txn.tailer import MarkerTailer
 from protocol.api_keys import TXN_OFFSET_COMMIT_VERSIONS, local_versions
@@ -204,8 +204,12 @@ class KgcApp:
         if self.cluster is not None:
             # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
             self.participant = ParticipantTopic(self.cluster, cfg.group.num_partitions)
+            # With several instances a client stuck on a dead owner (librdkafka#5511) is told
+            # to look again only once the others have taken its partitions over.
+            follow_ms = COMMIT_FOLLOW_MS + (cfg.ownership_session_timeout_ms if cfg.store == "replicated" else 0)
             self.transactions = TransactionalCommits(self.runtime, self.participant,
-                                                     partial(MarkerTailer, self.participant))
+                                                     partial(MarkerTailer, self.participant),
+                                                     commit_follow_ms=follow_ms)
             versions[ApiKey.TxnOffsetCommit] = TXN_OFFSET_COMMIT_VERSIONS
         if cfg.store == "replicated":
             me = Instance(node.node_id, node.host, node.port, cfg.broker_port_base, tuple(cfg.broker_ports))
@@ -213,7 +217,7 @@ class KgcApp:
                                        cfg.group.num_partitions, self._own,
                                        session_timeout_ms=cfg.ownership_session_timeout_ms)
             if gateway is not None:
-                gateway.address_for = self._broker_address
+                gateway.address_for = self.broker_address
             self.store.owns = lambda partition: partition in self.ownership.owned
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
                                                locate=self._locate if self.ownership is not None else None)
@@ -253,7 +257,7 @@ class KgcApp:
         owner = self.ownership.owner(group_id)
         return None if owner is None else CoordinatorNode(owner.node_id, owner.host, owner.port)
 
-    def _broker_address(self, node_id: int) -> tuple[str, int]:
+    def broker_address(self, node_id: int) -> tuple[str, int]:
         """Where clients reach upstream node `node_id` (store replicated): the listener of the
         instance every instance names for it; this one's own before the first generation."""
         instance = self.ownership.broker_instance(node_id) if node_id != self._node_id else None

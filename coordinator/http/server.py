@@ -184,6 +184,8 @@ class HttpServer:
             "member_id": ownership.member_id, "leader": ownership.leader, "instance": {"node_id": me.node_id, "host": me.host, "port": me.port},
             "owned": sorted(ownership.owned),
             "owners": {str(p): f"{i.host}:{i.port}" for p, i in sorted(ownership.owners.items())},
+            # Where clients reach each upstream broker: the same instance by every instance's map.
+            "brokers": {str(n): ":".join(map(str, self._kgc.broker_address(n))) for n in sorted(self._kgc.broker_ports)},
             "changes": [{"generation": c.generation, "at": c.at, "gained": sorted(c.gained), "lost": sorted(c.lost),
                          "members": c.members, "took_ms": round(c.took_ms, 1)} for c in ownership.history[-20:]]})
 

@@ -11,14 +11,19 @@ After 3 the marker in P decides: the tail writes Kafka's COMMIT or ABORT into th
 partition, which applies or drops the offsets.
 
 A TxnOffsetCommit follows its AddOffsetsToTxn at once (librdkafka and Java send it as soon
-as the answer arrives). When none has come `commit_follow_ms` after a successful one, the
-client is taken to be stuck and is told to look again (`add_offsets`' `on_stuck`):
+as the answer arrives). When `commit_follow_ms` after a successful one the transaction is
+still open upstream with P in it and P holds nothing of it (no TxnOffsetCommit was staged,
+here or, with several instances, at the group's owner), the client is taken to be stuck
+and is told to look again (`add_offsets`' `on_stuck`):
 librdkafka (2.10 on, still open in 2.16: confluentinc/librdkafka#5511) re-bootstraps when
 every broker it knows goes down at once, which a restart of kgc always does since kgc
 serves every listener, and its coordinator cache keeps the group's coordinator handle it
 has just decommissioned. Its TxnOffsetCommit then waits for that dead handle to connect,
 past `send_offsets_to_transaction`'s timeout (#5456), until some connection of the client
-goes up or down: that is the only thing that makes it query the coordinator again.
+goes up or down: that is the only thing that makes it query the coordinator again. With
+several instances (the replicated store) the same happens when the group's owner dies, and
+the client is told to look again only once the ownership session has timed out (the others
+have taken the partition over), since it would find the dead owner again before that.
 """
 
 from __future__ import annotations
@@ -37,10 +42,12 @@ from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
 
+COMMIT_FOLLOW_MS = 3_000
+
 
 class TransactionalCommits:
     def __init__(self, runtime: RuntimeApi, participant: Participant, tailer_of: Any, *,
-                 commit_timeout_ms: int = 30_000, commit_follow_ms: int = 3_000):
+                 commit_timeout_ms: int = 30_000, commit_follow_ms: int = COMMIT_FOLLOW_MS):
         self._runtime = runtime
         self._participant = participant
         self.tailer: MarkerTailer = tailer_of(self._on_marker)
@@ -49,6 +56,7 @@ class TransactionalCommits:
         # (transactional id, producer id, epoch) → the call that tells the client to look
         # again, due unless its TxnOffsetCommit comes first
         self._awaiting_commit: dict[tuple[str, int, int], asyncio.TimerHandle] = {}
+        self._checks: set[asyncio.Future] = set()
 
     async def resume(self) -> None:
         """After a (re)start: tail every partition served here that holds undecided offsets
@@ -81,6 +89,8 @@ class TransactionalCommits:
         waiting, self._awaiting_commit = self._awaiting_commit, {}
         for handle in waiting.values():
             handle.cancel()
+        for check in self._checks:
+            check.cancel()
 
     async def _commit(self, ctx: RequestContext, request: Any) -> Any:
         if not request.group_id:
@@ -128,11 +138,24 @@ class TransactionalCommits:
             if earlier is not None:
                 earlier.cancel()
             self._awaiting_commit[key] = asyncio.get_running_loop().call_later(
-                self._follow_s, self._stuck, key, on_stuck)
+                self._follow_s, self._check_stuck, key, node_id, p, on_stuck)
         return code
 
-    def _stuck(self, key: tuple[str, int, int], on_stuck: Callable[[], None]) -> None:
+    def _check_stuck(self, key: tuple[str, int, int], node_id: int | None, partition: int,
+                     on_stuck: Callable[[], None]) -> None:
         del self._awaiting_commit[key]
+        task = asyncio.ensure_future(self._stuck(key, node_id, partition, on_stuck))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    async def _stuck(self, key: tuple[str, int, int], node_id: int | None, partition: int,
+                     on_stuck: Callable[[], None]) -> None:
+        # With several instances (the replicated store) the TxnOffsetCommit goes to the
+        # group's owner, which need not be this one (the instance that serves the
+        # client's transaction coordinator): what it staged is in the participant
+        # partition, which every instance can ask about, as it can the transaction's state.
+        if not await self._participant.awaits_offsets(node_id, *key, partition):
+            return
         log.info("no TxnOffsetCommit of %r (producer %d, epoch %d) followed its AddOffsetsToTxn in %.1f s: "
                  "telling the client to look its group coordinator up again (librdkafka#5511)", *key, self._follow_s)
         on_stuck()

@@ -31,7 +31,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+from kafka.protocol.admin import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
 from kafka.protocol.producer import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -68,6 +73,11 @@ class Participant(Protocol):
     async def stage(self, txn_id: str, producer_id: int, producer_epoch: int, partition: int,
                     request: dict[str, Any], version: int) -> int:
         """Write the request into the client's transaction; its offset in P. Raises ApiError."""
+
+    async def awaits_offsets(self, node_id: int | None, txn_id: str, producer_id: int, producer_epoch: int,
+                             partition: int) -> bool:
+        """Whether the client's transaction is open with P in it and P holds nothing of it:
+        no TxnOffsetCommit was staged, by this instance or any other."""
 
 
 class ParticipantTopic(UpstreamTopic):
@@ -164,6 +174,35 @@ class ParticipantTopic(UpstreamTopic):
                 self.forget_leader(partition)
             await asyncio.sleep(0.1)
 
+    async def awaits_offsets(self, node_id: int | None, txn_id: str, producer_id: int, producer_epoch: int,
+                             partition: int) -> bool:
+        try:
+            conn = await (self.connection(node_id) if node_id is not None else self.leader(partition))
+            response = await self.request(conn, DescribeTransactionsRequest[0](transactional_ids=[txn_id]),
+                                          DescribeTransactionsResponse)
+            txn = response.transaction_states[0]
+            if (txn.error_code or txn.transaction_state != "Ongoing" or txn.producer_id != producer_id
+                    or txn.producer_epoch != producer_epoch
+                    or not any(t.topic == self.topic and partition in t.partitions for t in txn.topics)):
+                return False    # ended, or another transaction now, which has not added P yet
+            state = await self._producer_state(await self.leader(partition), partition, producer_id)
+        except (UpstreamUnavailable, TimeoutError, IndexError) as exc:
+            log.info("could not tell whether %r awaits its TxnOffsetCommit: %r", txn_id, exc)
+            return False        # not known: leave the client be
+        return state is None or state.current_txn_start_offset < 0
+
+    async def _producer_state(self, conn: UpstreamConnection, partition: int, producer_id: int) -> Any:
+        """The leader's state of the producer in P (DescribeProducers), None if it has none."""
+        cls = DescribeProducersRequest[0]
+        response = await self.request(conn, cls(topics=[cls.TopicRequest(
+            name=self.topic, partition_indexes=[partition])]), DescribeProducersResponse)
+        for topic in response.topics:
+            for p in topic.partitions:
+                for state in p.active_producers:
+                    if state.producer_id == producer_id:
+                        return state
+        return None
+
     async def _next_sequence(self, conn: UpstreamConnection, partition: int, producer_id: int,
                              producer_epoch: int) -> int:
         known = self._sequences.get((partition, producer_id))
@@ -171,15 +210,11 @@ class ParticipantTopic(UpstreamTopic):
             return known[1]
         if known is not None:
             return 0        # a new epoch starts at 0
-        # kgc restarted or lost track: the leader knows the producer's last sequence.
-        cls = DescribeProducersRequest[0]
-        response = await self.request(conn, cls(topics=[cls.TopicRequest(
-            name=self.topic, partition_indexes=[partition])]), DescribeProducersResponse)
-        for topic in response.topics:
-            for p in topic.partitions:
-                for state in p.active_producers:
-                    if state.producer_id == producer_id and state.producer_epoch == producer_epoch:
-                        return state.last_sequence + 1
+        # kgc restarted or lost track (or another instance wrote): the leader knows the
+        # producer's last sequence.
+        state = await self._producer_state(conn, partition, producer_id)
+        if state is not None and state.producer_epoch == producer_epoch:
+            return state.last_sequence + 1
         return 0
 
     async def _produce(self, conn: UpstreamConnection, txn_id: str, producer_id: int, producer_epoch: int,

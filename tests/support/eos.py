@@ -35,7 +35,7 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
     """Copy until `until` records went out in committed transactions; what happened.
     `between(transactions)` runs after each transaction ends; `before_end(transactions,
     committed)` inside each, once its offsets are sent, before it is committed or aborted."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                          "session.timeout.ms": 10_000})
@@ -43,8 +43,15 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
                          "transaction.timeout.ms": transaction_timeout_ms})
     producer.init_transactions(30)
     consumer.subscribe([source])
-    committed = aborted = transactions = 0
+    committed = aborted = transactions = failed = 0
     deadline = time.monotonic() + timeout_s
+
+    def abort_and_rewind() -> None:
+        producer.abort_transaction(30)
+        # Back to what the group committed: the aborted offsets must not be there.
+        for tp in consumer.committed(consumer.assignment(), 30):
+            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
     try:
         while committed < until:
             assert time.monotonic() < deadline, f"copied {committed} of {until} in {timeout_s}s"
@@ -55,7 +62,16 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
             for record in records:
                 producer.produce(target, record.value())
             positions = consumer.position(consumer.assignment())
-            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            try:
+                producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            except KafkaException as exc:
+                # librdkafka's contract: an abortable error (a coordinator lost midway, say)
+                # ends the transaction, which the application aborts and starts again.
+                if not exc.args[0].txn_requires_abort():
+                    raise
+                failed += 1
+                abort_and_rewind()
+                continue
             transactions += 1
             if before_end is not None:
                 # Delivered first: a hook that holds the copier then holds only its
@@ -63,11 +79,8 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
                 assert producer.flush(30) == 0
                 before_end(transactions, committed)
             if abort_every and transactions % abort_every == 0:
-                producer.abort_transaction(30)
+                abort_and_rewind()
                 aborted += len(records)
-                # Back to what the group committed: the aborted offsets must not be there.
-                for tp in consumer.committed(consumer.assignment(), 30):
-                    consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
             else:
                 producer.commit_transaction(30)
                 committed += len(records)
@@ -75,7 +88,7 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
                 between(transactions)
     finally:
         consumer.close()
-    return {"committed": committed, "aborted": aborted, "transactions": transactions}
+    return {"committed": committed, "aborted": aborted, "transactions": transactions, "failed": failed}
 
 
 def read_committed(bootstrap: str, topic: str, expected: int, timeout_s: float = 60.0) -> list[bytes]:

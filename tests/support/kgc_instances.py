@@ -26,7 +26,8 @@ class Instance:
         self.http_port = free_port()
         self.log_path = log_path
         # On one host each instance needs its own listener port per upstream broker.
-        brokers = [a for node in kafka.nodes for a in ("--broker-port", f"{node.node_id}={free_port()}")]
+        self.broker_ports = {node.node_id: free_port() for node in kafka.nodes}
+        brokers = [a for node_id, port in self.broker_ports.items() for a in ("--broker-port", f"{node_id}={port}")]
         self.process = KgcProcess("--upstream", kafka.bootstrap, *brokers, "--store", "replicated",
                                   "--state-topic", state, "--state-topic-replication-factor", str(replicas),
                                   "--state-topic-min-insync-replicas", str(min(replicas, 2)),
@@ -73,6 +74,13 @@ def shared_by(live: list[Instance]) -> bool:
 def owner_of(live: list[Instance], group: str) -> Instance:
     partition = str(partition_for(group))
     return next(i for i in live if i.ownership()["owners"].get(partition) == i.address)
+
+
+def serving_broker(live: list[Instance], node_id: int) -> Instance:
+    """The instance whose listener clients reach upstream broker `node_id` through."""
+    address = live[0].ownership()["brokers"][str(node_id)]
+    host, port = address.rsplit(":", 1)
+    return next(i for i in live if int(port) in i.broker_ports.values())
 
 
 def leader_of(live: list[Instance]) -> Instance:
