@@ -90,7 +90,8 @@ def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
 def _transactions(cols: PartitionColumns, audit: PartitionAudit) -> None:
     """Transactional batches (rare: TxnOffsetCommit) one by one, for open transactions."""
     for batch in np.flatnonzero((cols.attributes & TRANSACTIONAL_FLAG) != 0):
-        producer_id = struct.unpack_from(">q", cols.raw(int(batch)), _PRODUCER_ID_POS)[0]
+        producer_id = (int(cols.producer_id[batch]) if cols.producer_id is not None
+                       else struct.unpack_from(">q", cols.raw(int(batch)), _PRODUCER_ID_POS)[0])
         segment, position = cols.segment_position(int(batch))
         audit.transaction_batch(producer_id, bool(cols.control[batch]), int(cols.base_offset[batch]), segment,
                                 position)

@@ -52,6 +52,8 @@ class PartitionColumns:
     offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     timestamp: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     header_blocks: list[columnar.Headers] = field(default_factory=list)   # see RecordSpans.header_block
+    # Per batch, where the batches are not bytes of a log (a topic's rows): else read from them.
+    producer_id: np.ndarray | None = None
 
     @property
     def control(self) -> np.ndarray:

@@ -18,6 +18,12 @@ and only when, it took effect. (A copy of the log on disk still holds the commit
 aborted transactions, and the file audit reads them: the two agree on logs without
 aborted transactions.)
 
+kgc's state topic (the replicated store) holds its clients' transactions as records of its
+own (`coordinator.replicated.client_txn`): a pending offset (key type 0x4B50, "KP") and a
+transaction's end (0x4B4D, "KM"). Both scanners see them as the file audit sees a client's
+transaction in a data dir: the pending offsets a transactional batch of the client's
+producer, the end a control batch, so a transaction with no end is reported open.
+
 The connector (`spark-sql-kafka-0-10_2.13` at PySpark's own version, and its
 dependencies) must be on Spark's classpath: `--packages` / `--jars` with spark-submit,
 `--spark-jars` with `kgc audit` (docs/audit.md, "Auditing from a Kafka topic").
@@ -34,7 +40,10 @@ from pathlib import Path
 
 from coordinator.offline.job import PartitionResult, PartitionTask, audit_batches
 from coordinator.offline.scan import ScannedBatch
+from coordinator.records.types import CLIENT_TXN_MARKER_KEY_TYPE, CLIENT_TXN_OFFSET_KEY_TYPE
+from coordinator.replicated.client_txn import OFFSET_HEAD_SIZE, loaded
 from storage.api import StoredBatch, StoredRecord
+from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG
 
 DEFAULT_TOPIC = "__consumer_offsets"
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -166,10 +175,38 @@ def columns_from_arrow(partition: int, topic: str, table):
     offset = table.column("offset").to_numpy().astype(np.int64)
     # Spark's timestamps arrive as microseconds since the epoch; the log's are ms.
     timestamp = pc.divide(table.column("timestamp").combine_chunks().cast(pa.int64()), 1000).to_numpy()
+    attributes, producer_id = _client_transactions(table, keys, key_pos, key_len)
     cols = PartitionColumns(PartitionScan(partition, Path(topic)), buf, np.asarray([0, len(keys)], np.int64),
-                            [topic], zeros, zeros, zeros, offset, zeros, np.ones(n, bool), spans)
+                            [topic], zeros, zeros, zeros, offset, attributes, np.ones(n, bool), spans)
     cols.offset, cols.timestamp, cols.header_blocks = offset, timestamp.astype(np.int64), blocks
+    cols.producer_id = producer_id
     return cols
+
+
+def _client_transactions(table, keys: bytes, key_pos, key_len):
+    """The rows kgc's state topic holds for its clients' transactions, as the batches the
+    file audit sees (the module's note): per row, its batch attributes and producer id.
+    A pending offset's key becomes the offset's own (its head is cut off, in place)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    attributes = np.zeros(n, np.int64)
+    producer_id = np.full(n, -1, np.int64)
+    kinds = pc.binary_slice(table.column("key").combine_chunks(), 0, 2)
+    live = pc.is_valid(table.column("value").combine_chunks())
+    for key_type, flags in ((CLIENT_TXN_OFFSET_KEY_TYPE, TRANSACTIONAL_FLAG),
+                            (CLIENT_TXN_MARKER_KEY_TYPE, TRANSACTIONAL_FLAG | CONTROL_FLAG)):
+        kind = pa.scalar(key_type.to_bytes(2, "big"), pa.binary())
+        rows = np.flatnonzero(pc.and_(pc.equal(kinds, kind), live).fill_null(False).to_numpy(zero_copy_only=False))
+        attributes[rows] = flags
+        for row in rows:
+            producer_id[row] = int.from_bytes(keys[key_pos[row] + 2:key_pos[row] + 10], "big", signed=True)
+        if key_type == CLIENT_TXN_OFFSET_KEY_TYPE:
+            key_pos[rows] += OFFSET_HEAD_SIZE
+            key_len[rows] -= OFFSET_HEAD_SIZE
+    return attributes, producer_id
 
 
 def _binary(array, at: int):
@@ -223,8 +260,8 @@ def _scanned(batches, topic: str) -> Iterator[ScannedBatch]:
         headers = batch.column("headers").to_pylist()
         stored = tuple(StoredRecord(o, t, k, v, _headers(h))
                        for o, t, k, v, h in zip(offsets, timestamps, keys, values, headers, strict=True))
-        yield ScannedBatch(topic, offsets[0], _NO_BYTES,
-                           StoredBatch(offsets[0], offsets[-1], stored, max_timestamp_ms=max(timestamps)))
+        for part in loaded(StoredBatch(offsets[0], offsets[-1], stored, max_timestamp_ms=max(timestamps))):
+            yield ScannedBatch(topic, part.base_offset, _NO_BYTES, part)
 
 
 def _headers(headers: list[dict] | None) -> tuple[tuple[str, bytes | None], ...]:

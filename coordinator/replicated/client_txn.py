@@ -35,6 +35,7 @@ from storage.api import CONTROL_ABORT, CONTROL_COMMIT, LogRecord, StoredBatch, S
 from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, control_record
 
 _OFFSET_HEAD = struct.Struct(">hqh")     # type, producer id, epoch; then the offset's key
+OFFSET_HEAD_SIZE = _OFFSET_HEAD.size
 _MARKER_KEY = struct.Struct(">hq")       # type, producer id
 _MARKER_VALUE = struct.Struct(">hhh")    # version 0, epoch, control type
 _CONTROL_TYPES = (CONTROL_ABORT, CONTROL_COMMIT)
