@@ -5,7 +5,9 @@ Each side copies the same number of records with `--per-transaction` records per
 transaction (consume, produce, `send_offsets_to_transaction`, commit), one transaction in
 flight, as exactly-once applications run. Through kgc a transaction also pays kgc's
 participant record upstream (one acks=all Produce) and the tail's round before the
-TxnOffsetCommit answer.
+TxnOffsetCommit answer; on the replicated store (several instances' store, here one
+instance) the pending offsets and the transaction's end are each an upstream transaction of
+kgc's own, instead of an fsync.
 
     .venv/bin/python -m tests.bench.eos_throughput --records 3000 --per-transaction 10
 
@@ -45,11 +47,15 @@ def main() -> None:
         direct, direct_n = one_side(kafka.bootstrap, kafka, args.records, args.per_transaction)
         with kgc_in_front_of(kafka, "--data-dir", str(Path(tmp) / "kgc-data"), log_path=str(Path(tmp) / "kgc.log")) as kgc:
             through, through_n = one_side(kgc.bootstrap, kafka, args.records, args.per_transaction)
-    print("| coordinator | transactions | transactions/s |")
-    print("|---|---:|---:|")
-    print(f"| Kafka 4.4's own | {direct_n} | {direct:.1f} |")
-    print(f"| kgc (fsync always) | {through_n} | {through:.1f} |")
-    print(f"ratio kgc/Kafka: {through / direct:.2f}")
+        replicated = ("--store", "replicated", "--state-topic", f"kgc-state-{uuid.uuid4().hex[:8]}",
+                      "--state-topic-replication-factor", "1", "--state-topic-min-insync-replicas", "1")
+        with kgc_in_front_of(kafka, *replicated, log_path=str(Path(tmp) / "kgc-replicated.log")) as kgc:
+            shared, shared_n = one_side(kgc.bootstrap, kafka, args.records, args.per_transaction)
+    print("| coordinator | transactions | transactions/s | ratio to Kafka |")
+    print("|---|---:|---:|---:|")
+    print(f"| Kafka 4.4's own | {direct_n} | {direct:.1f} | 1 |")
+    print(f"| kgc, local store (fsync always) | {through_n} | {through:.1f} | {through / direct:.2f} |")
+    print(f"| kgc, replicated store | {shared_n} | {shared:.1f} | {shared / direct:.2f} |")
 
 
 if __name__ == "__main__":

@@ -12,20 +12,24 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.support.eos import committed_offsets, copy_transactionally, read_committed, seed
+from tests.support.eos import (
+    assert_exactly_once,
+    copy_transactionally,
+    copy_with_kafkas_copier,
+    copy_with_streams,
+    seed,
+    topics,
+)
 from tests.support.kafka import die_with_the_test_run, free_port_on
-from tests.support.kafka_dist import compiled, java_command, run_tool
 from tests.support.kgc import KgcProcess, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RECORDS = 600
-STREAMS_APP = Path(__file__).parents[1] / "java" / "StreamsEos.java"
 ROOT = Path(__file__).parents[2]
 
 
@@ -63,20 +67,6 @@ def eos_kgc(kafka, tmp_path_factory):
     front.proc.stop()
 
 
-def topics(kafka) -> tuple[str, str]:
-    name = uuid.uuid4().hex[:8]
-    return kafka.create_topic(f"in-{name}", 3), kafka.create_topic(f"out-{name}", 3)
-
-
-def assert_exactly_once(front, kafka, group: str, source: str, target: str, inputs: list[bytes],
-                        partitions: int = 3) -> None:
-    output = read_committed(kafka.bootstrap, target, len(inputs))
-    duplicates = [v for v, n in Counter(output).items() if n > 1]
-    assert not duplicates, f"{len(duplicates)} records copied twice, e.g. {duplicates[:5]}"
-    assert sorted(output) == sorted(inputs)
-    assert committed_offsets(front.bootstrap, group, source, partitions) == [len(inputs) // partitions] * partitions
-
-
 def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(eos_kgc, kafka):
     # given input records and a transactional copier (librdkafka: AddOffsetsToTxn, TxnOffsetCommit v3)
     source, target = topics(kafka)
@@ -86,7 +76,7 @@ def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(e
     done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS, abort_every=3)
     # then every input is in the output once, and the offsets are those of the committed transactions
     assert done["aborted"] > 0
-    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+    assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
 
 
 # A regression here hangs in librdkafka's send_offsets_to_transaction (its timeout is not
@@ -108,7 +98,7 @@ def test_kill_9_of_kgc_mid_copy_loses_and_duplicates_nothing(eos_kgc, kafka):
     done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS, between=crash_once)
     # then the copy finishes exactly once
     assert done["committed"] == RECORDS
-    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+    assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
 
 
 def copier_holding(front, group: str, source: str, target: str, txn_id: str, directory: Path,
@@ -150,7 +140,7 @@ def test_kill_9_of_a_copier_mid_transaction_then_a_new_one_with_its_id_copies_ex
                                 timeout_s=60)
     # then it copies the rest, from the offsets of the committed transactions, exactly once
     assert done["committed"] == RECORDS - committed
-    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+    assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
 
 
 @pytest.mark.timeout(180)
@@ -178,7 +168,7 @@ def test_a_zombie_copier_stopped_past_its_transaction_timeout_is_fenced_and_dupl
     assert zombie.returncode != 0
     assert "fenced" in (tmp_path / f"{txn_id}.err").read_text().lower()
     assert done["committed"] == RECORDS - committed
-    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+    assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
 
 
 # A regression may hang in librdkafka, as the kill -9 test above.
@@ -206,37 +196,17 @@ def test_a_marker_written_while_kgc_is_down_decides_the_offsets_it_held_pending(
     done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS - committed, txn_id=txn_id,
                                 timeout_s=60)
     assert done["committed"] == RECORDS - committed
-    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs)
+    assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
 
 
 def test_kafkas_transactional_message_copier_java_client_copies_exactly_once(eos_kgc, kafka):
     """Kafka's own system-test workload (the Java client): kgc's ApiVersions names no
     `transaction.version`, so it takes the classic flow (AddOffsetsToTxn, TxnOffsetCommit v3+
     with its group metadata), here with random aborts."""
-    name = uuid.uuid4().hex[:8]
-    source, target = kafka.create_topic(f"in-{name}", 1), kafka.create_topic(f"out-{name}", 1)
-    inputs = seed(kafka.bootstrap, source, RECORDS, partitions=1)
-    group = f"copier-{name}"
-    done = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", eos_kgc.bootstrap,
-                    "--transactional-id", f"copier-{name}", "--consumer-group", group, "--input-topic", source,
-                    "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
-                    "--max-messages", str(RECORDS), "--use-group-metadata", "--enable-random-aborts",
-                    timeout_s=180)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert '"remaining":0' in done.stdout.replace(" ", "")
-    assert_exactly_once(eos_kgc, kafka, group, source, target, inputs, partitions=1)
+    copy_with_kafkas_copier(kafka, eos_kgc.bootstrap, RECORDS)
 
 
 def test_a_kafka_streams_exactly_once_v2_application_copies_exactly_once(eos_kgc, kafka, tmp_path):
     """Kafka Streams (exactly_once_v2, classic group protocol, 100 ms commits): its
     sendOffsetsToTransaction goes to kgc with the group's generation and member."""
-    name = uuid.uuid4().hex[:8]
-    source, target = topics(kafka)
-    inputs = seed(kafka.bootstrap, source, RECORDS)
-    application = f"streams-{name}"
-    done = subprocess.run(java_command("StreamsEos", eos_kgc.bootstrap, application, source, target, str(RECORDS),
-                                       str(tmp_path / "state"), cp=compiled(STREAMS_APP)),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert f"processed {RECORDS}" in done.stdout
-    assert_exactly_once(eos_kgc, kafka, application, source, target, inputs)
+    copy_with_streams(kafka, eos_kgc.bootstrap, tmp_path / "state", RECORDS)

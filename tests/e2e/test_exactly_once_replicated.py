@@ -7,25 +7,21 @@ consumed by committed transactions."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from coordinator.partitioning import partition_for
 from tests.e2e.clients import wait_until
-from tests.support.eos import committed_offsets, copy_transactionally, read_committed, seed
-from tests.support.kafka_dist import compiled, java_command, run_tool
+from tests.support import eos
 from tests.support.kgc_instances import instances, owner_of, serving_broker, shared_by
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RECORDS = 600
 LOOK_AGAIN = "telling the client to look its group coordinator up again"
-STREAMS_APP = Path(__file__).parents[1] / "java" / "StreamsEos.java"
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +35,6 @@ def bootstrap(live) -> str:
     return ",".join(i.address for i in live)
 
 
-def topics(kafka) -> tuple[str, str]:
-    name = uuid.uuid4().hex[:8]
-    return kafka.create_topic(f"in-{name}", 3), kafka.create_topic(f"out-{name}", 3)
-
-
-def assert_exactly_once(live, kafka, group: str, target: str, source: str, inputs: list[bytes],
-                        partitions: int = 3) -> None:
-    output = read_committed(kafka.bootstrap, target, len(inputs))
-    duplicates = [v for v, n in Counter(output).items() if n > 1]
-    assert not duplicates, f"{len(duplicates)} records copied twice, e.g. {duplicates[:5]}"
-    assert sorted(output) == sorted(inputs)
-    assert committed_offsets(bootstrap(live), group, source, partitions) == [len(inputs) // partitions] * partitions
-
-
 def group_not_owned_by(live, instance) -> str:
     return next(g for g in (f"eos-{uuid.uuid4().hex[:6]}" for _ in range(100)) if owner_of(live, g) is not instance)
 
@@ -61,49 +43,29 @@ def test_confluent_kafka_copies_exactly_once_through_three_instances(live, kafka
     # given input records, and a group owned by another instance than the one clients reach
     # the transaction coordinator (the broker) through: AddOffsetsToTxn goes to one instance,
     # TxnOffsetCommit to another
-    source, target = topics(kafka)
-    inputs = seed(kafka.bootstrap, source, RECORDS)
+    source, target = eos.topics(kafka)
+    inputs = eos.seed(kafka.bootstrap, source, RECORDS)
     broker_instance = serving_broker(live, kafka.nodes[0].node_id)
     group = group_not_owned_by(live, broker_instance)
     told_to_look_again = Path(broker_instance.log_path).read_text().count(LOOK_AGAIN)
     # when it copies through every instance, aborting every third transaction and rewinding
     # (with a pause between two transactions, as an application that waits for input)
-    done = copy_transactionally(bootstrap(live), group, source, target, RECORDS, abort_every=3,
+    done = eos.copy_transactionally(bootstrap(live), group, source, target, RECORDS, abort_every=3,
                                 between=lambda transactions: time.sleep(4 if transactions == 2 else 0))
     # then every input is in the output once, and the offsets are those of the committed transactions
     assert done["aborted"] > 0
-    assert_exactly_once(live, kafka, group, target, source, inputs)
+    eos.assert_exactly_once(kafka, bootstrap(live), group, source, target, inputs)
     # and the instance of the transaction coordinator left the copier's connection alone
     # (it closes one only where no TxnOffsetCommit it is due follows, librdkafka#5511)
     assert Path(broker_instance.log_path).read_text().count(LOOK_AGAIN) == told_to_look_again
 
 
 def test_kafkas_transactional_message_copier_java_client_copies_exactly_once(live, kafka):
-    name = uuid.uuid4().hex[:8]
-    source, target = kafka.create_topic(f"in-{name}", 1), kafka.create_topic(f"out-{name}", 1)
-    inputs = seed(kafka.bootstrap, source, RECORDS, partitions=1)
-    group = f"copier-{name}"
-    done = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap(live),
-                    "--transactional-id", f"copier-{name}", "--consumer-group", group, "--input-topic", source,
-                    "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
-                    "--max-messages", str(RECORDS), "--use-group-metadata", "--enable-random-aborts",
-                    timeout_s=180)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert '"remaining":0' in done.stdout.replace(" ", "")
-    assert_exactly_once(live, kafka, group, target, source, inputs, partitions=1)
+    eos.copy_with_kafkas_copier(kafka, bootstrap(live), RECORDS)
 
 
 def test_a_kafka_streams_exactly_once_v2_application_copies_exactly_once(live, kafka, tmp_path):
-    name = uuid.uuid4().hex[:8]
-    source, target = topics(kafka)
-    inputs = seed(kafka.bootstrap, source, RECORDS)
-    application = f"streams-{name}"
-    done = subprocess.run(java_command("StreamsEos", bootstrap(live), application, source, target, str(RECORDS),
-                                       str(tmp_path / "state"), cp=compiled(STREAMS_APP)),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert f"processed {RECORDS}" in done.stdout
-    assert_exactly_once(live, kafka, application, target, source, inputs)
+    eos.copy_with_streams(kafka, bootstrap(live), tmp_path / "state", RECORDS)
 
 
 # librdkafka's send_offsets_to_transaction may not keep its timeout (confluentinc/librdkafka#5456):
@@ -114,8 +76,8 @@ def test_kill_9_of_the_owner_while_it_holds_offsets_pending_loses_and_duplicates
     # (and served by another instance than the broker, the copier's transaction coordinator:
     # librdkafka finds that one by node id in its metadata, which it refreshes only every
     # topic.metadata.refresh.interval.ms, docs/exactly-once.md)
-    source, target = topics(kafka)
-    inputs = seed(kafka.bootstrap, source, RECORDS)
+    source, target = eos.topics(kafka)
+    inputs = eos.seed(kafka.bootstrap, source, RECORDS)
     group = group_not_owned_by(live, serving_broker(live, kafka.nodes[0].node_id))
     killed = []
 
@@ -127,7 +89,7 @@ def test_kill_9_of_the_owner_while_it_holds_offsets_pending_loses_and_duplicates
             live.remove(owner)
             killed.append(owner)
 
-    done = copy_transactionally(bootstrap(live), group, source, target, RECORDS, before_end=kill_the_owner)
+    done = eos.copy_transactionally(bootstrap(live), group, source, target, RECORDS, before_end=kill_the_owner)
     # then another instance took the partition over, decided the held offsets by the
     # transaction's marker, and the copy finished exactly once
     assert killed and done["committed"] == RECORDS
@@ -137,4 +99,4 @@ def test_kill_9_of_the_owner_while_it_holds_offsets_pending_loses_and_duplicates
     # (it did find them undecided, not merely committed later)
     assert f"group partition {partition_for(group)} has undecided transactional offsets" in \
         Path(heir.log_path).read_text()
-    assert_exactly_once(live, kafka, group, target, source, inputs)
+    eos.assert_exactly_once(kafka, bootstrap(live), group, source, target, inputs)

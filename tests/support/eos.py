@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
+
+STREAMS_APP = Path(__file__).parents[1] / "java" / "StreamsEos.java"
 
 
 def seed(bootstrap: str, topic: str, count: int, partitions: int = 3) -> list[bytes]:
@@ -123,6 +128,55 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int = 
         return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 30)]
     finally:
         consumer.close()
+
+
+def topics(kafka, partitions: int = 3) -> tuple[str, str]:
+    """A new input and output topic."""
+    name = uuid.uuid4().hex[:8]
+    return kafka.create_topic(f"in-{name}", partitions), kafka.create_topic(f"out-{name}", partitions)
+
+
+def assert_exactly_once(kafka, bootstrap: str, group: str, source: str, target: str, inputs: list[bytes],
+                        partitions: int = 3) -> None:
+    """The output, read read_committed upstream, holds each input once, and the group's
+    offsets asked through `bootstrap` (kgc) are the whole input."""
+    output = read_committed(kafka.bootstrap, target, len(inputs))
+    duplicates = [v for v, n in Counter(output).items() if n > 1]
+    assert not duplicates, f"{len(duplicates)} records copied twice, e.g. {duplicates[:5]}"
+    assert sorted(output) == sorted(inputs)
+    assert committed_offsets(bootstrap, group, source, partitions) == [len(inputs) // partitions] * partitions
+
+
+def copy_with_kafkas_copier(kafka, bootstrap: str, records: int) -> None:
+    """Kafka's own system-test workload (the Java client, with random aborts) copies
+    through `bootstrap`, exactly once."""
+    from tests.support.kafka_dist import run_tool
+    source, target = topics(kafka, 1)
+    inputs = seed(kafka.bootstrap, source, records, partitions=1)
+    group = f"copier-{uuid.uuid4().hex[:8]}"
+    done = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap,
+                    "--transactional-id", group, "--consumer-group", group, "--input-topic", source,
+                    "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
+                    "--max-messages", str(records), "--use-group-metadata", "--enable-random-aborts",
+                    timeout_s=180)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert '"remaining":0' in done.stdout.replace(" ", "")
+    assert_exactly_once(kafka, bootstrap, group, source, target, inputs, partitions=1)
+
+
+def copy_with_streams(kafka, bootstrap: str, state_dir: Path, records: int) -> None:
+    """A Kafka Streams exactly_once_v2 application (tests/java/StreamsEos.java) copies
+    through `bootstrap`, exactly once."""
+    from tests.support.kafka_dist import compiled, java_command
+    source, target = topics(kafka)
+    inputs = seed(kafka.bootstrap, source, records)
+    application = f"streams-{uuid.uuid4().hex[:8]}"
+    done = subprocess.run(java_command("StreamsEos", bootstrap, application, source, target, str(records),
+                                       str(state_dir), cp=compiled(STREAMS_APP)),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"processed {records}" in done.stdout
+    assert_exactly_once(kafka, bootstrap, application, source, target, inputs)
 
 
 def main(argv: list[str]) -> int:
