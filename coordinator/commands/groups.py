@@ -159,7 +159,20 @@ def describe_group(admin, group: str) -> dict[str, Any]:
         rows.append({"topic": topic, "partition": p, "committed": offset, "log_end": ends.get((topic, p)),
                      "lag": lag.value, "lag_unknown_reason": lag.reason, "member": owners.get((topic, p))})
     return {"group": group, "state": description["group_state"], "members": description["members"],
-            "protocol": description.get("protocol"), "partitions": rows}
+            "protocol": description.get("protocol"), "partitions": rows, "coordinator": _coordinator(admin, group)}
+
+
+def _coordinator(admin, group: str) -> str | None:
+    """Where the group's coordinator is (with several kgc instances, the one that owns the
+    group's partition), as the FindCoordinator answer describe_groups used gave it: the
+    admin client keeps it. Kafka's kafka-consumer-groups shows it under COORDINATOR (ID)."""
+    try:
+        cluster = admin._manager.cluster        # kafka-python 3 keeps no public accessor
+    except AttributeError:
+        return None
+    node_id = cluster.get_coordinator(group)
+    broker = cluster.broker_metadata(node_id) if node_id is not None else None
+    return None if broker is None else f"{broker.host}:{broker.port} ({node_id})"
 
 
 def _log_ends(admin, partitions, spec) -> tuple[dict[tuple[str, int], int], str | None]:
@@ -180,7 +193,8 @@ def run_describe(admin, args, out) -> int:
     if view["state"] == "Dead" and not view["partitions"]:
         raise GroupsCommandError(f"group {args.group} does not exist")
     print(f"Group {args.group} is {view['state']} with {len(view['members'])} member(s)"
-          + (f", protocol {view['protocol']}" if view["protocol"] else "") + ".", file=out)
+          + (f", protocol {view['protocol']}" if view["protocol"] else "")
+          + (f"; coordinator {view['coordinator']}" if view["coordinator"] else "") + ".", file=out)
     print(file=out)
     reasons = {}
     rows = []

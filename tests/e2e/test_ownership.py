@@ -5,7 +5,11 @@ its partitions, the members go on, and every acknowledged commit is there."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.e2e.admin import create_topic, new_name, offsets_once_owned, produce_sequenced
 from tests.e2e.clients import Member, MemberSettings, wait_until
@@ -26,6 +30,19 @@ def test_three_instances_share_the_partitions_and_route_every_group_to_its_owner
             owner = owner_of(live, group).address
             # Any instance names the same owner.
             assert {i.coordinator_of(group) for i in live} == {(0, owner)}
+        # and `kgc groups describe` through an instance that does not own a group says which does
+        group = "routed-0"
+        owner = owner_of(live, group)
+        other = next(i for i in live if i is not owner)
+        consumer = Consumer({"bootstrap.servers": other.address, "group.id": group, "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[TopicPartition(create_topic(kafka.bootstrap, 1), 0, 3)], asynchronous=False)
+        finally:
+            consumer.close()
+        described = subprocess.run([sys.executable, "-m", "coordinator", "groups", "--bootstrap-server",
+                                    other.address, "describe", group], capture_output=True, text=True, timeout=60)
+        assert described.returncode == 0, described.stderr
+        assert f"coordinator {owner.address} (" in described.stdout, described.stdout
 
 
 def test_members_go_on_when_their_groups_owner_is_killed_and_when_another_is_stopped(kafka, tmp_path):
