@@ -217,3 +217,44 @@ def test_without_the_connector_the_audit_says_which_jars_it_needs(cluster, tmp_p
     result = kgc_audit("--bootstrap", cluster.bootstrap, "--master", "local[1]", "--out", str(tmp_path / "r"))
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}" in result.stderr
+
+
+def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(cluster, jars, tmp_path):
+    """`kgc audit --topic` on the replicated store's state topic: its records are in the
+    `__consumer_offsets` format, and a client's transaction kgc holds open is reported."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as Tp
+
+    from tests.support.kgc import kgc_in_front_of
+
+    state = "kgc-state-audited"
+    replicated = ("--store", "replicated", "--state-topic", state, "--state-topic-replication-factor", "1",
+                  "--state-topic-min-insync-replicas", "1")
+    with kgc_in_front_of(cluster, *replicated, log_path=str(tmp_path / "kgc.log")) as kgc:
+        # given a group that committed below its last commit, through kgc
+        regress = Consumer({"bootstrap.servers": kgc.bootstrap, "group.id": "state-regress",
+                            "enable.auto.commit": False})
+        try:
+            for offset in (8, 3):
+                regress.commit(offsets=[Tp(EVENTS, 0, offset)], asynchronous=False)
+        finally:
+            regress.close()
+        # and a transaction whose offsets kgc holds, still open while the audit runs
+        member = Consumer({"bootstrap.servers": kgc.bootstrap, "group.id": "state-txn", "enable.auto.commit": False})
+        producer = Producer({"bootstrap.servers": kgc.bootstrap, "transactional.id": "state-audit-txn",
+                             "transaction.timeout.ms": 600_000})
+        try:
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction([Tp(EVENTS, 1, 6)], member.consumer_group_metadata(), 30)
+            # when the state topic is audited
+            report = tmp_path / "report"
+            result = kgc_audit("--bootstrap", cluster.bootstrap, "--topic", state, "--master", "local[2]",
+                               "--spark-jars", jars, "--out", str(report))
+            found = audited(result, report)
+        finally:
+            producer.abort_transaction(30)
+            member.close()
+    # then it finds the regression, and the transaction left open
+    assert ("offset_regression", "state-regress", EVENTS, 0, 3) in found
+    assert "open_transaction" in {f[0] for f in found}, found
