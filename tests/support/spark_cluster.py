@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,11 +38,33 @@ def spark_home() -> Path:
 
 
 def alive_workers(ui_port: int) -> int:
+    """Workers the master reports; 0 while its UI is not up or not yet answering JSON (a
+    master still starting can answer /json/ with its HTML page)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as response:
             return int(json.load(response).get("aliveworkers", 0))
-    except OSError:
+    except (OSError, ValueError):
         return 0
+
+
+def bound_ui_port(master_log: Path, asked: int) -> int:
+    """The port the master's UI says it bound: Spark moves to the next port when the one asked
+    for was taken meanwhile, and then whatever holds the asked one is not the master."""
+    bound = re.search(rb"MasterWebUI.*started at http://[^:]+:(\d+)", master_log.read_bytes())
+    return int(bound.group(1)) if bound else asked
+
+
+def distinct_free_ports(count: int) -> list[int]:
+    """`count` free ports, no two alike (the kernel may hand the same one out twice in a row)."""
+    ports: list[int] = []
+    for _ in range(100):
+        if len(ports) == count:
+            break
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    assert len(ports) == count, "could not find distinct free ports"
+    return ports
 
 
 @contextmanager
@@ -49,13 +72,14 @@ def standalone_spark(work: Path, workers: int) -> Iterator[tuple[str, dict[str, 
     home = spark_home()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(work),
            "SPARK_WORKER_DIR": str(work / "worker"), "PYSPARK_PYTHON": sys.executable}
-    port, ui_port = free_port(), free_port()
+    port, ui_port, *worker_ui_ports = distinct_free_ports(2 + workers)
     master = f"spark://127.0.0.1:{port}"
     spark_class = str(home / "bin" / "spark-class")
     commands = [[spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                  "--webui-port", str(ui_port)]]
     commands += [[spark_class, "org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1",
-                  "--cores", "1", "--memory", "768m", "--webui-port", str(free_port())] for _ in range(workers)]
+                  "--cores", "1", "--memory", "768m", "--webui-port", str(worker_ui_port)]
+                 for worker_ui_port in worker_ui_ports]
     processes = []
     try:
         for i, command in enumerate(commands):
@@ -63,7 +87,7 @@ def standalone_spark(work: Path, workers: int) -> Iterator[tuple[str, dict[str, 
             processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True), log))
         deadline = time.monotonic() + START_TIMEOUT_S
-        while alive_workers(ui_port) < workers:
+        while alive_workers(bound_ui_port(work / "daemon-0.log", ui_port)) < workers:
             if time.monotonic() > deadline or any(p.poll() is not None for p, _ in processes):
                 logs = "\n".join((work / f"daemon-{i}.log").read_text()[-2000:] for i in range(len(commands)))
                 pytest.fail(f"the standalone cluster did not come up:\n{logs}")
