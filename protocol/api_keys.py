@@ -70,11 +70,12 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
 })
 
 # TxnOffsetCommit is served only with an upstream, whose transaction coordinator decides
-# each transaction (coordinator/txn). v0-4 only: v5+ (KIP-890, transaction version 2)
-# adds the group's partition to the transaction itself, which kgc cannot do for its
-# participant partition from a TxnOffsetCommit; without a finalized `transaction.version`
-# in kgc's ApiVersions answer, clients use the classic flow (AddOffsetsToTxn, then v<=4).
-TXN_OFFSET_COMMIT_VERSIONS = (0, 4)
+# each transaction (coordinator/txn). v0-4 for the classic flow (AddOffsetsToTxn first);
+# v5 (KIP-890 part 2, transaction version 2) also adds the group's partition to the
+# transaction; v6 (KIP-1319) names topics by id. v5-6 are served, and offered in
+# ApiVersions only when the upstream has finalized `transaction.version` 2
+# (`coordinator/gateway/versions.py`).
+TXN_OFFSET_COMMIT_VERSIONS = (0, 6)
 
 # Every API that reads or changes a group's state. kgc holds every group, so one of
 # these it does not serve itself (`UNSERVED_GROUP_APIS`) is refused, never forwarded:
@@ -197,7 +198,8 @@ def _load_schemas() -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
             schema = load_json(entry.name[: -len(".json")])
             flexible[schema["apiKey"]] = _first_flexible(schema["flexibleVersions"])
             versions[schema["apiKey"]] = _version_range(schema["validVersions"])
-    for key, (low, high) in {**LOCAL_VERSIONS, **SASL_VERSIONS}.items():
+    served = {**LOCAL_VERSIONS, **SASL_VERSIONS, ApiKey.TxnOffsetCommit: TXN_OFFSET_COMMIT_VERSIONS}
+    for key, (low, high) in served.items():
         known_low, known_high = versions.get(key, (low, high))
         versions[key] = (min(low, known_low), max(high, known_high))
     return flexible, versions

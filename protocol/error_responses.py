@@ -33,7 +33,7 @@ caller closes the connection (Kafka 4 closes it for every version it does not se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
@@ -76,11 +76,22 @@ def api_versions_error_response(code: int = ErrorCode.UNSUPPORTED_VERSION) -> Ap
 
 
 def api_versions_response(version: int, ranges: Mapping[int, tuple[int, int]],
-                          code: int = ErrorCode.NONE) -> ApiMessage:
+                          code: int = ErrorCode.NONE, *, supported_features: Sequence[tuple[str, int, int]] = (),
+                          finalized_features: Sequence[tuple[str, int, int]] = (),
+                          features_epoch: int = -1) -> ApiMessage:
+    """v3+ carries the feature flags: (name, min, max) of the supported versions and of the
+    finalized levels."""
     cls = response_class(ApiKey.ApiVersions)
     api_keys = [cls.ApiVersion(version=version, api_key=int(key), min_version=low, max_version=high)
                 for key, (low, high) in sorted(ranges.items())]
-    return cls(version=version, error_code=int(code), api_keys=api_keys, throttle_time_ms=0)
+    return cls(version=version, error_code=int(code), api_keys=api_keys, throttle_time_ms=0,
+               supported_features=[cls.SupportedFeatureKey(version=version, name=name, min_version=low,
+                                                           max_version=high)
+                                   for name, low, high in supported_features],
+               finalized_features_epoch=features_epoch,
+               finalized_features=[cls.FinalizedFeatureKey(version=version, name=name, min_version_level=low,
+                                                           max_version_level=high)
+                                   for name, low, high in finalized_features])
 
 
 def _requested(request: ApiMessage | None, cls: type[ApiMessage], version: int, what: str) -> ApiMessage:
@@ -144,7 +155,7 @@ def _txn_offset_commit(cls, version, request, code, message):
     topics = _requested(request, cls, version, "partition").topics
     return cls(version=version, throttle_time_ms=0, topics=[
         cls.TxnOffsetCommitResponseTopic(
-            version=version, name=topic.name,
+            version=version, name=topic.name, topic_id=topic.topic_id,
             partitions=[cls.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(
                 version=version, partition_index=partition.partition_index, error_code=code)
                 for partition in topic.partitions])

@@ -63,12 +63,7 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer.transaction import (
-    AddOffsetsToTxnRequest,
-    AddOffsetsToTxnResponse,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
-)
+from kafka.protocol.producer.transaction import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -87,6 +82,7 @@ from protocol.consumer_group_messages import (
 )
 from protocol.headers import RequestHeader
 from protocol.heartbeat_codec import decode_heartbeat_request, heartbeat_response_frame
+from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,9 @@ from coordinator.gateway.login import UpstreamLogin, login
 from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
 from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
+from coordinator.gateway.versions import NO_FEATURES, Features
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata
+from coordinator.version import kgc_version
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ CLIENT_ID = "kgc-gateway"
 _NEWEST_METADATA = 12  # the brokers and topic ids of v12 are all we read
 _TOPIC_IDS_SINCE = 10  # Metadata v10 added topic ids
 _FIND_COORDINATOR_VERSION = 3  # the last with one key per request
+_FEATURES_SINCE = 3    # ApiVersions v3 added the feature flags (KIP-584)
 CLOSE_TIMEOUT_S = 1.0
 # A member naming a topic kgc has not seen waits for one refresh, at most this long; and a
 # name is asked for at most once in this interval, so members subscribed to a topic that
@@ -83,6 +86,7 @@ class UpstreamCluster:
         self._brokers: Mapping[int, Broker] = MappingProxyType({})
         self._topics: TopicImage = EMPTY_TOPIC_IMAGE
         self._api_versions: Mapping[int, tuple[int, int]] = MappingProxyType({})
+        self.features: Features = NO_FEATURES    # from the last ApiVersions v3+ answer
         self.cluster_id: str | None = None
         self.reachable = False
         self._plan_error: str | None = None
@@ -251,6 +255,8 @@ class UpstreamCluster:
                 raise UpstreamUnavailable(f"{host}:{port} refused ApiVersions v0 (error {versions.error_code})")
             self._api_versions = MappingProxyType(
                 {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys})
+            if self._api_versions.get(ApiKey.ApiVersions, (0, 0))[1] >= _FEATURES_SINCE:
+                self.features = await self._features()
             if self._login is not None:
                 await login(self._request, self._login, f"{host}:{port}")
         low, high = self._api_versions.get(ApiKey.Metadata, (0, -1))
@@ -264,6 +270,22 @@ class UpstreamCluster:
         if with_ids:
             self._apply_topics(metadata.topics)
         self._set_reachable()
+
+    async def _features(self) -> Features:
+        """ApiVersions v3 for the feature flags, which v0 (asked first: any broker answers
+        it) does not carry."""
+        answer = await self._request(ApiVersionsRequest[_FEATURES_SINCE](
+            client_software_name="kgc", client_software_version=kgc_version()), ApiVersionsResponse)
+        if answer.error_code:
+            raise UpstreamUnavailable(f"upstream refused ApiVersions v{_FEATURES_SINCE} (error {answer.error_code})")
+        features = Features(
+            tuple((f.name, f.min_version, f.max_version) for f in answer.supported_features or ()),
+            tuple((f.name, f.min_version_level, f.max_version_level) for f in answer.finalized_features or ()),
+            answer.finalized_features_epoch)
+        if features != self.features:
+            log.info("upstream features: %s (epoch %d)",
+                     ", ".join(f"{name}={high}" for name, _, high in features.finalized) or "none", features.epoch)
+        return features
 
     def _apply_topics(self, topics) -> None:
         image = TopicImage.of(self._topics.version + 1, (

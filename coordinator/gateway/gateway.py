@@ -29,4 +29,4 @@ class Gateway:
 
     def api_versions(self, local: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
         """ApiVersions ranges for clients: `local` for what kgc serves, upstream's for the rest."""
-        return merge_api_versions(local, self.cluster.api_versions)
+        return merge_api_versions(local, self.cluster.api_versions, self.cluster.features)

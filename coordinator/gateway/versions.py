@@ -22,6 +22,7 @@ it refreshes Metadata to find the new leader, as every client did before Kafka 3
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 
@@ -36,8 +37,31 @@ ADVERTISED_MAX_VERSIONS: dict[int, int] = {
 
 Ranges = Mapping[int, tuple[int, int]]
 
+TRANSACTION_VERSION = "transaction.version"
+# TxnOffsetCommit v5 (KIP-890 part 2) also adds the group's partition to the transaction,
+# in place of AddOffsetsToTxn; a Java client sends it only when `transaction.version` 2 is
+# finalized. Below that level v4 is the newest offered, as Kafka's brokers do: the
+# upstream adds a partition on a client's behalf only in a transaction of version 2.
+TXN_OFFSET_COMMIT_V1_MAX = 4
 
-def merge_api_versions(local: Ranges, upstream: Ranges) -> dict[int, tuple[int, int]]:
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """The upstream's feature flags from ApiVersions v3+ (KIP-584), passed on to clients as
+    they are: a Java client decides its transaction protocol from `transaction.version`."""
+
+    supported: tuple[tuple[str, int, int], ...] = ()    # name, min version, max version
+    finalized: tuple[tuple[str, int, int], ...] = ()    # name, min level, max level
+    epoch: int = -1
+
+    def level(self, name: str) -> int:
+        return next((high for feature, _, high in self.finalized if feature == name), 0)
+
+
+NO_FEATURES = Features()
+
+
+def merge_api_versions(local: Ranges, upstream: Ranges, features: Features = NO_FEATURES) -> dict[int, tuple[int, int]]:
     merged: dict[int, tuple[int, int]] = {}
     for api_key, (low, high) in upstream.items():
         if api_key in local or api_key in GROUP_APIS:
@@ -46,4 +70,7 @@ def merge_api_versions(local: Ranges, upstream: Ranges) -> dict[int, tuple[int, 
         if low <= high:
             merged[api_key] = (low, high)
     merged.update(local)
+    if ApiKey.TxnOffsetCommit in merged and features.level(TRANSACTION_VERSION) < 2:
+        low, high = merged[ApiKey.TxnOffsetCommit]
+        merged[ApiKey.TxnOffsetCommit] = (low, min(high, TXN_OFFSET_COMMIT_V1_MAX))
     return merged

@@ -77,6 +77,8 @@ from protocol.offset_commit_codec import (
 )
 
 log = logging.getLogger(__name__)
+# TxnOffsetCommit v6 (KIP-1319) answers GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH.
+_TXN_NAMED_ERRORS_SINCE = 6
 
 _UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
 _OFFSET_METADATA_TOO_LARGE = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
@@ -258,7 +260,7 @@ class OffsetManager:
         return records
 
     def txn_commit(self, ctx: RequestContext, request, source_offset: int) -> Result:
-        """TxnOffsetCommit (v0-4), staged by its participant record at `source_offset`:
+        """TxnOffsetCommit, staged by its participant record at `source_offset`:
         the offsets become pending offsets of the request's producer (Kafka's
         `validateTransactionalOffsetCommit`, then `commitTransactionalOffset`)."""
         version = ctx.api_version
@@ -266,7 +268,7 @@ class OffsetManager:
         generation = request.generation_id if version >= 3 else -1
         member_id = request.member_id if version >= 3 else ""
         instance_id = request.group_instance_id if version >= 3 else None
-        error = self._validate_txn_commit(group_id, member_id, instance_id, generation)
+        error = self._validate_txn_commit(group_id, member_id, instance_id, generation, version)
         errors: dict[tuple[int, int], int] = {}
         records: list[CoordinatorRecord] = []
         if error is ErrorCode.NONE:
@@ -288,16 +290,20 @@ class OffsetManager:
                       transaction=Transaction(request.producer_id, request.producer_epoch))
 
     def _validate_txn_commit(self, group_id: str, member_id: str, instance_id: str | None,
-                             generation: int) -> ErrorCode:
+                             generation: int, version: int) -> ErrorCode:
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if generation < 0 and member_id == "" and instance_id is None:
                 return ErrorCode.NONE       # an old client: no member information to check
             error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, ())
-            return ErrorCode.ILLEGAL_GENERATION if error is ErrorCode.STALE_MEMBER_EPOCH else error
+            if error is ErrorCode.STALE_MEMBER_EPOCH and version < _TXN_NAMED_ERRORS_SINCE:
+                return ErrorCode.ILLEGAL_GENERATION
+            return error
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+            if generation < 0:
+                return ErrorCode.NONE
+            return ErrorCode.GROUP_ID_NOT_FOUND if version >= _TXN_NAMED_ERRORS_SINCE else ErrorCode.ILLEGAL_GENERATION
         if group.is_in(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and member_id == "" and instance_id is None:

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from kafka.protocol.producer import TxnOffsetCommitResponse
-
 from coordinator.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
+from protocol.txn_offset_commit_messages import TxnOffsetCommitResponse
 
 SOURCE_HEADER = "kgc-txn-src"
 
@@ -114,7 +113,7 @@ def txn_offset_commit_response(version: int, request: Any, errors: Mapping[tuple
     Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
     Partition = Topic.TxnOffsetCommitResponsePartition
     return TxnOffsetCommitResponse(version=version, throttle_time_ms=0, topics=[
-        Topic(version=version, name=topic.name, partitions=[
+        Topic(version=version, name=topic.name, topic_id=topic.topic_id, partitions=[
             Partition(version=version, partition_index=p.partition_index,
                       error_code=errors.get((t_index, p.partition_index), default))
             for p in topic.partitions])

@@ -35,7 +35,11 @@ class LocalAnswers:
         return self._gateway.api_versions(local)
 
     def api_versions(self, request):
-        return api_versions_response(request.version, self.served_ranges())
+        if self._gateway is None:
+            return api_versions_response(request.version, self.served_ranges())
+        features = self._gateway.cluster.features
+        return api_versions_response(request.version, self.served_ranges(), supported_features=features.supported,
+                                     finalized_features=features.finalized, features_epoch=features.epoch)
 
     def metadata(self, request):
         """Standalone: kgc is the only broker and the cluster has no topics."""

@@ -1,12 +1,14 @@
-"""OffsetCommit and OffsetFetch v10: topics named by id, resolved to names at the edge.
+"""OffsetCommit and OffsetFetch v10, TxnOffsetCommit v6: topics named by id, resolved to
+names at the edge.
 
-From v10 (KIP-848) these APIs name topics by the cluster's topic id instead of by name.
+From v10 (KIP-848; TxnOffsetCommit from v6, KIP-1319) these APIs name topics by the
+cluster's topic id instead of by name.
 Offsets stay keyed by topic name, in the records as in Kafka (`OffsetCommitKey`), so, as
 Kafka's `KafkaApis` does before its coordinator sees the request, kgc resolves every id
 against the upstream's topics (`TopicImage`, the same the KIP-848 assignor uses) before
 authorization (ACLs name topics) and before the service:
 
-- OffsetCommit: a topic whose id the upstream does not know is answered UNKNOWN_TOPIC_ID
+- OffsetCommit and TxnOffsetCommit: a topic whose id the upstream does not know is answered UNKNOWN_TOPIC_ID
   for each of its partitions and taken out of the request; when none is left the request
   is answered here, without touching its group.
 - OffsetFetch, topics asked for: an unknown id is answered UNKNOWN_TOPIC_ID for each
@@ -35,8 +37,10 @@ from coordinator.net.authorization import Guarded
 from protocol.error_responses import UNKNOWN_OFFSET, error_response
 from protocol.errors import ErrorCode
 
-TOPIC_IDS_SINCE = 10
+# The first version of each API that names topics by id.
+TOPIC_IDS_SINCE = {ApiKey.OffsetCommit: 10, ApiKey.OffsetFetch: 10, ApiKey.TxnOffsetCommit: 6}
 _UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
+_NEVER = 1 << 15
 _FetchedTopic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
 _FetchedPartition = _FetchedTopic.OffsetFetchResponsePartitions
 
@@ -54,10 +58,10 @@ class TopicIds:
         self._unknown = unknown
 
     def name(self, api_key: int, version: int, request: Any) -> None:
-        if version < TOPIC_IDS_SINCE:
+        if version < TOPIC_IDS_SINCE.get(api_key, _NEVER):
             return
         by_id = self._image().by_id
-        if api_key == ApiKey.OffsetCommit:
+        if api_key in (ApiKey.OffsetCommit, ApiKey.TxnOffsetCommit):
             holders = [request.topics]
         elif api_key == ApiKey.OffsetFetch:
             holders = [g.topics for g in request.groups if g.topics is not None]
@@ -72,13 +76,13 @@ class TopicIds:
     def resolve(self, api_key: int, version: int, request: Any) -> Guarded:
         """The request without the topics `name` could not name, and how to finish its
         answer; or the whole answer when nothing is left to ask."""
-        if version < TOPIC_IDS_SINCE or api_key not in (ApiKey.OffsetCommit, ApiKey.OffsetFetch):
+        if version < TOPIC_IDS_SINCE.get(api_key, _NEVER):
             return Guarded(request)
         image = self._image()
         if image.version == 0:
             return Guarded(refusal=error_response(api_key, version, request, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
-        if api_key == ApiKey.OffsetCommit:
-            guarded, unknown = _commit(version, request)
+        if api_key in (ApiKey.OffsetCommit, ApiKey.TxnOffsetCommit):
+            guarded, unknown = _commit(api_key, version, request)
         else:
             guarded, unknown = _fetch(version, request, image)
         if unknown:
@@ -94,11 +98,11 @@ def _named(topics: list) -> tuple[list, list]:
     return known, unknown
 
 
-def _commit(version: int, request: Any) -> tuple[Guarded, bool]:
+def _commit(api_key: int, version: int, request: Any) -> tuple[Guarded, bool]:
     known, unknown = _named(request.topics)
     if not unknown:
         return Guarded(request), False
-    refusal = error_response(ApiKey.OffsetCommit, version, SimpleNamespace(topics=unknown), _UNKNOWN_TOPIC_ID)
+    refusal = error_response(api_key, version, SimpleNamespace(topics=unknown), _UNKNOWN_TOPIC_ID)
     if not known:
         return Guarded(refusal=refusal), True
     request.topics = known

@@ -12,7 +12,9 @@ partition p, so P = p.
   have for the group's partition.
 - TxnOffsetCommit: kgc writes one transactional batch to P with the *client's*
   transactional id, producer id and epoch (nothing binds a producer id to a connection
-  upstream) and its own sequence per (P, producer). The batch holds the request, for
+  upstream) and its own sequence per (P, producer). A v5 TxnOffsetCommit (transaction
+  version 2) comes with no AddOffsetsToTxn before it: the Produce that writes the batch
+  (v12) has P's leader add P to the transaction. The batch holds the request, for
   operators reading the topic. Its offset `o` orders it: every marker of this producer
   in P below `o` ended an earlier transaction, since the coordinator adds nothing to
   transaction N+1 before every marker of N is written.
@@ -56,9 +58,16 @@ log = logging.getLogger(__name__)
 DEFAULT_TOPIC = "kgc-txn-offsets"
 CLIENT_ID = "kgc-txn"
 _ADD_PARTITIONS_VERSION = 3     # the last client version (v4+ are broker to broker)
-# v3-v10: the partition must already be in the transaction (verified, never added), as
-# a TV1 client's Produce; v11 only changes which errors may come back.
+# Transaction version 1 (AddOffsetsToTxn, then TxnOffsetCommit v0-4): v3-v10, the partition
+# must already be in the transaction (verified, never added), as a TV1 client's Produce;
+# v11 only changes which errors may come back.
 _PRODUCE_VERSION = 8
+# Transaction version 2 (TxnOffsetCommit v5, no AddOffsetsToTxn): from v12 the partition's
+# leader adds the partition to the transaction itself (KIP-890 part 2), which is what
+# Kafka's group coordinator asks of its own `__consumer_offsets` partition.
+_PRODUCE_ADDS_PARTITION_VERSION = 12
+_TXN_OFFSET_COMMIT_ADDS_PARTITION_VERSION = 5
+SEQUENCES_KEPT = 100_000
 _RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.REQUEST_TIMED_OUT,
               ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
               ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.LEADER_NOT_AVAILABLE}
@@ -88,9 +97,13 @@ class ParticipantTopic(UpstreamTopic):
                          request_timeout_ms=request_timeout_ms)
         self._commit_timeout_s = commit_timeout_ms / 1000
         self._clock = clock
-        # (P, producer id) → (epoch, next sequence); absent: ask the leader (DescribeProducers)
+        # (P, producer id) → (epoch, next sequence), the most recently used last, at most
+        # `sequences_kept`; absent: ask the leader (DescribeProducers), one more round trip.
         self._sequences: dict[tuple[int, int], tuple[int, int]] = {}
-        self._locks: dict[tuple[int, int], asyncio.Lock] = {}
+        self.sequences_kept = SEQUENCES_KEPT
+        # (P, producer id) → its lock and how many stages hold or wait for it; gone at 0,
+        # so producers that come and go leave nothing behind.
+        self._locks: dict[tuple[int, int], tuple[asyncio.Lock, list[int]]] = {}
 
     async def ensure(self) -> None:
         await super().ensure()
@@ -128,8 +141,23 @@ class ParticipantTopic(UpstreamTopic):
                     request: dict[str, Any], version: int) -> int:
         # One batch in flight per (P, producer): its sequences stay in order. A producer
         # sends one TxnOffsetCommit at a time, so this waits only for a retry of its own.
-        async with self._locks.setdefault((partition, producer_id), asyncio.Lock()):
-            return await self._stage(txn_id, producer_id, producer_epoch, partition, request, version)
+        key = (partition, producer_id)
+        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                return await self._stage(txn_id, producer_id, producer_epoch, partition, request, version)
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._locks[key]
+
+    def _remember(self, partition: int, producer_id: int, producer_epoch: int, next_sequence: int) -> None:
+        key = (partition, producer_id)
+        self._sequences.pop(key, None)
+        self._sequences[key] = (producer_epoch, next_sequence)
+        if len(self._sequences) > self.sequences_kept:
+            del self._sequences[next(iter(self._sequences))]      # the least recently used
 
     async def _stage(self, txn_id: str, producer_id: int, producer_epoch: int, partition: int,
                      request: dict[str, Any], version: int) -> int:
@@ -142,12 +170,12 @@ class ParticipantTopic(UpstreamTopic):
                 conn = await self.leader(partition)
                 sequence = await self._next_sequence(conn, partition, producer_id, producer_epoch)
                 code, offset = await self._produce(conn, txn_id, producer_id, producer_epoch, partition, sequence,
-                                                   record)
+                                                   record, adds_partition=version >= _TXN_OFFSET_COMMIT_ADDS_PARTITION_VERSION)
             except (UpstreamUnavailable, TimeoutError) as exc:
                 code, offset = ErrorCode.REQUEST_TIMED_OUT, -1
                 log.info("participant produce to %s-%d failed: %r", self.topic, partition, exc)
             if code is ErrorCode.NONE:
-                self._sequences[(partition, producer_id)] = (producer_epoch, sequence + 1)
+                self._remember(partition, producer_id, producer_epoch, sequence + 1)
                 return offset
             self._sequences.pop((partition, producer_id), None)
             if code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and not resynced:
@@ -218,10 +246,11 @@ class ParticipantTopic(UpstreamTopic):
         return 0
 
     async def _produce(self, conn: UpstreamConnection, txn_id: str, producer_id: int, producer_epoch: int,
-                       partition: int, sequence: int, record: LogRecord) -> tuple[ErrorCode, int]:
+                       partition: int, sequence: int, record: LogRecord, *,
+                       adds_partition: bool) -> tuple[ErrorCode, int]:
         batch = encode_producer_batch(0, [record], int(time.time() * 1000), TxnBatch(producer_id, producer_epoch),
                                       base_sequence=sequence)
-        cls = ProduceRequest[_PRODUCE_VERSION]
+        cls = ProduceRequest[_PRODUCE_ADDS_PARTITION_VERSION if adds_partition else _PRODUCE_VERSION]
         request = cls(transactional_id=txn_id, acks=-1, timeout_ms=int(self._commit_timeout_s * 1000), topic_data=[
             cls.TopicProduceData(name=self.topic, partition_data=[
                 cls.TopicProduceData.PartitionProduceData(index=partition, records=batch)])])

@@ -12,7 +12,6 @@ import asyncio
 import uuid
 
 import pytest
-from kafka.protocol.producer import TxnOffsetCommitRequest
 
 from coordinator.common.result import MARKER_ABORT, MARKER_COMMIT
 from coordinator.gateway.cluster import UpstreamCluster
@@ -24,6 +23,7 @@ from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import ReplicatedLogStore
 from coordinator.runtime.runtime import CoordinatorRuntime
 from protocol.errors import ErrorCode
+from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
 from storage.file_store import FileLogStore
 from tests.support.builders import commit_request
 
@@ -36,9 +36,10 @@ PID, EPOCH = 4000, 3
 def txn_commit(offset: int, version: int = 3, generation: int = -1, member: str = "") -> TxnOffsetCommitRequest:
     cls = TxnOffsetCommitRequest[version]
     topic = cls.TxnOffsetCommitRequestTopic
+    # From v6 the wire names the topic by id; the edge (net/topic_ids.py) has named it by then.
     return cls(transactional_id="tx", group_id=GROUP, producer_id=PID, producer_epoch=EPOCH,
                generation_id=generation, member_id=member, group_instance_id=None, topics=[
-                   topic(name="in", partitions=[topic.TxnOffsetCommitRequestPartition(
+                   topic(name="in", topic_id=None, partitions=[topic.TxnOffsetCommitRequestPartition(
                        partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
                        committed_metadata="")])])
 
@@ -217,3 +218,11 @@ async def test_what_kafkas_cleaner_leaves_of_the_state_topic_loads_to_the_same_o
         assert await part.fetch(stable=True) == (14, 0)
     # (the last copy of the offset, and the open transaction's pending record)
     assert kept == 2
+
+
+@pytest.mark.parametrize(("version", "expected"), [(5, ErrorCode.ILLEGAL_GENERATION), (6, ErrorCode.GROUP_ID_NOT_FOUND)])
+async def test_a_generation_for_a_group_that_does_not_exist_is_named_from_v6(tmp_path, version, expected):
+    # Kafka's validateTransactionalOffsetCommit: KIP-1319 gives v6 the error's own name
+    async with Partition(tmp_path) as part:
+        assert await part.stage(4, source=1, version=version, generation=2, member="m") == [expected]
+        assert await part.tail_start() is None

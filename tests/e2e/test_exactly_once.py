@@ -12,10 +12,15 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from coordinator.probe import request_response
+from tests.ops.support import metrics_of
 from tests.support.eos import (
     assert_exactly_once,
     copy_transactionally,
@@ -24,7 +29,7 @@ from tests.support.eos import (
     seed,
     topics,
 )
-from tests.support.kafka import die_with_the_test_run, free_port_on
+from tests.support.kafka import KafkaCluster, die_with_the_test_run, free_port_on
 from tests.support.kgc import KgcProcess, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,12 +47,14 @@ class RestartableKgc:
         self.directory = directory
         self.port = free_port_on(("127.0.0.1",))
         self.broker_ports = {node.node_id: free_port_on(("127.0.0.1",)) for node in kafka.nodes}
+        self.http_port = free_port_on(("127.0.0.1",))
         self.proc: KgcProcess | None = None
 
     def start(self) -> KgcProcess:
         brokers = [a for node_id, port in self.broker_ports.items() for a in ("--broker-port", f"{node_id}={port}")]
         # A test timing out with the thread method ends pytest at once: kgc must die with it.
         self.proc = KgcProcess("--upstream", self.kafka.bootstrap, *brokers, "--data-dir", str(self.directory / "data"),
+                               "--http-port", str(self.http_port),
                                port=self.port, log_path=str(self.directory / "kgc.log"),
                                popen={"preexec_fn": die_with_the_test_run}).start()
         for port in self.broker_ports.values():
@@ -57,6 +64,35 @@ class RestartableKgc:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def requests(self) -> Counter[tuple[str, str]]:
+        """kgc's request counts by (API, version) so far, from its /metrics."""
+        samples = metrics_of(self.http_port)
+        return Counter({(dict(labels)["api"], dict(labels)["version"]): n for (name, labels), n in samples.values.items()
+                        if name == "kgc_requests_total" and dict(labels)["api"] in TXN_APIS})
+
+    def advertised(self) -> tuple[tuple[int, int], dict[str, int]]:
+        """kgc's ApiVersions v3 answer: TxnOffsetCommit's range, and the finalized features."""
+        answer = request_response(("127.0.0.1", self.port), ApiVersionsRequest[3](
+            client_software_name="kgc-test", client_software_version="1"), ApiVersionsResponse)
+        txn = next((k.min_version, k.max_version) for k in answer.api_keys if k.api_key == ApiKey.TxnOffsetCommit)
+        return txn, {f.name: f.max_version_level for f in answer.finalized_features}
+
+
+TXN_APIS = ("AddOffsetsToTxn", "TxnOffsetCommit")
+
+
+def flows_used(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> set[str]:
+    """Which transaction protocol the requests between two counts took: "v1" (AddOffsetsToTxn,
+    then TxnOffsetCommit v0-4), "v2" (TxnOffsetCommit v5+ alone, KIP-890)."""
+    grew = {key for key in after if after[key] > before[key]}
+    flows = set()
+    if any(api == "TxnOffsetCommit" and int(version) >= 5 for api, version in grew):
+        flows.add("v2")
+    if any(api == "AddOffsetsToTxn" for api, _ in grew) or any(
+            api == "TxnOffsetCommit" and int(version) < 5 for api, version in grew):
+        flows.add("v1")
+    return flows
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +108,14 @@ def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(e
     source, target = topics(kafka)
     inputs = seed(kafka.bootstrap, source, RECORDS)
     group = f"eos-{uuid.uuid4().hex[:6]}"
+    before = eos_kgc.requests()
     # when it copies through kgc, aborting every third transaction and rewinding to the committed offsets
     done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS, abort_every=3)
     # then every input is in the output once, and the offsets are those of the committed transactions
     assert done["aborted"] > 0
     assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
+    # librdkafka knows only the classic flow, whatever the upstream finalized
+    assert flows_used(before, eos_kgc.requests()) == {"v1"}
 
 
 # A regression here hangs in librdkafka's send_offsets_to_transaction (its timeout is not
@@ -199,14 +238,58 @@ def test_a_marker_written_while_kgc_is_down_decides_the_offsets_it_held_pending(
     assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
 
 
+def test_kgc_offers_the_transaction_version_the_upstream_finalized(eos_kgc):
+    # Kafka 4.4 formats a new cluster with transaction.version 2 (KIP-890 part 2)
+    txn_offset_commit, features = eos_kgc.advertised()
+    assert features.get("transaction.version") == 2
+    assert txn_offset_commit == (0, 6)
+
+
 def test_kafkas_transactional_message_copier_java_client_copies_exactly_once(eos_kgc, kafka):
-    """Kafka's own system-test workload (the Java client): kgc's ApiVersions names no
-    `transaction.version`, so it takes the classic flow (AddOffsetsToTxn, TxnOffsetCommit v3+
-    with its group metadata), here with random aborts."""
+    """Kafka's own system-test workload (the Java client), with random aborts. kgc passes the
+    upstream's `transaction.version` 2 on, so the client takes KIP-890's flow: no
+    AddOffsetsToTxn, TxnOffsetCommit v5+ (v6 names topics by id), whose participant write has
+    the upstream add kgc's partition to the transaction."""
+    before = eos_kgc.requests()
     copy_with_kafkas_copier(kafka, eos_kgc.bootstrap, RECORDS)
+    after = eos_kgc.requests()
+    assert flows_used(before, after) == {"v2"}
+    assert after["TxnOffsetCommit", "6"] > before["TxnOffsetCommit", "6"]     # Kafka 4.4's client: by topic id
 
 
 def test_a_kafka_streams_exactly_once_v2_application_copies_exactly_once(eos_kgc, kafka, tmp_path):
     """Kafka Streams (exactly_once_v2, classic group protocol, 100 ms commits): its
     sendOffsetsToTransaction goes to kgc with the group's generation and member."""
+    before = eos_kgc.requests()
     copy_with_streams(kafka, eos_kgc.bootstrap, tmp_path / "state", RECORDS)
+    assert flows_used(before, eos_kgc.requests()) == {"v2"}
+
+
+# ---- an upstream on transaction version 1 ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kgc_tv1(tmp_path_factory):
+    """kgc in front of a Kafka 4.4 formatted with `transaction.version=0`: as a cluster
+    upgraded from 3.x that has not finalized KIP-890 yet."""
+    directory = tmp_path_factory.mktemp("eos-tv1")
+    with KafkaCluster(directory / "kafka", features=("transaction.version=0",)) as cluster:
+        front = RestartableKgc(cluster, directory)
+        front.start()
+        try:
+            yield front
+        finally:
+            front.proc.stop()
+
+
+def test_before_transaction_version_2_the_java_client_and_streams_take_the_classic_flow(kgc_tv1, tmp_path):
+    # given an upstream without transaction.version 2: kgc offers TxnOffsetCommit v0-4 only
+    txn_offset_commit, features = kgc_tv1.advertised()
+    assert features.get("transaction.version", 0) < 2
+    assert txn_offset_commit == (0, 4)
+    before = kgc_tv1.requests()
+    # when Kafka's copier and a Streams application copy through kgc
+    copy_with_kafkas_copier(kgc_tv1.kafka, kgc_tv1.bootstrap, RECORDS)
+    copy_with_streams(kgc_tv1.kafka, kgc_tv1.bootstrap, tmp_path / "state", RECORDS)
+    # then both copied exactly once (checked inside), through AddOffsetsToTxn and TxnOffsetCommit v0-4
+    assert flows_used(before, kgc_tv1.requests()) == {"v1"}

@@ -23,7 +23,7 @@ from tests.e2e.test_groups_command import (
     produce_one_per_batch,
     read_everything,
 )
-from tests.ops.support import Samples
+from tests.ops.support import metrics_of
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -46,11 +46,6 @@ def kgc_http(kafka, tmp_path_factory):
 def get_json(port: int, path: str) -> dict:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
         return json.load(resp)
-
-
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        return Samples.parse(resp.read().decode())
 
 
 def until(predicate, timeout_s: float = 10.0):
@@ -85,7 +80,7 @@ def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metri
         assert listed[group]["lag"]["total"] == sum(expected.values())
 
         # The metrics follow the periodic refresh.
-        samples = until(lambda: (s := scrape(http_port)).get("kgc_consumer_lag", group=group, topic=topic)
+        samples = until(lambda: (s := metrics_of(http_port)).get("kgc_consumer_lag", group=group, topic=topic)
                         == sum(expected.values()) and s)
         for p, lag in expected.items():
             assert samples.get("kgc_consumer_lag_partition", group=group, topic=topic, partition=str(p)) == lag
@@ -93,7 +88,7 @@ def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metri
 
         # The consumer catches up: lag 0 everywhere.
         consumer.commit()
-        until(lambda: scrape(http_port).get("kgc_consumer_lag", group=group, topic=topic) == 0
+        until(lambda: metrics_of(http_port).get("kgc_consumer_lag", group=group, topic=topic) == 0
               and get_json(http_port, f"/v1/groups/{group}")["lag"]["total"] == 0)
     finally:
         consumer.close()
@@ -114,7 +109,7 @@ def test_an_end_below_the_commit_is_unknown_lag_never_negative_and_never_zero(kg
         assert lag["unknown_reason"] == f"{topic}-0: {entry['lag_unknown_reason']}"
     listed = {g["group_id"]: g for g in get_json(http_port, "/v1/groups")["groups"]}
     assert listed[group]["lag"] == view["lag"]
-    samples = until(lambda: (s := scrape(http_port)).get("kgc_consumer_lag_unknown_partitions", group=group,
+    samples = until(lambda: (s := metrics_of(http_port)).get("kgc_consumer_lag_unknown_partitions", group=group,
                                                           topic=topic) == 1 and s)
     labels = frozenset({("group", group), ("topic", topic)})
     assert ("kgc_consumer_lag", labels) not in samples.values

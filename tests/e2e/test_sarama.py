@@ -17,7 +17,6 @@ import os
 import pathlib
 import shutil
 import subprocess
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -34,7 +33,7 @@ from tests.e2e.admin import (
     produce_sequenced,
 )
 from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.ops.support import Samples
+from tests.ops.support import metrics_of
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
 log = logging.getLogger(__name__)
@@ -77,11 +76,6 @@ def kgc_before(kafka, *flags: str) -> Iterator[tuple[KgcProcess, int]]:
                      "--http-port", str(http_port), *KGC_GROUP_FLAGS, *flags) as proc:
         wait_listening(broker_port)
         yield proc, http_port
-
-
-def scrape(http_port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as response:
-        return Samples.parse(response.read().decode())
 
 
 def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:
@@ -141,7 +135,7 @@ def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_a
         assert values(second) == expected_values(FIRST, SECOND)
         assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND)
         assert "not supported" not in first["log"] + second["log"]
-        metrics = scrape(http_port)
+        metrics = metrics_of(http_port)
     # kgc answered the group: Kafka's own coordinator never heard of it.
     assert group_at_broker(kafka.host, kafka.port, group) == UNKNOWN_AT_KAFKA
     # Every group request sarama 1.22 sends, at the versions it sends them, was answered.
@@ -168,7 +162,7 @@ def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_ev
         first = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
         second = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
         assert committed_offsets(kgc.bootstrap, group) == {}
-        metrics = scrape(http_port)
+        metrics = metrics_of(http_port)
         assert metrics.total("kgc_requests_total", api="OffsetCommit", version="1") >= 2
         assert metrics.total("kgc_response_errors_total", api="OffsetCommit", error="UNSUPPORTED_VERSION") >= 2
     assert values(first) == values(second) == expected_values(0, FIRST)

@@ -8,7 +8,7 @@ from kafka.protocol.api_key import ApiKey
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
 from coordinator.gateway.rewrite import Broker
-from coordinator.gateway.versions import merge_api_versions
+from coordinator.gateway.versions import Features, merge_api_versions
 
 PLAN = ListenerPlan(coordinator_node_id=2_000_000_000, advertised_host="kgc.test", bootstrap_port=9092,
                     broker_port_base=19_092, port_map={7: 29_000})
@@ -69,3 +69,18 @@ def test_merged_ranges_are_ours_where_we_serve_and_upstreams_where_we_forward():
         ApiKey.Produce: (3, 12), ApiKey.CreateTopics: (2, 7), ApiKey.Metadata: (0, 13),
         ApiKey.Fetch: (4, 15),
     }
+
+
+@pytest.mark.parametrize(("level", "txn_offset_commit"), [(0, (0, 4)), (1, (0, 4)), (2, (0, 5))])
+def test_txn_offset_commit_v5_is_offered_only_when_the_upstream_finalized_transaction_version_2(
+        level, txn_offset_commit):
+    # v5 is the KIP-890 flow (no AddOffsetsToTxn): a Java client takes it only on `transaction.version` >= 2
+    features = Features(supported=(("transaction.version", 0, 2),),
+                        finalized=(("transaction.version", level, level),) if level else (), epoch=7)
+    merged = merge_api_versions({ApiKey.TxnOffsetCommit: (0, 5)}, {ApiKey.TxnOffsetCommit: (0, 5)}, features)
+    assert merged[ApiKey.TxnOffsetCommit] == txn_offset_commit
+
+
+def test_standalone_kgc_never_offers_txn_offset_commit_whatever_the_features():
+    features = Features(finalized=(("transaction.version", 2, 2),), epoch=1)
+    assert ApiKey.TxnOffsetCommit not in merge_api_versions({}, {ApiKey.TxnOffsetCommit: (0, 5)}, features)

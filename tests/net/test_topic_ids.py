@@ -16,7 +16,10 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from coordinator.app import KgcApp
 from coordinator.group.topics import TopicImage, TopicMetadata
+from coordinator.group.txn_offsets import txn_offset_commit_response
+from coordinator.net.topic_ids import TopicIds
 from protocol.errors import ErrorCode
+from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
 from tests.support.builders import consumer_heartbeat_request, topic_id
 from tests.support.kgc import running_kgc
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
@@ -107,3 +110,34 @@ async def test_each_group_of_a_fetch_gets_its_own_answer(client):
             for t in answer.groups[1].topics for p in t.partitions} == {(T, 0): (8, 0), (NOWHERE, 1): (-1, E.UNKNOWN_TOPIC_ID)}
     assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
             for t in answer.groups[2].topics] == [(NOWHERE, [(2, E.UNKNOWN_TOPIC_ID)])]
+
+
+def txn_commit_v6(topics: dict[uuid.UUID, list[int]]) -> TxnOffsetCommitRequest:
+    cls = TxnOffsetCommitRequest[6]
+    topic = cls.TxnOffsetCommitRequestTopic
+    return cls(transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0, generation_id=-1, member_id="",
+               group_instance_id=None, topics=[topic(topic_id=tid, partitions=[topic.TxnOffsetCommitRequestPartition(
+                   partition_index=p, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")
+                   for p in partitions]) for tid, partitions in topics.items()])
+
+
+def test_txn_offset_commit_v6_names_known_ids_and_answers_unknown_ones_alone():
+    ids = TopicIds(lambda: IMAGE)
+    request = TxnOffsetCommitRequest[6].decode(txn_commit_v6({T: [0], NOWHERE: [1, 2]}).encode())
+    ids.name(ApiKey.TxnOffsetCommit, 6, request)
+    assert [t.name for t in request.topics] == ["t", ""]
+    guarded = ids.resolve(ApiKey.TxnOffsetCommit, 6, request)
+    assert [t.name for t in guarded.request.topics] == ["t"]
+    answer = guarded.finish(txn_offset_commit_response(6, guarded.request))
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics] == [
+        (T, [(0, 0)]), (NOWHERE, [(1, E.UNKNOWN_TOPIC_ID), (2, E.UNKNOWN_TOPIC_ID)])]
+    # only unknown ids: answered at the edge, the group untouched
+    alone = ids.resolve(ApiKey.TxnOffsetCommit, 6, TxnOffsetCommitRequest[6].decode(
+        txn_commit_v6({NOWHERE: [0]}).encode()))
+    assert alone.refusal is not None and alone.refusal.topics[0].partitions[0].error_code == E.UNKNOWN_TOPIC_ID
+
+
+def test_txn_offset_commit_before_v6_is_left_by_name():
+    request = TxnOffsetCommitRequest[5](transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0,
+                                        generation_id=-1, member_id="", group_instance_id=None, topics=[])
+    assert TopicIds(lambda: IMAGE).resolve(ApiKey.TxnOffsetCommit, 5, request).request is request

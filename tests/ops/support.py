@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.request
 from dataclasses import dataclass
 
 import aiohttp
@@ -31,6 +32,12 @@ class Samples:
 
     def names(self) -> set[str]:
         return {name for name, _ in self.values}
+
+
+def metrics_of(http_port: int) -> Samples:
+    """A kgc process's /metrics, over blocking HTTP (for tests outside an event loop)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as response:
+        return Samples.parse(response.read().decode())
 
 
 def in_process() -> Samples:

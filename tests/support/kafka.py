@@ -353,3 +353,14 @@ class KafkaCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def partition_leader(bootstrap: str, topic: str, partition: int) -> int:
+    """The node id leading a topic's partition, as the cluster's metadata says now."""
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        (described,) = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return next(p["leader_id"] for p in described["partitions"] if p["partition_index"] == partition)

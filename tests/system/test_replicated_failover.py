@@ -9,25 +9,16 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from kafka import KafkaAdminClient
 
 from coordinator.partitioning import partition_for
 from tests.e2e.admin import new_name, offsets_once_owned
+from tests.support.kafka import partition_leader
 from tests.support.kgc import KgcProcess, kgc_in_front_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
 BEFORE, AFTER = 20, 20          # acknowledged commits before the kill, and after it
 DEADLINE_S = 120
-
-
-def state_leader(bootstrap: str, topic: str, partition: int) -> int:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        (described,) = admin.describe_topics([topic])
-    finally:
-        admin.close()
-    return next(p["leader_id"] for p in described["partitions"] if p["partition_index"] == partition)
 
 
 def test_acknowledged_commits_survive_the_state_partitions_leader_sigkilled_and_kill_9_of_kgc(kafka3, tmp_path):
@@ -41,7 +32,7 @@ def test_acknowledged_commits_survive_the_state_partitions_leader_sigkilled_and_
         try:
             while acknowledged < BEFORE + AFTER and time.monotonic() < deadline:
                 if acknowledged == BEFORE and victim is None:
-                    victim = state_leader(kafka3.bootstrap, state, partition_for(group))
+                    victim = partition_leader(kafka3.bootstrap, state, partition_for(group))
                     kafka3.kill_node(victim)
                 try:
                     consumer.commit(offsets=[TopicPartition(topic, 0, acknowledged + 1)], asynchronous=False)

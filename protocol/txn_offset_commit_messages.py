@@ -1,0 +1,19 @@
+"""TxnOffsetCommit (28) to v6, which kafka-python 3 ships only to v5: v6 (KIP-1319, Kafka
+4.4) names topics by id instead of by name, and its generation field carries a KIP-848
+member's epoch. Schemas in Kafka's JSON format (`protocol/schemas/`), written from the field
+lists of Kafka 4.4's `TxnOffsetCommit*.json`; the generation keeps its v0-5 name,
+`generation_id`, since only its meaning for consumer groups changed."""
+
+from __future__ import annotations
+
+from kafka.protocol.api_message import ApiMessage
+
+from protocol import schemas
+
+
+class TxnOffsetCommitRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class TxnOffsetCommitResponse(ApiMessage, load_json=schemas):
+    pass
