@@ -172,7 +172,9 @@ class ParticipantTopic(UpstreamTopic):
                 code, offset = await self._produce(conn, txn_id, producer_id, producer_epoch, partition, sequence,
                                                    record, adds_partition=version >= _TXN_OFFSET_COMMIT_ADDS_PARTITION_VERSION)
             except (UpstreamUnavailable, TimeoutError) as exc:
-                code, offset = ErrorCode.REQUEST_TIMED_OUT, -1
+                # The leader may be gone (killed, say): ask the metadata again, which
+                # names the new one once the controller has moved the partition.
+                code, offset = ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
                 log.info("participant produce to %s-%d failed: %r", self.topic, partition, exc)
             if code is ErrorCode.NONE:
                 self._remember(partition, producer_id, producer_epoch, sequence + 1)

@@ -113,6 +113,8 @@ class MarkerTailer:
             except (UpstreamUnavailable, TimeoutError, OSError) as exc:
                 log.info("participant partition %s-%d: tail retries after %r", self._participant.topic,
                          partition, exc)
+                # The leader may be gone: the next try asks the metadata which broker leads now.
+                self._participant.forget_leader(partition)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:
