@@ -53,6 +53,9 @@ tally per label set, so a client sending garbage grows neither the series nor me
 | kgc_consumer_lag_series_dropped | gauge | | lag series left out past MAX_LAG_SERIES per family |
 | kgc_group_adoptions_total | counter | outcome | first uses of unknown groups: adopted, new (unknown upstream), waiting (live upstream members), unreachable |
 | kgc_adoption_waiting_upstream_members | gauge | group | members a group still has at the upstream while kgc's wait (removed once adopted, or once none of kgc's members asked again within its session timeout) |
+| kgc_txn_markers_total | counter | marker | COMMIT or ABORT markers of the upstream's transaction coordinator that decided offsets pending here (docs/exactly-once.md) |
+| kgc_txn_tails_stopped | gauge | | participant partitions whose tail stopped (data gone by retention): their transactions stay undecided |
+| kgc_txn_clients_told_to_look_again_total | counter | | client connections closed after an AddOffsetsToTxn no TxnOffsetCommit followed (librdkafka#5511) |
 """
 
 from __future__ import annotations
@@ -179,6 +182,16 @@ ADOPTIONS = Counter("kgc_group_adoptions", "First uses of unknown groups, by out
 ADOPTION_WAITING = Gauge("kgc_adoption_waiting_upstream_members",
                          "Members a group still has at the upstream while kgc's members wait", ["group"],
                          registry=REGISTRY)
+
+# Exactly-once (coordinator/txn)
+TXN_MARKERS = Counter("kgc_txn_markers", "Transaction markers that decided offsets pending here, by marker",
+                      ["marker"], registry=REGISTRY)
+TXN_TAILS_STOPPED = Gauge("kgc_txn_tails_stopped",
+                          "Participant partitions whose tail stopped: their transactions stay undecided",
+                          registry=REGISTRY)
+TXN_CLIENTS_TOLD_TO_LOOK_AGAIN = Counter(
+    "kgc_txn_clients_told_to_look_again",
+    "Connections closed after an AddOffsetsToTxn no TxnOffsetCommit followed (librdkafka#5511)", registry=REGISTRY)
 
 UPSTREAM_SENT = UPSTREAM_BYTES.labels("sent")
 UPSTREAM_RECEIVED = UPSTREAM_BYTES.labels("received")

@@ -33,6 +33,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from coordinator import metrics
+from coordinator.common.result import MARKER_COMMIT
 from coordinator.group.context import RequestContext
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionNotActive, RuntimeApi
@@ -118,8 +120,10 @@ class TransactionalCommits:
                          offset: int) -> None:
         log.debug("partition %d: marker %d of producer %d (epoch %d) at %d", partition, marker, producer_id,
                   producer_epoch, offset)
-        await self._runtime.write(partition, lambda shard, handle: shard.end_transaction(
+        decided = await self._runtime.write(partition, lambda shard, handle: shard.end_transaction(
             producer_id, producer_epoch, marker, offset))
+        if decided:
+            metrics.TXN_MARKERS.labels(marker="commit" if marker == MARKER_COMMIT else "abort").inc()
 
     async def add_offsets(self, node_id: int | None, request: Any,
                           on_stuck: Callable[[], None] | None = None) -> ErrorCode:
@@ -158,4 +162,5 @@ class TransactionalCommits:
             return
         log.info("no TxnOffsetCommit of %r (producer %d, epoch %d) followed its AddOffsetsToTxn in %.1f s: "
                  "telling the client to look its group coordinator up again (librdkafka#5511)", *key, self._follow_s)
+        metrics.TXN_CLIENTS_TOLD_TO_LOOK_AGAIN.inc()
         on_stuck()

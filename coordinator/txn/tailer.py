@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from coordinator import metrics
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.runtime.api import PartitionNotActive
 from coordinator.txn.participant import ParticipantTopic
@@ -62,6 +63,7 @@ class MarkerTailer:
             await asyncio.gather(task, return_exceptions=True)
         self.positions.pop(partition, None)
         self.stopped.pop(partition, None)
+        metrics.TXN_TAILS_STOPPED.set(len(self.stopped))
         for _, fut in self._waiters.pop(partition, []):
             if not fut.done():
                 fut.set_exception(PartitionNotActive(f"partition {partition} is not tailed here"))
@@ -107,6 +109,7 @@ class MarkerTailer:
                 raise
             except _Stop as stop:
                 self.stopped[partition] = str(stop)
+                metrics.TXN_TAILS_STOPPED.set(len(self.stopped))
                 log.error("participant partition %s-%d: %s; its pending transactions stay undecided",
                           self._participant.topic, partition, stop)
                 return

@@ -108,7 +108,7 @@ def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(e
     source, target = topics(kafka)
     inputs = seed(kafka.bootstrap, source, RECORDS)
     group = f"eos-{uuid.uuid4().hex[:6]}"
-    before = eos_kgc.requests()
+    before, markers = eos_kgc.requests(), metrics_of(eos_kgc.http_port)
     # when it copies through kgc, aborting every third transaction and rewinding to the committed offsets
     done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS, abort_every=3)
     # then every input is in the output once, and the offsets are those of the committed transactions
@@ -116,6 +116,11 @@ def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(e
     assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
     # librdkafka knows only the classic flow, whatever the upstream finalized
     assert flows_used(before, eos_kgc.requests()) == {"v1"}
+    # and kgc's metrics count the transactions its markers decided, each kind
+    after = metrics_of(eos_kgc.http_port)
+    for marker, transactions in (("abort", done["transactions"] // 3), ("commit", 1)):
+        grew = after.get("kgc_txn_markers_total", marker=marker) - markers.get("kgc_txn_markers_total", marker=marker)
+        assert grew >= transactions, (marker, grew)
 
 
 # A regression here hangs in librdkafka's send_offsets_to_transaction (its timeout is not
