@@ -270,6 +270,26 @@ def test_a_kafka_streams_exactly_once_v2_application_copies_exactly_once(eos_kgc
     assert flows_used(before, eos_kgc.requests()) == {"v2"}
 
 
+@pytest.mark.timeout(300)
+def test_kill_9_of_kgc_mid_copy_by_the_java_client_on_transaction_version_2_loses_and_duplicates_nothing(
+        eos_kgc, kafka):
+    """The KIP-890 flow under the fault: kgc killed -9 while Kafka's copier (TxnOffsetCommit
+    v6, no AddOffsetsToTxn) runs, and started again on the same ports and data dir."""
+    before = eos_kgc.requests()
+
+    def crash_mid_copy() -> None:
+        deadline = time.monotonic() + 60
+        while eos_kgc.requests()["TxnOffsetCommit", "6"] - before["TxnOffsetCommit", "6"] < 5:
+            assert time.monotonic() < deadline, "the copier committed nothing through kgc"
+            time.sleep(0.05)
+        eos_kgc.proc.kill()
+        eos_kgc.start()
+
+    copy_with_kafkas_copier(kafka, eos_kgc.bootstrap, RECORDS * 5, during=crash_mid_copy)
+    # the restarted kgc (its counts start at zero) served the rest in the same flow
+    assert flows_used(Counter(), eos_kgc.requests()) == {"v2"}
+
+
 # ---- an upstream on transaction version 1 ------------------------------------------------
 
 

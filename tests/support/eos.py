@@ -147,20 +147,27 @@ def assert_exactly_once(kafka, bootstrap: str, group: str, source: str, target: 
     assert committed_offsets(bootstrap, group, source, partitions) == [len(inputs) // partitions] * partitions
 
 
-def copy_with_kafkas_copier(kafka, bootstrap: str, records: int) -> None:
+def copy_with_kafkas_copier(kafka, bootstrap: str, records: int, during: Callable[[], None] | None = None) -> None:
     """Kafka's own system-test workload (the Java client, with random aborts) copies
-    through `bootstrap`, exactly once."""
-    from tests.support.kafka_dist import run_tool
+    through `bootstrap`, exactly once. `during()` runs while the copier does (a fault, say)."""
+    from tests.support.kafka_dist import java_command
     source, target = topics(kafka, 1)
     inputs = seed(kafka.bootstrap, source, records, partitions=1)
     group = f"copier-{uuid.uuid4().hex[:8]}"
-    done = run_tool("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap,
-                    "--transactional-id", group, "--consumer-group", group, "--input-topic", source,
-                    "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
-                    "--max-messages", str(records), "--use-group-metadata", "--enable-random-aborts",
-                    timeout_s=180)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert '"remaining":0' in done.stdout.replace(" ", "")
+    command = java_command("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap,
+                           "--transactional-id", group, "--consumer-group", group, "--input-topic", source,
+                           "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
+                           "--max-messages", str(records), "--use-group-metadata", "--enable-random-aborts")
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as copier:
+        try:
+            if during is not None:
+                during()
+            stdout, stderr = copier.communicate(timeout=180)
+        finally:
+            if copier.poll() is None:
+                copier.kill()
+    assert copier.returncode == 0, stdout[-2000:] + stderr[-2000:]
+    assert '"remaining":0' in stdout.replace(" ", "")
     assert_exactly_once(kafka, bootstrap, group, source, target, inputs, partitions=1)
 
 
