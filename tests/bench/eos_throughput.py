@@ -1,5 +1,10 @@
-"""Transactions per second of a consume-transform-produce loop (librdkafka), through kgc and
-against Kafka's own group coordinator, in one run on one real Kafka broker.
+"""Transactions per second of a consume-transform-produce loop, through kgc and against
+Kafka's own group coordinator, in one run on one real Kafka broker.
+
+`--client librdkafka` (confluent-kafka, transaction version 1: AddOffsetsToTxn, then
+TxnOffsetCommit) or `--client java` (Kafka's TransactionalMessageCopier, transaction version 2
+as the broker finalized it: TxnOffsetCommit v6 alone; its JVM's start is in its time, on
+every side alike).
 
 Each side copies the same number of records with `--per-transaction` records per
 transaction (consume, produce, `send_offsets_to_transaction`, commit), one transaction in
@@ -10,6 +15,7 @@ instance) the pending offsets and the transaction's end are each an upstream tra
 kgc's own, instead of an fsync.
 
     .venv/bin/python -m tests.bench.eos_throughput --records 3000 --per-transaction 10
+    .venv/bin/python -m tests.bench.eos_throughput --client java --records 20000 --per-transaction 10
 
 A benchmark tool, not a test.
 """
@@ -22,12 +28,18 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.support.eos import copy_transactionally, seed
+from tests.support.eos import copy_transactionally, copy_with_kafkas_copier, seed
 from tests.support.kafka import KafkaCluster
 from tests.support.kgc import kgc_in_front_of
 
 
-def one_side(bootstrap: str, kafka: KafkaCluster, records: int, per_transaction: int) -> tuple[float, int]:
+def one_side(client: str, bootstrap: str, kafka: KafkaCluster, records: int, per_transaction: int
+             ) -> tuple[float, int]:
+    if client == "java":
+        elapsed = copy_with_kafkas_copier(kafka, bootstrap, records, transaction_size=per_transaction,
+                                          random_aborts=False)
+        transactions = -(-records // per_transaction)
+        return transactions / elapsed, transactions
     name = uuid.uuid4().hex[:8]
     source, target = kafka.create_topic(f"in-{name}", 3), kafka.create_topic(f"out-{name}", 3)
     seed(kafka.bootstrap, source, records)
@@ -42,15 +54,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=3000)
     parser.add_argument("--per-transaction", type=int, default=10)
+    parser.add_argument("--client", choices=("librdkafka", "java"), default="librdkafka")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, KafkaCluster(Path(tmp) / "kafka") as kafka:
-        direct, direct_n = one_side(kafka.bootstrap, kafka, args.records, args.per_transaction)
+        direct, direct_n = one_side(args.client, kafka.bootstrap, kafka, args.records, args.per_transaction)
         with kgc_in_front_of(kafka, "--data-dir", str(Path(tmp) / "kgc-data"), log_path=str(Path(tmp) / "kgc.log")) as kgc:
-            through, through_n = one_side(kgc.bootstrap, kafka, args.records, args.per_transaction)
+            through, through_n = one_side(args.client, kgc.bootstrap, kafka, args.records, args.per_transaction)
         replicated = ("--store", "replicated", "--state-topic", f"kgc-state-{uuid.uuid4().hex[:8]}",
                       "--state-topic-replication-factor", "1", "--state-topic-min-insync-replicas", "1")
         with kgc_in_front_of(kafka, *replicated, log_path=str(Path(tmp) / "kgc-replicated.log")) as kgc:
-            shared, shared_n = one_side(kgc.bootstrap, kafka, args.records, args.per_transaction)
+            shared, shared_n = one_side(args.client, kgc.bootstrap, kafka, args.records, args.per_transaction)
     print("| coordinator | transactions | transactions/s | ratio to Kafka |")
     print("|---|---:|---:|---:|")
     print(f"| Kafka 4.4's own | {direct_n} | {direct:.1f} | 1 |")

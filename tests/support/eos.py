@@ -147,17 +147,21 @@ def assert_exactly_once(kafka, bootstrap: str, group: str, source: str, target: 
     assert committed_offsets(bootstrap, group, source, partitions) == [len(inputs) // partitions] * partitions
 
 
-def copy_with_kafkas_copier(kafka, bootstrap: str, records: int, during: Callable[[], None] | None = None) -> None:
-    """Kafka's own system-test workload (the Java client, with random aborts) copies
-    through `bootstrap`, exactly once. `during()` runs while the copier does (a fault, say)."""
+def copy_with_kafkas_copier(kafka, bootstrap: str, records: int, during: Callable[[], None] | None = None, *,
+                            transaction_size: int = 50, random_aborts: bool = True) -> float:
+    """Kafka's own system-test workload (the Java client, with random aborts unless told
+    otherwise) copies through `bootstrap`, exactly once; the copier's wall time, its JVM's
+    start included. `during()` runs while the copier does (a fault, say)."""
     from tests.support.kafka_dist import java_command
     source, target = topics(kafka, 1)
     inputs = seed(kafka.bootstrap, source, records, partitions=1)
     group = f"copier-{uuid.uuid4().hex[:8]}"
     command = java_command("org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap,
                            "--transactional-id", group, "--consumer-group", group, "--input-topic", source,
-                           "--input-partition", "0", "--output-topic", target, "--transaction-size", "50",
-                           "--max-messages", str(records), "--use-group-metadata", "--enable-random-aborts")
+                           "--input-partition", "0", "--output-topic", target, "--transaction-size",
+                           str(transaction_size), "--max-messages", str(records), "--use-group-metadata",
+                           *(("--enable-random-aborts",) if random_aborts else ()))
+    started = time.perf_counter()
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as copier:
         try:
             if during is not None:
@@ -166,9 +170,11 @@ def copy_with_kafkas_copier(kafka, bootstrap: str, records: int, during: Callabl
         finally:
             if copier.poll() is None:
                 copier.kill()
+    elapsed = time.perf_counter() - started
     assert copier.returncode == 0, stdout[-2000:] + stderr[-2000:]
     assert '"remaining":0' in stdout.replace(" ", "")
     assert_exactly_once(kafka, bootstrap, group, source, target, inputs, partitions=1)
+    return elapsed
 
 
 def copy_with_streams(kafka, bootstrap: str, state_dir: Path, records: int) -> None:
