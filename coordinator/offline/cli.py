@@ -43,8 +43,9 @@ def add_subcommands(subparsers) -> None:
     audit.add_argument("--topic", default="__consumer_offsets",
                        help="with --bootstrap: the topic (default %(default)s; kgc's state topic in HA mode)")
     audit.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="with --bootstrap: a Kafka consumer setting for the source (security.protocol, "
-                            "ssl.truststore.location, sasl.jaas.config ...); repeat for several")
+                       help="a Kafka consumer setting of the cluster (security.protocol, ssl.truststore.location, "
+                            "sasl.jaas.config ...), for --bootstrap's source and for --upstream's checks (TLS and "
+                            "PLAIN/SCRAM logins: docs/audit.md); repeat for several")
     audit.add_argument("--spark-jars", default=None, metavar="JAR,...",
                        help="jars to add to the local Spark session: with --bootstrap, Spark's Kafka source "
                             "(spark-sql-kafka-0-10_2.13 at PySpark's version) and its dependencies")
@@ -168,11 +169,11 @@ def setup_problem(args, needs: tuple[str, ...] = ()) -> str | None:
             return "give a data dir or --bootstrap, not both"
         if args.engine != "spark":
             return "--bootstrap reads the topic through Spark: use --engine spark"
-        bad = [o for o in args.kafka_option if "=" not in o]
-        if bad:
-            return f"--kafka-option takes KEY=VALUE, got {', '.join(bad)}"
     elif args.data_dir is None or not Path(args.data_dir).is_dir():
         return f"no data dir at {args.data_dir}: give the directory kgc serve --data-dir wrote"
+    bad = [o for o in getattr(args, "kafka_option", ()) if "=" not in o]
+    if bad:
+        return f"--kafka-option takes KEY=VALUE, got {', '.join(bad)}"
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         return f"--out {args.out} exists and is not empty: choose another --out, or remove it"
@@ -206,10 +207,17 @@ def run_audit(args) -> int:
         # The live checks come from the cluster the topic is read from.
         args.upstream = args.bootstrap.split(",")[0]
     if args.upstream:
+        from coordinator.offline.kafka_security import UnsupportedSecurity, client_security
         from coordinator.offline.upstream import UpstreamError, UpstreamOffsets
 
         try:
-            log_offsets = UpstreamOffsets(args.upstream).log_offsets()
+            # The cluster's TLS and SASL settings, as Spark's Kafka source gets them.
+            security = client_security(dict(o.split("=", 1) for o in args.kafka_option))
+        except UnsupportedSecurity as e:
+            print(f"kgc audit: --kafka-option {e}", file=sys.stderr)
+            return 2
+        try:
+            log_offsets = UpstreamOffsets(args.upstream, security=security).log_offsets()
         except UpstreamError as e:
             print(f"kgc audit: cannot read log offsets from --upstream {args.upstream}: {e}", file=sys.stderr)
             return 1

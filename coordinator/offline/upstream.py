@@ -1,22 +1,28 @@
 """Log start and end offsets of every partition of the upstream cluster, for the audit.
 
-A few blocking round trips with kafka-python's protocol classes, no client library
-state: ApiVersions (to pick versions both sides speak), Metadata for all topics (to
-find each partition's leader), then per leader one ListOffsets for the earliest (-2)
-and one for the latest (-1) offset of its partitions. A partition whose leader is
-unknown or that answers with an error is left out, with a warning: the audit then
-reports no lag for it rather than a wrong one.
+A few round trips with kafka-python's protocol classes on kgc's own upstream connections
+(with the cluster's TLS and SASL settings, `kafka_security`), no client library state:
+ApiVersions (to pick versions both sides speak), Metadata for all topics (to find each
+partition's leader), then per leader one ListOffsets for the earliest (-2) and one for the
+latest (-1) offset of its partitions. A partition whose leader is unknown or that answers
+with an error is left out, with a warning: the audit then reports no lag for it rather than
+a wrong one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 from collections import defaultdict
+from functools import partial
 
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
-from coordinator.probe import request_response
+from coordinator.gateway.login import login
+from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable, call
+from coordinator.offline.kafka_security import PLAINTEXT, ClientSecurity
 from protocol.api_keys import NoCommonVersion, pick_version
 
 log = logging.getLogger(__name__)
@@ -41,21 +47,36 @@ def parse_host_port(text: str) -> tuple[str, int]:
 
 
 class UpstreamOffsets:
-    def __init__(self, bootstrap: str, *, timeout_s: float = 10.0, client_id: str = "kgc-audit"):
+    def __init__(self, bootstrap: str, *, security: ClientSecurity = PLAINTEXT, timeout_s: float = 10.0,
+                 client_id: str = "kgc-audit"):
         self.bootstrap = parse_host_port(bootstrap)
+        self.security = security
         self.timeout_s = timeout_s
         self.client_id = client_id
-        self._correlation_id = 0
+        self._correlation_ids = itertools.count(1)
 
     def log_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
-        versions = self._api_versions(self.bootstrap)
+        return asyncio.run(self._log_offsets())
+
+    async def _log_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
+        connections: dict[tuple[str, int], UpstreamConnection] = {}
+        try:
+            return await self._read(partial(self._call, connections))
+        except (UpstreamUnavailable, OSError) as e:
+            raise UpstreamError(str(e)) from e
+        finally:
+            for conn in connections.values():
+                await conn.close()
+
+    async def _read(self, call_at) -> dict[tuple[str, int], tuple[int, int]]:
+        versions = await self._api_versions(call_at)
         try:
             metadata_version = pick_version(METADATA_VERSIONS, versions.get(MetadataRequest.API_KEY), "Metadata")
             list_version = pick_version(LIST_OFFSETS_VERSIONS, versions.get(ListOffsetsRequest.API_KEY),
                                         "ListOffsets")
         except NoCommonVersion as e:
             raise UpstreamError(str(e)) from e
-        metadata = self._call(self.bootstrap, MetadataRequest[metadata_version](
+        metadata = await call_at(self.bootstrap, MetadataRequest[metadata_version](
             topics=None, allow_auto_topic_creation=False), MetadataResponse)
         brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
         by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
@@ -71,21 +92,21 @@ class UpstreamOffsets:
         offsets: dict[tuple[str, int], tuple[int, int]] = {}
         for leader, partitions in by_leader.items():
             address = brokers[leader]
-            starts = self._list_offsets(address, list_version, partitions, EARLIEST)
-            ends = self._list_offsets(address, list_version, partitions, LATEST)
+            starts = await self._list_offsets(call_at, address, list_version, partitions, EARLIEST)
+            ends = await self._list_offsets(call_at, address, list_version, partitions, LATEST)
             for tp in partitions:
                 if tp in starts and tp in ends:
                     offsets[tp] = (starts[tp], ends[tp])
         return offsets
 
-    def _api_versions(self, address: tuple[str, int]) -> dict[int, tuple[int, int]]:
-        response = self._call(address, ApiVersionsRequest[0](), ApiVersionsResponse)
+    async def _api_versions(self, call_at) -> dict[int, tuple[int, int]]:
+        response = await call_at(self.bootstrap, ApiVersionsRequest[0](), ApiVersionsResponse)
         if response.error_code:
             raise UpstreamError(f"ApiVersions answered error {response.error_code}")
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
-    def _list_offsets(self, address: tuple[str, int], version: int, partitions: list[tuple[str, int]],
-                      timestamp: int) -> dict[tuple[str, int], int]:
+    async def _list_offsets(self, call_at, address: tuple[str, int], version: int,
+                            partitions: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         topic_cls = ListOffsetsRequest.ListOffsetsTopic
         partition_cls = topic_cls.ListOffsetsPartition
         by_topic: dict[str, list[int]] = defaultdict(list)
@@ -94,7 +115,7 @@ class UpstreamOffsets:
         request = ListOffsetsRequest[version](replica_id=-1, isolation_level=0, topics=[
             topic_cls(name=topic, partitions=[partition_cls(partition_index=p, timestamp=timestamp) for p in ps])
             for topic, ps in by_topic.items()])
-        response = self._call(address, request, ListOffsetsResponse)
+        response = await call_at(address, request, ListOffsetsResponse)
         found = {}
         for topic in response.topics:
             for partition in topic.partitions:
@@ -105,11 +126,18 @@ class UpstreamOffsets:
                     found[topic.name, partition.partition_index] = partition.offset
         return found
 
-    def _call(self, address: tuple[str, int], request, response_class):
-        self._correlation_id += 1
-        try:
-            return request_response(address, request, response_class, timeout_s=self.timeout_s,
-                                    correlation_id=self._correlation_id, client_id=self.client_id)
-        except OSError as e:
-            raise UpstreamError(f"{address[0]}:{address[1]}: {e}") from e
+    async def _call(self, connections: dict[tuple[str, int], UpstreamConnection], address: tuple[str, int],
+                    request, response_class):
+        """`request` to the broker at `address`, on one connection per broker, opened (and
+        logged in) on first use."""
+        conn = connections.get(address)
+        if conn is None:
+            conn = connections[address] = UpstreamConnection(*address, connect_timeout_ms=int(self.timeout_s * 1000),
+                                                             tls=self.security.tls)
+            if self.security.login is not None:
+                await login(partial(self._request, conn), self.security.login, f"{address[0]}:{address[1]}")
+        return await self._request(conn, request, response_class)
 
+    async def _request(self, conn: UpstreamConnection, request, response_class):
+        return await call(conn, next(self._correlation_ids), request, response_class, client_id=self.client_id,
+                          timeout_s=self.timeout_s)
