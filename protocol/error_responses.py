@@ -75,15 +75,20 @@ def api_versions_error_response(code: int = ErrorCode.UNSUPPORTED_VERSION) -> Ap
     return api_versions_response(0, {ApiKey.ApiVersions: (low, high)}, code)
 
 
+_FEATURES_SINCE = 3     # ApiVersions v3 added the feature flags (KIP-584)
+
+
 def api_versions_response(version: int, ranges: Mapping[int, tuple[int, int]],
                           code: int = ErrorCode.NONE, *, supported_features: Sequence[tuple[str, int, int]] = (),
                           finalized_features: Sequence[tuple[str, int, int]] = (),
                           features_epoch: int = -1) -> ApiMessage:
     """v3+ carries the feature flags: (name, min, max) of the supported versions and of the
-    finalized levels."""
+    finalized levels; older versions have no place for them."""
     cls = response_class(ApiKey.ApiVersions)
     api_keys = [cls.ApiVersion(version=version, api_key=int(key), min_version=low, max_version=high)
                 for key, (low, high) in sorted(ranges.items())]
+    if version < _FEATURES_SINCE:
+        return cls(version=version, error_code=int(code), api_keys=api_keys, throttle_time_ms=0)
     return cls(version=version, error_code=int(code), api_keys=api_keys, throttle_time_ms=0,
                supported_features=[cls.SupportedFeatureKey(version=version, name=name, min_version=low,
                                                            max_version=high)

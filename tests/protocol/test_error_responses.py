@@ -195,6 +195,19 @@ def test_api_versions_response_lists_the_given_ranges_sorted(version):
         (0, 3, 11), (11, 0, 9), (18, 0, 4)]
 
 
+@pytest.mark.parametrize("version", range(0, 5))
+def test_api_versions_response_carries_the_upstreams_features_from_v3_and_answers_older_versions_without(version):
+    # the features come with every answer in front of an upstream; v0-2 have no place for them
+    response = api_versions_response(version, {ApiKey.ApiVersions: (0, 4)},
+                                     supported_features=[("transaction.version", 0, 2)],
+                                     finalized_features=[("transaction.version", 2, 2)], features_epoch=7)
+    decoded = _decode_frame(ApiKey.ApiVersions, version, response)
+    assert [(k.api_key, k.max_version) for k in decoded.api_keys] == [(18, 4)]
+    if version >= 3:
+        assert [(f.name, f.max_version_level) for f in decoded.finalized_features] == [("transaction.version", 2)]
+        assert decoded.finalized_features_epoch == 7
+
+
 def test_api_versions_response_for_our_table_lists_every_local_api():
     response = api_versions_response(3, LOCAL_VERSIONS)
     assert {k.api_key: (k.min_version, k.max_version) for k in response.api_keys} == dict(LOCAL_VERSIONS)
