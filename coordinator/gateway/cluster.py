@@ -255,10 +255,11 @@ class UpstreamCluster:
                 raise UpstreamUnavailable(f"{host}:{port} refused ApiVersions v0 (error {versions.error_code})")
             self._api_versions = MappingProxyType(
                 {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys})
-            if self._api_versions.get(ApiKey.ApiVersions, (0, 0))[1] >= _FEATURES_SINCE:
-                self.features = await self._features()
             if self._login is not None:
                 await login(self._request, self._login, f"{host}:{port}")
+            # After the login: a SASL listener takes one ApiVersions before the handshake.
+            if self._api_versions.get(ApiKey.ApiVersions, (0, 0))[1] >= _FEATURES_SINCE:
+                self.features = await self._features()
         low, high = self._api_versions.get(ApiKey.Metadata, (0, -1))
         version = min(high, _NEWEST_METADATA)
         if version < max(low, 1):
