@@ -1,8 +1,12 @@
 import pytest
 
-from tests.support.kafka import THREE_HOSTS, KafkaCluster, KafkaSecurity
-from tests.support.security import TestPki
-from tests.support.tansu import TansuBroker
+# The helpers under tests/support assert as tests do; pytest rewrites their asserts as it does
+# test modules' (so a failure shows the values compared) if told before they are imported.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support.kafka import THREE_HOSTS, KafkaCluster, KafkaSecurity  # noqa: E402
+from tests.support.security import TestPki  # noqa: E402
+from tests.support.tansu import TansuBroker  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Where the long fuzz run's memory goes: kgc's RSS under the fuzz test's hostile requests.
 
 `kgc serve` runs in a child process (standalone, a fresh data dir); the fuzz test's
-generator of schema-valid but hostile requests (`tests/integration/test_fuzz_frames.py`)
+generator of schema-valid but hostile requests (`tests/support/hostile_requests.py`)
 sends `--chunks` rounds of 1,000 examples, each frame on its own connection, and kgc's
 RSS is printed after each round; at the end the groups and members kgc holds are counted
 over the wire (ListGroups, then DescribeGroups).
@@ -20,7 +20,7 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 
-from tests.integration.test_fuzz_frames import encoded, hostile_requests, send_and_drain
+from tests.support.hostile_requests import encoded, hostile_requests, send_and_drain
 from tests.support.kgc import KgcProcess, rss_bytes
 from tests.support.wire_client import WireClient
 

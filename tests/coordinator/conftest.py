@@ -4,7 +4,7 @@ become durable only when a test says so."""
 import pytest
 
 from storage.memory_store import MemoryLogStore
-from tests.coordinator.test_runtime import Harness
+from tests.support.runtime_harness import Harness
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from coordinator.service.group_coordinator import GroupCoordinatorService
 from protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from protocol.errors import ErrorCode
 from storage.memory_store import MemoryLogStore
-from tests.coordinator.test_service import CONFIG, NODE, Coordinator, fetch_v0, fetch_v8
 from tests.support.clock import ManualClock
+from tests.support.service_harness import CONFIG, NODE, Coordinator, fetch_v0, fetch_v8
 from tests.support.waiting import wait_until
 
 ORDERS = (AdoptedOffset("orders", 0, 42, 3, "m0"), AdoptedOffset("orders", 1, 7, -1, ""))

@@ -13,6 +13,7 @@ from coordinator.group.consumer.group import MemberState
 from coordinator.records import ConsumerGroupMetadataKey, ConsumerGroupRegularExpressionKey
 from protocol.errors import ErrorCode
 from tests.support.group_context import GroupTestContext
+from tests.support.group_scenarios import owners_are_unique
 
 E = ErrorCode
 
@@ -22,17 +23,6 @@ def ctx() -> GroupTestContext:
     context = GroupTestContext(consumer_session_timeout_ms=45_000)
     context.set_topics(t=4)
     return context
-
-
-def owners_are_unique(ctx: GroupTestContext, group_id: str = "g") -> None:
-    """No partition is held (assigned or being revoked) by two members."""
-    seen: dict = {}
-    for member in ctx.consumer_group(group_id).members.values():
-        for assignment in (member.assigned, member.pending_revocation):
-            for topic_id, partitions in assignment.items():
-                for p in partitions:
-                    assert (topic_id, p) not in seen, f"{topic_id}-{p} held by {seen[topic_id, p]} and {member.member_id}"
-                    seen[topic_id, p] = member.member_id
 
 
 # ---------------------------------------------------------------- joining

@@ -11,7 +11,7 @@ import pytest
 from coordinator.common.result import Reply, Result
 from coordinator.runtime.partition import PartitionState
 from protocol.errors import ApiError, ErrorCode
-from tests.coordinator.test_runtime import P, Parker, rec, respond, settle
+from tests.support.runtime_harness import P, Parker, rec, respond, settle
 from tests.support.waiting import wait_until
 
 

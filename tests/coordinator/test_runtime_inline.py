@@ -11,7 +11,7 @@ from coordinator.common.result import Reply, Result
 from protocol.errors import ApiError, ErrorCode
 from storage.api import Append
 from storage.memory_store import MemoryLogStore
-from tests.coordinator.test_runtime import Harness, P, Parker, respond, settle
+from tests.support.runtime_harness import Harness, P, Parker, respond, settle
 
 
 async def test_an_answer_without_records_on_an_idle_partition_comes_back_at_once(harness):

@@ -10,7 +10,7 @@ from coordinator.common.result import Result
 from coordinator.runtime.api import PartitionNotActive
 from coordinator.runtime.partition import PartitionState
 from protocol.errors import ApiError, ErrorCode
-from tests.coordinator.test_runtime import P, Parker, rec, respond, settle
+from tests.support.runtime_harness import P, Parker, rec, respond, settle
 
 
 def sliced(slices: int, per_slice: int, *, fail_at: int | None = None, progress: list | None = None,

@@ -6,24 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.aio_member import AioMember
+from tests.support.aio_group import PARTITIONS, TOPIC, settled
 from tests.support.kgc import running_kgc
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-TOPIC, PARTITIONS = "orders", 6
-
-
-
-
-def settled(members: list[AioMember]) -> bool:
-    assignments = [m.assignment for m in members]
-    if any(a is None for a in assignments):
-        return False
-    if len({a.generation for a in assignments}) != 1:
-        return False
-    owned = [p for a in assignments for p in a.partitions]
-    return sorted(owned) == list(range(PARTITIONS))
 
 
 async def test_three_members_share_partitions_rebalance_and_commit():

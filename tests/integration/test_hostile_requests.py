@@ -5,7 +5,6 @@ ops, timers and response encoding, with a healthy group on the same partition wa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 
 import pytest
@@ -24,7 +23,7 @@ from tests.support.builders import (
     join_request,
     subscription,
 )
-from tests.support.kgc import running_kgc
+from tests.support.healthy_group import kgc_with_healthy_group
 from tests.support.wire_client import RawMember, WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -42,18 +41,6 @@ def same_partition(group: str, prefix: str, length: int = 0) -> str:
         if partition_for(candidate, 50) == target:
             return candidate
     raise AssertionError("unreachable")
-
-
-@contextlib.asynccontextmanager
-async def kgc_with_healthy_group(group: str = "healthy"):
-    async with running_kgc() as app:
-        client = await WireClient.open(app.port, "healthy")
-        healthy = RawMember(client, group)
-        await healthy.until_stable()
-        try:
-            yield app, healthy
-        finally:
-            client.close()
 
 
 async def assert_healthy(app, healthy: RawMember) -> None:

@@ -18,8 +18,8 @@ from coordinator.group.shard import GroupShard
 from coordinator.partitioning import partition_for
 from coordinator.records import OffsetCommitKey
 from protocol.errors import ErrorCode
-from tests.integration.test_hostile_requests import kgc_with_healthy_group
 from tests.support.builders import commit_request, offset_delete_request
+from tests.support.healthy_group import kgc_with_healthy_group
 from tests.support.kgc import KgcProcess
 from tests.support.wire_client import WireClient
 

@@ -21,8 +21,8 @@ from coordinator.net.local_answers import LocalAnswers
 from coordinator.node import CoordinatorNode
 from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
-from tests.net.test_connection import FakeTransport
 from tests.support.builders import commit_request, heartbeat_request
+from tests.support.fake_transport import FakeTransport
 from tests.support.waiting import wait_until
 
 

@@ -34,6 +34,9 @@ DIRTY = GeneratorConfig(records=6_000, groups=24, integrity=True, partial_tail=T
 # Normal groups only, for compaction (which refuses damaged partitions).
 DAY_MS = 24 * 3600 * 1000
 CLEAN = GeneratorConfig(records=6_000, groups=24, per_type=0, segment_bytes=32 * 1024)
+# A log as Kafka writes it: no audit headers, damaged batches and live tails included.
+KAFKA_WRITTEN = GeneratorConfig(records=6_000, groups=24, integrity=True, partial_tail=True, headers=False,
+                                segment_bytes=32 * 1024, seed=3)
 
 
 @pytest.fixture(scope="session")

@@ -12,14 +12,14 @@ import pytest
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
 
 from coordinator.offline.findings import UPSTREAM_TYPES, Finding, FindingType
-from coordinator.offline.generate import GeneratorConfig, expected_identities, generate
+from coordinator.offline.generate import expected_identities, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit
 from coordinator.offline.scan import segment_files
 from coordinator.offline.tables import read_history
 from storage.api import CONTROL_COMMIT, TxnBatch
 from storage.format import encode_batch
-from tests.offline.conftest import CLEAN, DIRTY, consumer_group_record, offset_commit_record
+from tests.offline.conftest import CLEAN, DIRTY, KAFKA_WRITTEN, consumer_group_record, offset_commit_record
 
 
 def identities(run) -> set[tuple]:
@@ -154,11 +154,6 @@ def test_reads_on_past_damage_in_the_middle_of_a_segment(tmp_path):
     assert run.results[0].final_offsets[0]["offset"] == 20
 
 
-# A log as Kafka writes it: no audit headers, damaged batches and live tails included.
-KAFKA_WRITTEN = GeneratorConfig(records=6_000, groups=24, integrity=True, partial_tail=True, headers=False,
-                                segment_bytes=32 * 1024, seed=3)
-
-
 def test_a_log_kafka_wrote_is_judged_by_what_its_records_carry(tmp_path):
     directory = tmp_path / "data"
     manifest = generate(directory, KAFKA_WRITTEN)
@@ -281,9 +276,9 @@ def test_a_group_migrated_between_protocols_and_back_has_no_findings(tmp_path):
     (its type-3 record deleted, GroupMetadata again): nothing orphaned, deleted or stale."""
     import asyncio
 
-    from tests.coordinator.test_consumer_group_migration import classic_group, rejoin
-    from tests.offline.test_inspect import write
+    from tests.support.data_dir_writer import write
     from tests.support.group_context import GroupTestContext
+    from tests.support.group_scenarios import classic_group, rejoin
 
     ctx = GroupTestContext()
     ctx.set_topics(t=4)

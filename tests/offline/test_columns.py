@@ -43,8 +43,7 @@ from storage.format import (
     encode_batch,
     encode_stored_batch,
 )
-from tests.offline.conftest import CLEAN, DIRTY, consumer_group_record, offset_commit_record
-from tests.offline.test_audit import KAFKA_WRITTEN
+from tests.offline.conftest import CLEAN, DIRTY, KAFKA_WRITTEN, consumer_group_record, offset_commit_record
 
 
 def reference(partition: int, directory) -> tuple[list, list, tuple]:

@@ -13,14 +13,11 @@ import pytest
 from coordinator import records
 from coordinator.offline.inspect import add_inspect_parser, inspect_data_dir, render_text, to_json
 from coordinator.partitioning import partition_for
-from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import LogRecord
 from storage.file_store import FileLogStore, partition_dir
 from storage.format import encode_batch
 from storage.segment import segment_name
-
-T0 = 1_700_000_000_000
-SERDE = KafkaRecordSerde()
+from tests.support.data_dir_writer import T0, write
 
 
 def offset_value(offset: int, metadata: str = "", ts: int = T0) -> records.OffsetCommitValue:
@@ -35,18 +32,6 @@ def member(member_id: str, assignment: bytes) -> records.MemberMetadata:
 def group_metadata(generation: int, *members: records.MemberMetadata) -> records.GroupMetadataValue:
     return records.GroupMetadataValue("consumer", generation, "range" if members else None,
                                       members[0].member_id if members else None, T0, tuple(members))
-
-
-async def write(data_dir, batches: list[list[records.CoordinatorRecord | LogRecord]], group: str) -> None:
-    """Each inner list is one batch (one Result) on `group`'s partition."""
-    store = FileLogStore(data_dir, fsync="never")
-    await store.open()
-    try:
-        for i, batch in enumerate(batches):
-            log_records = [r if isinstance(r, LogRecord) else SERDE.serialize(r) for r in batch]
-            await store.append(partition_for(group), log_records, T0 + i).durable
-    finally:
-        await store.close()
 
 
 async def write_known_groups(data_dir) -> None:
@@ -295,8 +280,8 @@ async def test_a_kip848_consumer_group_is_materialized_by_the_coordinators_repla
 async def test_an_upgraded_group_shows_its_classic_members(tmp_path):
     import json
 
-    from tests.coordinator.test_consumer_group_migration import classic_group
     from tests.support.group_context import GroupTestContext
+    from tests.support.group_scenarios import classic_group
 
     ctx = GroupTestContext()
     ctx.set_topics(t=4)

@@ -11,8 +11,9 @@ from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact
 from coordinator.offline.state import replay_state
 from tests.integration.aio_member import AioMember
-from tests.integration.test_aiokafka_group import PARTITIONS, TOPIC, settled, wait_until
+from tests.support.aio_group import PARTITIONS, TOPIC, settled
 from tests.support.kgc import kgc_process
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -15,7 +15,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from coordinator.probe import request_response
 from tests.e2e.admin import create_topic, new_name, produce_sequenced
-from tests.ops.test_deploy import image_env, readme_docker_run
+from tests.support.deploy_files import image_env, readme_docker_run
 from tests.support.kgc import free_port, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]

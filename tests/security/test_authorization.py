@@ -16,9 +16,7 @@ import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import (
-    JoinGroupRequest,
     LeaveGroupRequest,
-    OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
@@ -30,6 +28,7 @@ from coordinator.group.topics import TopicImage, TopicMetadata
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.support import topic_id_offsets as by_id
+from tests.support.authorization_requests import commit, fetch, join, partition_errors
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.security import KafkaSocket, TestPki, acl_file, allow, credentials_file
 
@@ -56,30 +55,6 @@ def login(port: int, user: str) -> KafkaSocket:
     s = KafkaSocket(port)
     assert s.login_scram(user, PASSWORDS[user]).error_code == ErrorCode.NONE
     return s
-
-
-def join(group: str, instance: str | None = None, member: str = "") -> JoinGroupRequest:
-    return JoinGroupRequest[5](group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
-                               member_id=member, group_instance_id=instance, protocol_type="consumer",
-                               protocols=[JoinGroupRequest[5].JoinGroupRequestProtocol(name="range", metadata=b"m")])
-
-
-def commit(group: str, offsets: dict[str, int], generation: int = -1, member: str = "") -> OffsetCommitRequest:
-    topic = OffsetCommitRequest[5].OffsetCommitRequestTopic
-    return OffsetCommitRequest[5](group_id=group, generation_id_or_member_epoch=generation, member_id=member,
-                                  topics=[topic(name=name, partitions=[topic.OffsetCommitRequestPartition(
-                                      partition_index=0, committed_offset=offset, committed_metadata="")])
-                                      for name, offset in offsets.items()])
-
-
-def fetch(group: str, topics: list[str] | None) -> OffsetFetchRequest:
-    topic = OffsetFetchRequest[5].OffsetFetchRequestTopic
-    return OffsetFetchRequest[5](group_id=group, topics=None if topics is None else [
-        topic(name=name, partition_indexes=[0]) for name in topics])
-
-
-def partition_errors(response) -> dict[str, int]:
-    return {t.name: t.partitions[0].error_code for t in response.topics}
 
 
 def bob_owns_a_stable_group(port: int) -> tuple[KafkaSocket, str]:

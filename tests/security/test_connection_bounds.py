@@ -18,8 +18,9 @@ from kafka.protocol.consumer.group import JoinGroupRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from protocol.errors import ErrorCode
-from tests.security.test_sasl_terminate import PASSWORDS, in_thread, sasl_kgc
+from tests.support.blocking_socket import in_thread
 from tests.support.kgc import kgc_process, rss_bytes
+from tests.support.sasl_terminate import PASSWORDS, sasl_kgc
 from tests.support.security import KafkaSocket, credentials_file
 
 LOGIN_LIMIT = 524_288       # Kafka's sasl.server.max.receive.size default

@@ -8,7 +8,7 @@ import os
 import stat
 
 from coordinator.settings import ServerConfig
-from tests.security.test_authorization import commit, partition_errors
+from tests.support.authorization_requests import commit, partition_errors
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.security import KafkaSocket
 

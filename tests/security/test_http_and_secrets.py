@@ -8,10 +8,10 @@ import logging
 
 import aiohttp
 
-from coordinator import metrics
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.security.test_authorization import commit, partition_errors
+from tests.support.auth_metrics import auth_count
+from tests.support.authorization_requests import commit, partition_errors
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.security import KafkaSocket, TestPki, credentials_file
 
@@ -36,11 +36,6 @@ async def test_http_over_tls_wants_the_bearer_token_except_for_probes(tmp_path):
                 assert r.status == 401, path
         async with http.get(f"{base}/v1/groups", ssl=tls, headers={"Authorization": f"Bearer {TOKEN}"}) as r:
             assert r.status == 200
-
-
-def auth_count(mechanism: str, outcome: str) -> float:
-    labels = {"mechanism": mechanism, "outcome": outcome}
-    return metrics.REGISTRY.get_sample_value("kgc_authentications_total", labels) or 0.0
 
 
 async def test_no_password_or_sasl_bytes_in_logs_metrics_or_groups(tmp_path, caplog):

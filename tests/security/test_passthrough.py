@@ -11,9 +11,7 @@ import contextlib
 import time
 
 import pytest
-from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.admin.groups import ListGroupsRequest
-from kafka.protocol.producer import ProduceResponse
 from kafka.protocol.sasl import SaslAuthenticateRequest
 
 from coordinator.net.passthrough import plain_user, scram_user
@@ -21,29 +19,18 @@ from coordinator.settings import ConfigError, ServerConfig, load_config
 from protocol.errors import ErrorCode
 from tests.e2e.admin import new_name
 from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.gateway.kafka_client import create_topic, produce
-from tests.security.test_authorization import commit, fetch, join, partition_errors
-from tests.security.test_http_and_secrets import auth_count
-from tests.security.test_sasl_terminate import pipelined
+from tests.support.auth_metrics import auth_count
+from tests.support.authorization_requests import commit, fetch, join, partition_errors
+from tests.support.blocking_socket import pipelined
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, unsecured_jwt
-from tests.support.tansu import request_response
+from tests.support.tansu_topics import topic_with_records
 
 pytestmark = pytest.mark.integration
 
 USERS = {"alice": "alice-secret", "kgc": "kgc-secret"}
 ACLS = (allow("User:alice", "all", "group", "secure-", "prefixed"), allow("User:alice", "read", "topic", "*"))
-
-
-def topic_with_records(broker, count: int) -> str:
-    """Straight to Tansu's own port: its Metadata names the front, which wants a login."""
-    name = new_name("e2e")
-    created = request_response(broker.address, create_topic(name), CreateTopicsResponse)
-    assert created.topics[0].error_code == 0, created
-    produced = request_response(broker.address, produce(name, *(b"%d" % i for i in range(count))), ProduceResponse)
-    assert produced.responses[0].partition_responses[0].error_code == 0, produced
-    return name
 
 
 @contextlib.asynccontextmanager

@@ -23,8 +23,8 @@ from protocol.errors import ErrorCode
 from tests.conftest import KAFKA_USERS
 from tests.e2e.admin import new_name
 from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.security.test_authorization import fetch, join
-from tests.security.test_sasl_terminate import pipelined
+from tests.support.authorization_requests import fetch, join
+from tests.support.blocking_socket import pipelined
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, credentials_file
 

@@ -4,8 +4,6 @@ and re-authentication, and the credential file reloaded while kgc runs."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 
 import pytest
@@ -14,21 +12,10 @@ from kafka.protocol.consumer.group import HeartbeatRequest, JoinGroupRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest
 
-from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
+from tests.support.blocking_socket import in_thread, pipelined
+from tests.support.sasl_terminate import PASSWORDS, sasl_kgc
 from tests.support.security import KafkaSocket, credentials_file
-
-PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
-
-
-@contextlib.asynccontextmanager
-async def sasl_kgc(tmp_path, **settings):
-    config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, security_protocol="sasl_plaintext",
-                          sasl_credentials_file=credentials_file(tmp_path / "users.toml", PASSWORDS),
-                          sasl_failure_delay_ms=0, **settings)
-    async with running_kgc(config) as app:
-        yield app
 
 
 def join(group: str, version: int = 3) -> JoinGroupRequest:
@@ -36,10 +23,6 @@ def join(group: str, version: int = 3) -> JoinGroupRequest:
                                      member_id="", group_instance_id=None, protocol_type="consumer",
                                      protocols=[JoinGroupRequest[version].JoinGroupRequestProtocol(
                                          name="range", metadata=b"")])
-
-
-def in_thread(fn):
-    return asyncio.to_thread(fn)
 
 
 async def test_before_authentication_only_api_versions_and_sasl_are_read(tmp_path):
@@ -85,15 +68,6 @@ async def test_each_mechanism_accepts_the_password_and_refuses_others(tmp_path, 
             assert len(messages) == 1 and "nobody" not in messages.pop()   # who exists is not told
 
         await in_thread(scenario)
-
-
-def pipelined(s: KafkaSocket, *requests) -> None:
-    """Send `requests` in one write: kgc reads them together, before answering any."""
-    frames = []
-    for number, request in enumerate(requests, 1):
-        request.with_header(correlation_id=100 + number, client_id="kgc-test")
-        frames.append(bytes(request.encode(header=True, framed=True)))
-    s.sock.sendall(b"".join(frames))
 
 
 async def test_a_refused_password_is_answered_before_the_close_even_with_a_request_behind_it(tmp_path):

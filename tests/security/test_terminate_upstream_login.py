@@ -17,11 +17,11 @@ from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.e2e.admin import new_name
 from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.security.test_authorization import fetch
-from tests.security.test_passthrough import topic_with_records
+from tests.support.authorization_requests import fetch
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
 from tests.support.security import ClientSecurity, KafkaSocket, credentials_file
+from tests.support.tansu_topics import topic_with_records
 
 pytestmark = pytest.mark.integration
 

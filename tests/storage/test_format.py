@@ -7,7 +7,6 @@ import struct
 
 import kafka.codec
 import pytest
-from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -18,7 +17,6 @@ from storage.format import (
     ATTRIBUTES_POS,
     BATCH_HEADER_LEN,
     CONTROL_FLAG,
-    CRC_POS,
     TRANSACTIONAL_FLAG,
     BatchDecodeError,
     BatchReader,
@@ -33,19 +31,12 @@ from storage.format import (
     iter_batches,
     sound_batches,
 )
+from tests.support.batch_edits import restamp_crc
 
 RECORDS = [
     LogRecord(b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x00", b"\x00\x03value", (("member_id", b"m-1"), ("gen", None))),
     LogRecord(b"\x00\x02\x00\x01g", None),
 ]
-
-
-def restamp_crc(buf: bytearray, position: int = 0) -> bytes:
-    """Recompute the CRC after a test edits a batch on purpose."""
-    (length,) = struct.unpack_from(">i", buf, position + 8)
-    end = position + 12 + length
-    struct.pack_into(">I", buf, position + CRC_POS, crc32c(bytes(buf[position + ATTRIBUTES_POS:end])))
-    return bytes(buf)
 
 
 def kafka_python_batch(compression: int, base_offset: int = 0) -> bytes:

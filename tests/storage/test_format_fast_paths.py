@@ -24,7 +24,7 @@ from storage.format import (
     encode_batch,
     iter_batches,
 )
-from tests.storage.test_format import restamp_crc
+from tests.support.batch_edits import restamp_crc
 
 header_lists = st.lists(st.tuples(st.text(max_size=12), st.none() | st.binary(max_size=20)), max_size=4).map(tuple)
 # Sizes on both sides of the varint table (4096) and of one-byte varints (64).

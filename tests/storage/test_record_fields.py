@@ -23,7 +23,7 @@ from storage.format import (
     encode_stored_batch,
     record_fields,
 )
-from tests.storage.test_format import restamp_crc
+from tests.support.batch_edits import restamp_crc
 
 header_lists = st.lists(st.tuples(st.text(max_size=12), st.none() | st.binary(max_size=20)), max_size=4)
 payloads = st.none() | st.binary(max_size=100) | st.integers(60, 9000).map(lambda n: b"x" * n)
