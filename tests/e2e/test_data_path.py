@@ -19,8 +19,9 @@ import time
 import pytest
 
 from tests.e2e.admin import create_topic, new_name
-from tests.e2e.test_sarama import kgc_before, scrape
+from tests.e2e.test_sarama import kgc_before
 from tests.e2e.throughput import PARTITIONS, RECORD_BYTES, SequenceCheck, produce, records_for, transfer
+from tests.ops.support import metrics_of
 from tests.support.kafkajs import JS_DIR
 
 log = logging.getLogger(__name__)
@@ -92,22 +93,22 @@ async def aiokafka_fetch(bootstrap: str, topic: str, check: SequenceCheck) -> No
 @pytest.mark.parametrize("library", ["kafka-python", "aiokafka"])
 def test_python_clients_fetch_streamed_responses_complete_and_in_order(loaded, library):
     kgc, http_port, topic, records = loaded
-    streamed = scrape(http_port).get(STREAMED)
+    streamed = metrics_of(http_port).get(STREAMED)
     check = SequenceCheck(records)
     if library == "kafka-python":
         kafka_python_fetch(kgc.bootstrap, topic, check)
     else:
         asyncio.run(aiokafka_fetch(kgc.bootstrap, topic, check))
     assert check.next_seq == [records // PARTITIONS] * PARTITIONS
-    assert scrape(http_port).get(STREAMED) > streamed, "large Fetch responses went through cut-through"
+    assert metrics_of(http_port).get(STREAMED) > streamed, "large Fetch responses went through cut-through"
 
 
 def test_kafkajs_fetches_streamed_responses_complete_and_in_order(node, loaded):
     kgc, http_port, topic, records = loaded
-    streamed = scrape(http_port).get(STREAMED)
+    streamed = metrics_of(http_port).get(STREAMED)
     run = subprocess.run([node, "fetch.mjs", kgc.bootstrap, topic, new_name("kafkajs-fetch"), str(records),
                           str(PARTITIONS), str(RECORD_BYTES)], cwd=JS_DIR, capture_output=True, text=True,
                          timeout=150)
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == {"received": records}
-    assert scrape(http_port).get(STREAMED) > streamed, "large Fetch responses went through cut-through"
+    assert metrics_of(http_port).get(STREAMED) > streamed, "large Fetch responses went through cut-through"
