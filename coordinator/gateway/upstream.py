@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import ssl
 import struct
 from collections import deque
@@ -128,7 +129,10 @@ class UpstreamConnection(asyncio.Protocol):
             await asyncio.wait_for(self._loop.create_connection(lambda: self, self.host, self.port, **tls),
                                    self._connect_timeout_ms / 1000)
         except (OSError, TimeoutError) as exc:  # ssl.SSLError (a bad certificate) is an OSError
-            reason = str(exc) or type(exc).__name__
+            # asyncio words a refused connection "Connect call failed" (uvloop does not): the
+            # errno's own text says what happened.
+            refused = isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError) and exc.errno
+            reason = os.strerror(exc.errno) if refused else str(exc) or type(exc).__name__
             self._fail(UpstreamUnavailable(f"cannot connect to {self.host}:{self.port}: {reason}",
                                            before_connect=True))
             return
