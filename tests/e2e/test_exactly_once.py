@@ -29,8 +29,9 @@ from tests.support.eos import (
     seed,
     topics,
 )
-from tests.support.kafka import KafkaCluster, die_with_the_test_run, free_port_on
+from tests.support.kafka import KafkaCluster, die_with_the_test_run
 from tests.support.kgc import KgcProcess, wait_listening
+from tests.support.ports import free_port_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

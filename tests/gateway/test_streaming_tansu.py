@@ -20,13 +20,13 @@ from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceResponse
 from kafka.record.memory_records import MemoryRecords
 
-from coordinator.embedded import free_port
 from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.gateway.kafka_client import create_topic, fetch, metadata, new_topic_name, produce
 from tests.ops.support import in_process
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -22,7 +22,6 @@ import base64
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -32,6 +31,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 
 from tests.support.kafka_dist import KAFKA_VERSION, java_command, run_tool
+from tests.support.ports import free_port_on
 from tests.support.security import ClientSecurity, TestPki
 
 START_TIMEOUT_S = 120.0
@@ -71,22 +71,6 @@ def new_cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cid.startswith("-"):
             return cid
-
-
-def free_port_on(hosts: tuple[str, ...]) -> int:
-    """A port that is free on every one of `hosts` (each node of a cluster uses the same ports)."""
-    for _ in range(100):
-        with socket.socket() as first:
-            first.bind((hosts[0], 0))
-            port = first.getsockname()[1]
-            try:
-                for host in hosts[1:]:
-                    with socket.socket() as other:
-                        other.bind((host, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no port free on all of {hosts}")
 
 
 @dataclass(frozen=True)

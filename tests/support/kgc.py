@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 from coordinator.app import KgcApp
-from coordinator.embedded import free_port
 from coordinator.group.config import GroupConfig
 from coordinator.settings import ServerConfig
+from tests.support.ports import free_port
 
 # Fast-moving groups for tests: Kafka's floor of 6 s on session timeouts would make every
 # expiry test slow.

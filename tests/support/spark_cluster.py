@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.embedded import free_port
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SUBMIT = REPO / "deploy" / "spark" / "submit.sh"

@@ -22,8 +22,9 @@ What this Tansu build (v0.6.0-510f3e2) does, as found by probing it:
 
 from __future__ import annotations
 
-from coordinator.embedded import HOST, EmbeddedBroker, free_port
+from coordinator.embedded import HOST, EmbeddedBroker
 from coordinator.probe import request_response
+from tests.support.ports import free_port
 
 __all__ = ["HOST", "TansuBroker", "free_port", "request_response"]
 
