@@ -2,6 +2,10 @@
 
     kgc bench run --target kgc|kgc-tls|tansu|HOST:PORT [--pid PID] [--workloads join,commit] [sizes]
     kgc bench compare [--kgc kgc|kgc-tls|HOST:PORT] [--other tansu|kgc|HOST:PORT] [--repeats 3] [sizes]
+
+A running target is HOST:PORT, or NAME=HOST:PORT to name it in the report
+(`--other kafka=127.0.0.1:9092`); `python -m tests.bench.against_kafka` starts Apache Kafka
+and kgc in front of it from the cached jars and compares them this way.
     kgc bench protocols [--members 50] ...   (KIP-848 vs classic on kgc, `bench.protocols`)
 
 `kgc-tls` is kgc with TLS on its listener (a throwaway self-signed ECDSA certificate): with
@@ -70,9 +74,9 @@ def add_bench_parser(subparsers) -> None:
     _add_common(run)
     run.set_defaults(repeats=1)
     cmp = sub.add_parser("compare", help="run every workload against kgc and another target, in turn")
-    cmp.add_argument("--kgc", default="kgc", help="kgc, kgc-tls (started here) or HOST:PORT (default kgc)")
+    cmp.add_argument("--kgc", default="kgc", help="kgc, kgc-tls (started here) or [NAME=]HOST:PORT (default kgc)")
     cmp.add_argument("--kgc-pid", type=int, default=None, help="pid of a HOST:PORT kgc, for the memory workload")
-    cmp.add_argument("--other", default="tansu", help="tansu, kgc (started here) or HOST:PORT (default tansu)")
+    cmp.add_argument("--other", default="tansu", help="tansu, kgc (started here) or [NAME=]HOST:PORT (default tansu)")
     cmp.add_argument("--other-pid", type=int, default=None,
                      help="pid of a HOST:PORT other target, for the memory workload")
     _add_common(cmp)

@@ -69,8 +69,9 @@ class TargetChoice:
 
 
 def choose_target(spec: str, pid: int | None = None, profile_dir: Path | None = None) -> TargetChoice:
-    """`kgc` or `tansu` (started here), or HOST:PORT of a running coordinator. A kgc
-    started here is sampled by py-spy when `profile_dir` is given."""
+    """`kgc` or `tansu` (started here), or HOST:PORT of a running coordinator, named in the
+    report by NAME when given as NAME=HOST:PORT. A kgc started here is sampled by py-spy when
+    `profile_dir` is given."""
     if spec == "kgc":
         return TargetChoice("kgc", "kgc",
                             lambda work_dir: lambda **kw: spawn_kgc(work_dir, profile_dir=profile_dir, **kw))
@@ -79,14 +80,15 @@ def choose_target(spec: str, pid: int | None = None, profile_dir: Path | None = 
             work_dir, profile_dir=profile_dir, tls=True, **kw))
     if spec == "tansu":
         return TargetChoice("tansu", "tansu", lambda work_dir: lambda **kw: spawn_tansu(work_dir))
-    host, sep, port = spec.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"a target is kgc, kgc-tls, tansu or HOST:PORT, not {spec!r}")
+    label, named, address = spec.rpartition("=")
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or (named and not label):
+        raise ValueError(f"a target is kgc, kgc-tls, tansu, HOST:PORT or NAME=HOST:PORT, not {spec!r}")
 
     def launcher(work_dir: Path) -> Launcher:
         # A running target cannot be reconfigured: per-workload options do not apply.
-        return lambda **kw: external(host, int(port), pid)
-    return TargetChoice(spec, "external", launcher)
+        return lambda **kw: external(host, int(port), pid, label)
+    return TargetChoice(label or address, "external", launcher)
 
 
 @dataclass(frozen=True)

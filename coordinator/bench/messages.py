@@ -32,7 +32,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
 from coordinator.bench.wire import Template
 
@@ -49,6 +49,7 @@ VERSIONS: dict[ApiKey, int] = {
     ApiKey.OffsetFetch: 5,
 }
 CREATE_TOPICS_VERSION = 5
+METADATA_VERSION = 4
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -98,6 +99,17 @@ def create_topic_request(name: str, partitions: int):
 def create_topic_errors(payload: bytes) -> dict[str, int]:
     response = decode(CreateTopicsResponse, CREATE_TOPICS_VERSION, payload)
     return {t.name: t.error_code for t in response.topics}
+
+
+def metadata_request(topic: str):
+    cls = MetadataRequest[METADATA_VERSION]
+    return cls(topics=[cls.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+
+
+def topic_partitions(payload: bytes, topic: str) -> int:
+    """How many partitions the Metadata answer gives `topic` (0: none, or an error)."""
+    response = decode(MetadataResponse, METADATA_VERSION, payload)
+    return next((len(t.partitions) for t in response.topics if t.name == topic and t.error_code == 0), 0)
 
 
 # ---------------------------------------------------------------- membership

@@ -106,6 +106,27 @@ class Target:
         code = messages.create_topic_errors(payload).get(name, -1)
         if code not in (0, 36):  # NONE, TOPIC_ALREADY_EXISTS
             raise RuntimeError(f"CreateTopics {name} ({partitions} partitions) failed with error {code}")
+        await self._wait_for_topic(name)
+
+    async def _wait_for_topic(self, name: str) -> None:
+        """Kafka answers CreateTopics once its controller has the topic; its brokers learn it
+        a moment later, and refuse commits to it until then."""
+        if 3 not in self.advertised:
+            return
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        conn = await self.connect()
+        try:
+            while True:
+                cid = conn.next_correlation_id()
+                payload = await conn.send(messages.encode(messages.metadata_request(name), cid), cid)
+                if messages.topic_partitions(payload, name) > 0:
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"topic {name} created but not in the target's metadata "
+                                       f"after {READY_TIMEOUT_S:.0f} s")
+                await asyncio.sleep(0.05)
+        finally:
+            conn.close()
 
 
 async def probe_api_versions(host: str, port: int, tls=None) -> dict[int, tuple[int, int]]:
@@ -229,6 +250,7 @@ async def spawn_tansu(work_dir: Path) -> AsyncIterator[Target]:
 
 
 @contextlib.asynccontextmanager
-async def external(host: str, port: int, pid: int | None) -> AsyncIterator[Target]:
+async def external(host: str, port: int, pid: int | None, label: str = "") -> AsyncIterator[Target]:
     advertised = await wait_ready(host, port, None, f"{host}:{port}")
-    yield Target("external", host, port, f"external {host}:{port}, its own configuration", pid, advertised)
+    yield Target("external", host, port, f"{label or 'external'} at {host}:{port}, its own configuration", pid,
+                 advertised)

@@ -20,6 +20,8 @@ from coordinator.bench import datadir
 from coordinator.bench.context import Sizes
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, deserialize
 from storage.file_store import FileLogStore
+from tests.bench.against_kafka import coordinate_every_group_on
+from tests.support.kgc import kgc_in_front_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -119,3 +121,26 @@ def test_the_protocols_bench_measures_every_figure_through_the_cli():
     for protocol in ("KIP-848", "classic"):
         assert float(rows[f"heartbeats/s, 3 members flat out, {protocol}"].replace(",", "")) > 0
     assert float(rows["uniform assignor, 10 members x 40 partitions, heterogeneous (ms)"]) > 0
+
+
+def test_compare_puts_kgc_beside_kafkas_own_coordinator_under_the_names_given(kafka, tmp_path):
+    """The targets of tests/bench/against_kafka.py: kgc in front of a real Kafka, and that
+    Kafka's own coordinator, each named in the report (NAME=HOST:PORT). Every figure is
+    measured on both, so each has a ratio; the memory workload commits to partitions Kafka
+    has (it refuses the others)."""
+    node = kafka.nodes[0]
+    coordinate_every_group_on(kafka, node)
+    with kgc_in_front_of(kafka, "--fsync", "never", "--data-dir", str(tmp_path / "data"),
+                         log_path=str(tmp_path / "kgc.log")) as kgc:
+        targets = [driver.choose_target(f"kgc={kgc.bootstrap}", kgc.proc.pid),
+                   driver.choose_target(f"kafka={node.address}", node.proc.pid)]
+        samples = asyncio.run(driver.run_all(targets, ["sync-commit", "fetch-offsets", "memory"], Sizes.tiny(), 1,
+                                             tmp_path))
+    assert {s.target for s in samples} == {"kgc", "kafka"}
+    failed = [s for s in samples if s.figure.value is None and "per idle connection" not in s.figure.metric]
+    assert not failed, failed
+    assert {s.figure.config for s in samples if s.target == "kafka"} == {
+        f"kafka at {node.address}, its own configuration"}
+    comparisons = driver.compare(driver.summarize(samples), "kgc", "kafka")
+    timed = [c for c in comparisons if c.mine is not None and c.mine.unit in ("ms", "/s")]
+    assert len(timed) == 7 and all(c.ratio is not None for c in timed), comparisons
