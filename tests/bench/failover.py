@@ -31,7 +31,7 @@ from kafka import KafkaAdminClient
 
 from coordinator.partitioning import partition_for
 from coordinator.settings import ServerConfig
-from tests.e2e.admin import offsets_once_owned
+from tests.support.admin import offsets_once_owned
 from tests.support.kafka import THREE_HOSTS, KafkaCluster
 from tests.support.kgc import kgc_in_front_of
 from tests.support.kgc_instances import Instance, owner_of, shared_by

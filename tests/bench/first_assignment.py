@@ -21,8 +21,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 
-from tests.e2e.admin import create_topic
-from tests.e2e.clients import JAVA_CONSUMER_PROTOCOL, Member, MemberSettings
+from tests.support.admin import create_topic
+from tests.support.clients import JAVA_CONSUMER_PROTOCOL, Member, MemberSettings
 from tests.support.kafka import KafkaCluster
 from tests.support.kgc import kgc_in_front_of
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.stats import Latencies
-from tests.e2e.admin import create_topic, new_name
+from tests.support.admin import create_topic, new_name
 
 MEMBERS = 3
 PARTITIONS_EACH = 2

@@ -30,7 +30,8 @@ from kafka.structs import OffsetAndMetadata
 from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.e2e.admin import (
+from tests.ops.support import get_json
+from tests.support.admin import (
     committed_offsets,
     create_topic,
     group_ids,
@@ -38,7 +39,8 @@ from tests.e2e.admin import (
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.e2e.clients import (
+from tests.support.builders import leave_request
+from tests.support.clients import (
     CONSUMER_PROTOCOL,
     LIBRARIES,
     Consumed,
@@ -46,8 +48,6 @@ from tests.e2e.clients import (
     MemberSettings,
     wait_until,
 )
-from tests.ops.support import get_json
-from tests.support.builders import leave_request
 from tests.support.kafkajs import JS_DIR
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process, running_kgc, wait_listening
 from tests.support.tansu import TansuBroker

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.e2e.admin import (
+from tests.support.admin import (
     UNKNOWN_AT_KAFKA,
     committed_offsets,
     create_topic,
@@ -25,7 +25,7 @@ from tests.e2e.admin import (
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.e2e.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
+from tests.support.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
 
 log = logging.getLogger(__name__)
 

@@ -30,14 +30,15 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from protocol.errors import ErrorCode
-from tests.e2e.admin import (
+from tests.ops.support import get_json, scrape
+from tests.support.admin import (
     committed_offsets,
     create_topic,
     new_name,
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.e2e.clients import (
+from tests.support.clients import (
     CONSUMER_PROTOCOL,
     JAVA_CONSUMER_PROTOCOL,
     Consumed,
@@ -45,7 +46,6 @@ from tests.e2e.clients import (
     MemberSettings,
     wait_until,
 )
-from tests.ops.support import get_json, scrape
 from tests.support.kgc import KgcProcess, free_port, wait_listening
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
 

@@ -20,15 +20,15 @@ from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from coordinator.probe import request_response
-from tests.e2e.admin import (
+from tests.e2e.test_consumer_protocol import describe, held, kgc848  # noqa: F401 (kgc with a data dir: a fixture)
+from tests.support.admin import (
     committed_offsets,
     create_topic,
     new_name,
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.e2e.clients import CONSUMER_PROTOCOL, LIBRARIES, Member, MemberSettings, wait_until
-from tests.e2e.test_consumer_protocol import describe, held, kgc848  # noqa: F401 (kgc with a data dir: a fixture)
+from tests.support.clients import CONSUMER_PROTOCOL, LIBRARIES, Member, MemberSettings, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

@@ -20,8 +20,8 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
-from tests.e2e.admin import create_topic, new_name, produce_sequenced
-from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.support.admin import create_topic, new_name, produce_sequenced
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

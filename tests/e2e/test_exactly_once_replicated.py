@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from coordinator.partitioning import partition_for
-from tests.e2e.clients import wait_until
 from tests.support import eos
+from tests.support.clients import wait_until
 from tests.support.kgc_instances import instances, owner_of, serving_broker, shared_by
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

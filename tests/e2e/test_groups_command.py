@@ -17,8 +17,8 @@ from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from tests.e2e.admin import committed_offsets, create_topic, new_name
-from tests.e2e.clients import commit_through_rejoin
+from tests.support.admin import committed_offsets, create_topic, new_name
+from tests.support.clients import commit_through_rejoin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -9,14 +9,20 @@ import time
 import pytest
 from confluent_kafka import Consumer
 
-from tests.e2e.admin import (
+from tests.support.admin import (
     committed_offsets,
     create_topic,
     new_name,
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.e2e.clients import CONSUMER_PROTOCOL, JAVA_CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
+from tests.support.clients import (
+    CONSUMER_PROTOCOL,
+    JAVA_CONSUMER_PROTOCOL,
+    Member,
+    MemberSettings,
+    wait_until,
+)
 from tests.support.kafka import KafkaCluster
 from tests.support.kafka_dist import KAFKA_OLD_VERSION
 from tests.support.kgc import KGC_GROUP_FLAGS, kgc_in_front_of

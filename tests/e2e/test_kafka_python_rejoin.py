@@ -26,7 +26,7 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import RebalanceInProgressError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from tests.e2e.admin import (
+from tests.support.admin import (
     admin,
     create_topic,
     describe_group,
@@ -34,7 +34,7 @@ from tests.e2e.admin import (
     new_name,
     produce_sequenced,
 )
-from tests.e2e.clients import commit_through_rejoin, wait_until
+from tests.support.clients import commit_through_rejoin, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -11,14 +11,14 @@ import re
 import pytest
 from confluent_kafka import Producer
 
-from tests.e2e.admin import (
+from tests.support.admin import (
     UNKNOWN_AT_KAFKA,
     committed_offsets,
     create_topic,
     group_at_broker,
     new_name,
 )
-from tests.e2e.clients import JAVA_CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
+from tests.support.clients import JAVA_CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
 from tests.support.kafka_dist import run_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.admin import (
+from tests.support.admin import (
     UNKNOWN_AT_KAFKA,
     committed_offsets,
     create_topic,
@@ -23,7 +23,7 @@ from tests.e2e.admin import (
     new_name,
     sequences_by_partition,
 )
-from tests.e2e.clients import Consumed
+from tests.support.clients import Consumed
 from tests.support.kafkajs import JS_DIR
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ import pytest
 from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from tests.e2e.admin import create_topic, new_name
 from tests.e2e.test_groups_command import (
     PER_PARTITION,
     commit_past_the_end,
@@ -24,6 +23,7 @@ from tests.e2e.test_groups_command import (
     read_everything,
 )
 from tests.ops.support import metrics_of
+from tests.support.admin import create_topic, new_name
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

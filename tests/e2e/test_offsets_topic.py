@@ -27,8 +27,8 @@ from coordinator.probe import request_response
 from protocol.errors import ErrorCode
 from storage.api import LogRecord
 from storage.format import encode_batch
-from tests.e2e.admin import create_topic, new_name, produce_sequenced
-from tests.e2e.clients import commit_through_rejoin
+from tests.support.admin import create_topic, new_name, produce_sequenced
+from tests.support.clients import commit_through_rejoin
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

@@ -11,8 +11,8 @@ import sys
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.e2e.admin import create_topic, new_name, offsets_once_owned, produce_sequenced
-from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.support.admin import create_topic, new_name, offsets_once_owned, produce_sequenced
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc_instances import instances, owner_of, shared_by
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.e2e.admin import committed_offsets, create_topic, new_name, offsets_once_owned, produce_sequenced
-from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.support.admin import (
+    committed_offsets,
+    create_topic,
+    new_name,
+    offsets_once_owned,
+    produce_sequenced,
+)
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import KgcProcess, kgc_in_front_of
 
 PARTITIONS = 4

@@ -24,7 +24,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from coordinator.probe import request_response
-from tests.e2e.admin import (
+from tests.ops.support import metrics_of
+from tests.support.admin import (
     UNKNOWN_AT_KAFKA,
     committed_offsets,
     create_topic,
@@ -32,8 +33,7 @@ from tests.e2e.admin import (
     new_name,
     produce_sequenced,
 )
-from tests.e2e.clients import Member, MemberSettings, wait_until
-from tests.ops.support import metrics_of
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
 log = logging.getLogger(__name__)

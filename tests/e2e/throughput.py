@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.e2e.admin import create_topic
+from tests.support.admin import create_topic
 
 PARTITIONS = 4
 RECORD_BYTES = 1024

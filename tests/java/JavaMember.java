@@ -1,5 +1,5 @@
 // One unmodified Java KafkaConsumer (kafka-clients) as a consumer-group member, driven line by
-// line over stdin/stdout by tests/e2e/java_client.py, so that the tests treat it like their
+// line over stdin/stdout by tests/support/java_client.py, so that the tests treat it like their
 // Python-reachable members. One file, no build tool: it runs as it is through the JVM's
 // source launcher, and the tests compile it once with javac (tests/support/kafka_dist.py):
 //

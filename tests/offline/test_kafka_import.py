@@ -31,8 +31,8 @@ from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import StoredBatch, StoredRecord
 from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, encode_stored_batch
 from storage.segment import segment_name
-from tests.e2e.admin import committed_offsets, create_topic, produce_sequenced
-from tests.e2e.clients import CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
+from tests.support.admin import committed_offsets, create_topic, produce_sequenced
+from tests.support.clients import CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
 from tests.support.kafka import KafkaCluster
 
 T0 = 1_700_000_000_000

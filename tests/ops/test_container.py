@@ -14,7 +14,7 @@ from kafka import KafkaConsumer
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from coordinator.probe import request_response
-from tests.e2e.admin import create_topic, new_name, produce_sequenced
+from tests.support.admin import create_topic, new_name, produce_sequenced
 from tests.support.deploy_files import image_env, readme_docker_run
 from tests.support.kgc import free_port, wait_listening
 

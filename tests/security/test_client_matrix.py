@@ -20,8 +20,8 @@ import time
 import pytest
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
-from tests.e2e.admin import create_topic, new_name, produce_sequenced
-from tests.e2e.clients import LIBRARIES, Member, MemberSettings, wait_until
+from tests.support.admin import create_topic, new_name, produce_sequenced
+from tests.support.clients import LIBRARIES, Member, MemberSettings, wait_until
 from tests.support.kafkajs import JS_DIR, node  # noqa: F401 (node: a fixture, Node and kafkajs or a skip)
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow, credentials_file

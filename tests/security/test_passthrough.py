@@ -17,11 +17,11 @@ from kafka.protocol.sasl import SaslAuthenticateRequest
 from coordinator.net.passthrough import plain_user, scram_user
 from coordinator.settings import ConfigError, ServerConfig, load_config
 from protocol.errors import ErrorCode
-from tests.e2e.admin import new_name
-from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.support.admin import new_name
 from tests.support.auth_metrics import auth_count
 from tests.support.authorization_requests import commit, fetch, join, partition_errors
 from tests.support.blocking_socket import pipelined
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, unsecured_jwt

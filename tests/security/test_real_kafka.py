@@ -21,10 +21,10 @@ from kafka.protocol.sasl import SaslAuthenticateRequest
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.conftest import KAFKA_USERS
-from tests.e2e.admin import new_name
-from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.support.admin import new_name
 from tests.support.authorization_requests import fetch, join
 from tests.support.blocking_socket import pipelined
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, credentials_file
 

@@ -12,8 +12,8 @@ import pytest
 
 from coordinator import metrics
 from coordinator.settings import ServerConfig
-from tests.e2e.admin import create_topic, new_name, produce_sequenced
-from tests.e2e.clients import Member, MemberSettings
+from tests.support.admin import create_topic, new_name, produce_sequenced
+from tests.support.clients import Member, MemberSettings
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.security import ClientSecurity, credentials_file
 

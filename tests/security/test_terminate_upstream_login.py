@@ -15,9 +15,9 @@ from kafka.protocol.metadata import MetadataRequest
 
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.e2e.admin import new_name
-from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.support.admin import new_name
 from tests.support.authorization_requests import fetch
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
 from tests.support.security import ClientSecurity, KafkaSocket, credentials_file

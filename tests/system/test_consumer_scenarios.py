@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from tests.e2e.admin import committed_offsets, new_name
+from tests.support.admin import committed_offsets, new_name
 from tests.support.kafka import KafkaCluster
 from tests.support.kgc import KGC_GROUP_FLAGS, kgc_in_front_of
 from tests.support.verifiable import GroupLedger, VerifiableConsumer, VerifiableProducer

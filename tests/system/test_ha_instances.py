@@ -29,8 +29,8 @@ from coordinator.partitioning import partition_for
 from coordinator.records.codec import deserialize
 from coordinator.records.types import OffsetCommitKey
 from coordinator.replicated.reader import read_committed
-from tests.e2e.admin import new_name, offsets_once_owned, produce_sequenced
-from tests.e2e.clients import Member, MemberSettings, wait_until
+from tests.support.admin import new_name, offsets_once_owned, produce_sequenced
+from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc_instances import (
     SESSION_TIMEOUT_MS,
     Instance,

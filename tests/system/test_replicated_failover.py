@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from coordinator.partitioning import partition_for
-from tests.e2e.admin import new_name, offsets_once_owned
+from tests.support.admin import new_name, offsets_once_owned
 from tests.support.kafka import partition_leader
 from tests.support.kgc import KgcProcess, kgc_in_front_of
 

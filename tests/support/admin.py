@@ -18,7 +18,7 @@ from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailable
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from coordinator.probe import request_response
-from tests.e2e.clients import Consumed
+from tests.support.clients import Consumed
 
 ADMIN_TIMEOUT_MS = 10_000
 

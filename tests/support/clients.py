@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tests.e2e.java_client import JavaMemberError, JavaProcess, java_properties
+from tests.support.java_client import JavaMemberError, JavaProcess, java_properties
 from tests.support.security import ClientSecurity
 
 LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
@@ -221,7 +221,7 @@ class AiokafkaDriver:
 
 
 class JavaDriver:
-    """The Java client (kafka-clients 4.x) in a JVM of its own (tests/e2e/java_client.py)."""
+    """The Java client (kafka-clients 4.x) in a JVM of its own (tests/support/java_client.py)."""
 
     protocol = "classic"
     commits = "sync"

@@ -1,5 +1,5 @@
 """The Java client (kafka-clients) as a group member: tests/java/JavaMember.java (compiled once
-per Kafka version by `kafka_dist.compiled`) in a JVM of its own, driven over stdin/stdout one command at a time. tests/e2e/clients.py puts it behind the
+per Kafka version by `kafka_dist.compiled`) in a JVM of its own, driven over stdin/stdout one command at a time. tests/support/clients.py puts it behind the
 same driver interface as the Python-reachable libraries (poll, assignment, commit, close)."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class JavaProcess:
 
 
 def java_properties(s, protocol: str = "classic", commits: str = "sync") -> dict[str, str]:
-    """Consumer settings for a MemberSettings `s` (tests/e2e/clients.py)."""
+    """Consumer settings for a MemberSettings `s` (tests/support/clients.py)."""
     props = {"client.id": s.client_id, "commit": commits, "metadata.max.age.ms": "1000"}
     if protocol == "consumer":
         props["group.protocol"] = "consumer"
