@@ -29,9 +29,9 @@ from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from protocol.messages import response_class
-from tests.ops.support import in_process
 from tests.support.builders import subscription
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
+from tests.support.kgc_http import in_process
 
 pytestmark = pytest.mark.timeout(60)
 

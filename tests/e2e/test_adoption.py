@@ -30,7 +30,6 @@ from kafka.structs import OffsetAndMetadata
 from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.ops.support import get_json
 from tests.support.admin import (
     committed_offsets,
     create_topic,
@@ -50,6 +49,7 @@ from tests.support.clients import (
 )
 from tests.support.kafkajs import JS_DIR
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process, running_kgc, wait_listening
+from tests.support.kgc_http import get_json
 from tests.support.tansu import TansuBroker
 from tests.support.wire_client import RawMember, WireClient
 

@@ -30,7 +30,6 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from protocol.errors import ErrorCode
-from tests.ops.support import get_json, scrape
 from tests.support.admin import (
     committed_offsets,
     create_topic,
@@ -47,6 +46,7 @@ from tests.support.clients import (
     wait_until,
 )
 from tests.support.kgc import KgcProcess, free_port, wait_listening
+from tests.support.kgc_http import get_json, scrape
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

@@ -20,7 +20,6 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from coordinator.probe import request_response
-from tests.ops.support import metrics_of
 from tests.support.eos import (
     assert_exactly_once,
     copy_transactionally,
@@ -31,6 +30,7 @@ from tests.support.eos import (
 )
 from tests.support.kafka import KafkaCluster, die_with_the_test_run
 from tests.support.kgc import KgcProcess, wait_listening
+from tests.support.kgc_http import metrics_of
 from tests.support.ports import free_port_on
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -22,9 +22,9 @@ from tests.e2e.test_groups_command import (
     produce_one_per_batch,
     read_everything,
 )
-from tests.ops.support import metrics_of
 from tests.support.admin import create_topic, new_name
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
+from tests.support.kgc_http import metrics_of
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

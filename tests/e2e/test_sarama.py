@@ -24,7 +24,6 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from coordinator.probe import request_response
-from tests.ops.support import metrics_of
 from tests.support.admin import (
     UNKNOWN_AT_KAFKA,
     committed_offsets,
@@ -35,6 +34,7 @@ from tests.support.admin import (
 )
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
+from tests.support.kgc_http import metrics_of
 
 log = logging.getLogger(__name__)
 

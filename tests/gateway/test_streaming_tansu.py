@@ -24,8 +24,8 @@ from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.gateway.kafka_client import create_topic, fetch, metadata, new_topic_name, produce
-from tests.ops.support import in_process
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
+from tests.support.kgc_http import in_process
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 

@@ -15,9 +15,9 @@ from kafka.protocol.consumer.group import OffsetFetchRequest
 from coordinator.partitioning import partition_for
 from storage.file_store import partition_dir
 from storage.segment import parse_segment_name
-from tests.ops.support import get_json
 from tests.support.builders import commit_request
 from tests.support.kgc import free_port, kgc_process
+from tests.support.kgc_http import get_json
 from tests.support.wire_client import WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

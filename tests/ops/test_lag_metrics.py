@@ -7,7 +7,7 @@ import pytest
 
 from coordinator import metrics
 from coordinator.metrics import MAX_LAG_SERIES, LagRow
-from tests.ops.support import in_process
+from tests.support.kgc_http import in_process
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ import pytest
 
 from coordinator import metrics
 from coordinator.bench.wire import BenchConnection
-from tests.ops.support import Samples, get
 from tests.support.kgc import free_port, kgc_process, rss_bytes
+from tests.support.kgc_http import Samples, get
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -12,9 +12,9 @@ from coordinator.partitioning import partition_for
 from coordinator.runtime.loader import LOAD_CHUNK_RECORDS, KafkaRecordSerde
 from coordinator.settings import ServerConfig
 from storage.file_store import FileLogStore
-from tests.ops.support import get_json
 from tests.support.data_dirs import bound_by_file_modes, made_by_kgc, make_writable, read_only_partitions
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process
+from tests.support.kgc_http import get_json
 
 pytestmark = [pytest.mark.integration]
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from importlib.metadata import version
 
-from tests.ops.support import in_process
+from tests.support.kgc_http import in_process
 
 
 def test_kgc_version_prints_the_installed_version():

@@ -13,8 +13,8 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, Fin
 
 from coordinator.partitioning import partition_for
 from coordinator.probe import request_response
-from tests.ops.support import get_json
 from tests.support.kgc import KgcProcess
+from tests.support.kgc_http import get_json
 from tests.support.ports import free_port
 
 SESSION_TIMEOUT_MS = 6_000      # the upstream's group.min.session.timeout.ms

@@ -1,4 +1,4 @@
-"""Test helpers: kgc's HTTP endpoints (/metrics parsed with prometheus-client's parser), bounded waits."""
+"""kgc's HTTP endpoints for tests: /metrics parsed with prometheus-client's parser, and JSON answers."""
 
 from __future__ import annotations
 
