@@ -18,7 +18,7 @@ from coordinator.gateway.session import GatewaySession, UnforwardableRequest
 from coordinator.gateway.upstream import UpstreamUnavailable
 from protocol.errors import ErrorCode
 from protocol.headers import parse_request_header
-from tests.gateway.kafka_client import (
+from tests.support.gateway_client import (
     SessionClient,
     create_topic,
     decode,

@@ -23,7 +23,7 @@ from kafka.record.memory_records import MemoryRecords
 from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.gateway.kafka_client import create_topic, fetch, metadata, new_topic_name, produce
+from tests.support.gateway_client import create_topic, fetch, metadata, new_topic_name, produce
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.kgc_http import in_process
 from tests.support.ports import free_port

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.aio_member import AioMember
 from tests.support.aio_group import PARTITIONS, TOPIC, settled
+from tests.support.aio_member import AioMember
 from tests.support.kgc import running_kgc
 from tests.support.waiting import wait_until
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.aio_member import AioMember
+from tests.support.aio_member import AioMember
 from tests.support.kgc import running_kgc
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

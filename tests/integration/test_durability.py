@@ -33,7 +33,7 @@ from storage.api import LogRecord
 from storage.file_store import partition_dir
 from storage.format import encode_batch
 from storage.segment import parse_segment_name
-from tests.integration.aio_member import RETRIABLE_CODES, AioMember
+from tests.support.aio_member import RETRIABLE_CODES, AioMember
 from tests.support.kgc import TEST_GROUP_CONFIG, KgcProcess, free_port, running_kgc
 from tests.support.waiting import wait_until
 

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.integration.aio_member import AioMember
+from tests.support.aio_member import AioMember
 from tests.support.hostile_requests import encoded, hostile_requests, send_and_drain
 from tests.support.kgc import kgc_process, rss_bytes
 

@@ -10,8 +10,8 @@ import pytest
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit, compact
 from coordinator.offline.state import replay_state
-from tests.integration.aio_member import AioMember
 from tests.support.aio_group import PARTITIONS, TOPIC, settled
+from tests.support.aio_member import AioMember
 from tests.support.kgc import kgc_process
 from tests.support.waiting import wait_until
 

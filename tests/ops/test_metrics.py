@@ -10,7 +10,7 @@ from aiokafka.client import AIOKafkaClient
 from coordinator.group.classic.state import GroupState
 from coordinator.service.group_stats import GroupSample, RebalanceTracker
 from coordinator.settings import ServerConfig
-from tests.integration.aio_member import AioMember
+from tests.support.aio_member import AioMember
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.kgc_http import get_json, in_process, scrape
 from tests.support.waiting import wait_until

@@ -14,7 +14,7 @@ from aiokafka.errors import KafkaError
 
 from coordinator.commands.process import ShutdownSignals
 from coordinator.offline.inspect import inspect_data_dir
-from tests.integration.aio_member import AioMember
+from tests.support.aio_member import AioMember
 from tests.support.kgc import KgcProcess, free_port
 from tests.support.kgc_http import get_json
 from tests.support.waiting import wait_until

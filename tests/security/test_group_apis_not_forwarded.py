@@ -33,8 +33,8 @@ from kafka.protocol.producer.transaction import (
 from coordinator.settings import ServerConfig
 from protocol.api_keys import UNSERVED_GROUP_APIS
 from protocol.errors import ErrorCode
-from tests.gateway.kafka_client import create_topic
 from tests.support.admin import new_name
+from tests.support.gateway_client import create_topic
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.security import KafkaSocket
 from tests.support.tansu import TansuBroker, request_response

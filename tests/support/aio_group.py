@@ -3,7 +3,7 @@ members have settled on it: one generation, every partition owned once."""
 
 from __future__ import annotations
 
-from tests.integration.aio_member import AioMember
+from tests.support.aio_member import AioMember
 
 TOPIC, PARTITIONS = "orders", 6
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from kafka.protocol.admin import CreateTopicsResponse
 from kafka.protocol.producer import ProduceResponse
 
-from tests.gateway.kafka_client import create_topic, produce
 from tests.support.admin import new_name
+from tests.support.gateway_client import create_topic, produce
 from tests.support.tansu import request_response
 
 
