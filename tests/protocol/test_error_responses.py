@@ -6,7 +6,7 @@ from protocol.error_responses import api_versions_error_response, api_versions_r
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import encode_response, response_class
-from tests.protocol.samples import sample_request, served_versions
+from tests.support.protocol_samples import sample_request, served_versions
 
 CODE = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 

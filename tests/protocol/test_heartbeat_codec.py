@@ -14,7 +14,7 @@ from protocol import heartbeat_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
-from tests.protocol.codec_oracle import attributes, damaged, generic_decode
+from tests.support.codec_oracle import attributes, damaged, generic_decode
 
 VERSIONS = st.integers(0, HeartbeatRequest.max_version)
 TEXT = st.text(max_size=300)       # past 127 bytes a compact length takes two varint bytes

@@ -8,7 +8,7 @@ from protocol.api_keys import LOCAL_VERSIONS
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response, request_class, response_class
 from protocol.offset_commit_codec import offset_commit_response
-from tests.protocol.samples import sample_request, sample_response, served_versions
+from tests.support.protocol_samples import sample_request, sample_response, served_versions
 
 SERVED = served_versions()
 CORRELATION_ID = 0x5EED

@@ -15,7 +15,7 @@ from protocol import offset_commit_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
-from tests.protocol.codec_oracle import attributes, damaged, generic_decode
+from tests.support.codec_oracle import attributes, damaged, generic_decode
 
 REQUEST_VERSIONS = st.integers(offset_commit_codec.MIN_REQUEST_VERSION, offset_commit_codec.MAX_REQUEST_VERSION)
 TEXT = st.text(max_size=200)       # past 127 bytes a compact length takes two varint bytes

@@ -13,7 +13,7 @@ from storage.file_store import FileLogStore, partition_dir
 from storage.format import encode_batch
 from storage.manifest import MANIFEST_NAME
 from storage.segment import segment_name
-from tests.storage.seams import FailingIO
+from tests.support.storage_seams import FailingIO
 
 DAY_MS = 86_400_000
 BATCH_BYTES = len(encode_batch(0, [LogRecord(b"k0", b"v000")], 0))

@@ -12,7 +12,7 @@ from storage.api import LogRecord, StorageError
 from storage.file_store import FileLogStore
 from storage.format import iter_batches
 from storage.memory_store import MemoryLogStore
-from tests.storage.seams import FailingIO
+from tests.support.storage_seams import FailingIO
 
 PARTITIONS = 3
 

@@ -14,7 +14,7 @@ from storage.file_store import FileLogStore
 from storage.format import encode_batch
 from storage.fsync_policy import FsyncMode, FsyncPolicy
 from storage.group_commit import LOOP_FSYNC_MAX_BYTES
-from tests.storage.seams import CountingIO
+from tests.support.storage_seams import CountingIO
 from tests.support.waiting import wait_until
 
 

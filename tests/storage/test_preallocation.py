@@ -14,7 +14,7 @@ from storage.file_store import PREALLOCATE_BYTES, FileLogStore, partition_dir
 from storage.format import BatchReader, encode_batch
 from storage.manifest import Manifest
 from storage.segment import SegmentIO, segment_name
-from tests.storage.seams import CountingIO
+from tests.support.storage_seams import CountingIO
 
 
 def one(i: int) -> list[LogRecord]:

@@ -15,7 +15,7 @@ from storage.file_store import FileLogStore, partition_dir
 from storage.format import encode_batch
 from storage.manifest import MANIFEST_NAME
 from storage.segment import segment_name
-from tests.storage.seams import FailingIO
+from tests.support.storage_seams import FailingIO
 from tests.support.waiting import wait_until
 
 
