@@ -24,8 +24,6 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from coordinator.probe import request_response
 from protocol.consumer_group_messages import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
@@ -45,7 +43,7 @@ from tests.support.clients import (
     MemberSettings,
     wait_until,
 )
-from tests.support.kgc import KgcProcess, free_port, wait_listening
+from tests.support.consumer_group_describe import describe, held
 from tests.support.kgc_http import get_json, scrape
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
 
@@ -53,39 +51,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 PARTITIONS = 8
 TIMEOUT_S = 45
-# A crashed member's partitions move after its session: short here, 45 s by default, yet long
-# enough for a restarted static member (a JVM, on a loaded machine) to be back within it.
-KGC_FLAGS = ("--consumer-session-timeout-ms", "10000", "--consumer-heartbeat-interval-ms", "500")
-
-
-@pytest.fixture(scope="module")
-def kgc848(kafka, tmp_path_factory):
-    """kgc with a data dir (the restart test kills it) in front of the session's Kafka."""
-    broker_port, http_port = free_port(), free_port()
-    root = tmp_path_factory.mktemp("kgc848")
-    proc = KgcProcess("--upstream", kafka.bootstrap, "--broker-port", f"{kafka.node_id}={broker_port}",
-                      "--data-dir", str(root / "data"), "--http-port", str(http_port), *KGC_FLAGS,
-                      log_path=str(root / "kgc.log")).start()
-    proc.http_port = http_port
-    try:
-        wait_listening(broker_port)
-        yield proc
-    finally:
-        proc.stop()
-
-
-def describe(bootstrap: str, group: str):
-    host, port = bootstrap.rsplit(":", 1)
-    response = request_response((host, int(port)), ConsumerGroupDescribeRequest[1](
-        group_ids=[group], include_authorized_operations=False), ConsumerGroupDescribeResponse)
-    return response.groups[0]
-
-
-def held(group) -> dict[str, list[int]]:
-    """member id -> partitions it holds (assigned or revoking), as the coordinator says."""
-    return {m.member_id: sorted(p for t in m.assignment.topic_partitions for p in t.partitions) for m in group.members}
-
-
 def assert_one_owner(group) -> None:
     counts = Counter(p for partitions in held(group).values() for p in partitions)
     assert all(n == 1 for n in counts.values()), f"a partition with two owners: {held(group)}"

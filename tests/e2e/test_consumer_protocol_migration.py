@@ -20,7 +20,6 @@ from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from coordinator.probe import request_response
-from tests.e2e.test_consumer_protocol import describe, held, kgc848  # noqa: F401 (kgc with a data dir: a fixture)
 from tests.support.admin import (
     committed_offsets,
     create_topic,
@@ -29,6 +28,7 @@ from tests.support.admin import (
     sequences_by_partition,
 )
 from tests.support.clients import CONSUMER_PROTOCOL, LIBRARIES, Member, MemberSettings, wait_until
+from tests.support.consumer_group_describe import describe, held
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -169,7 +169,7 @@ def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc
                     m.close()
 
 
-def test_a_mixed_group_continues_after_kgc_is_killed(kgc848):  # noqa: F811
+def test_a_mixed_group_continues_after_kgc_is_killed(kgc848):
     """kgc (with a data dir) SIGKILLed while a group it upgraded has classic and KIP-848
     members: loaded from the log, the same members of both kinds go on at their epochs,
     nothing is lost, and the group still downgrades when the KIP-848 member leaves."""
