@@ -1,7 +1,7 @@
 """Consumer lag in /v1/groups, /v1/groups/{group} and /metrics, checked against a real
 consumer's position through kgc in front of Kafka.
 
-Records go one per batch (tests/e2e/test_groups_command.py says why); a commit past the
+Records go one per batch (tests/support/consumer_lag.py says why); a commit past the
 log end (a topic recreated under its group) must make kgc call the lag unknown, never negative.
 """
 
@@ -15,14 +15,14 @@ import pytest
 from kafka import TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from tests.e2e.test_groups_command import (
+from tests.support.admin import create_topic, new_name
+from tests.support.consumer_lag import (
     PER_PARTITION,
     commit_past_the_end,
     joined_consumer,
     produce_one_per_batch,
     read_everything,
 )
-from tests.support.admin import create_topic, new_name
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
 from tests.support.kgc_http import metrics_of
 
