@@ -32,10 +32,10 @@ import sys
 import time
 from collections.abc import Iterator
 
-from tests.e2e.test_consumer_groups import FORM_TIMEOUT_S, PARTITIONS, close_all, wait_settled
 from tests.support.admin import admin, create_topic, describe_group, member_assignments, new_name
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
+from tests.support.settled_members import FORM_TIMEOUT_S, PARTITIONS, close_all, wait_settled
 from tests.support.tansu import TansuBroker
 
 SESSION_TIMEOUT_MS = 10_000

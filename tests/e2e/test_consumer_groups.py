@@ -20,22 +20,26 @@ from tests.support.admin import (
     describe_group,
     group_at_broker,
     group_ids,
-    member_assignments,
     new_name,
     produce_sequenced,
     sequences_by_partition,
 )
 from tests.support.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
+from tests.support.settled_members import (
+    FORM_TIMEOUT_S,
+    PARTITIONS,
+    close_all,
+    owns_all_partitions,
+    wait_settled,
+)
 
 log = logging.getLogger(__name__)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-PARTITIONS = 6
 FIRST_BATCH = 40          # records per partition, consumed by three members
 SECOND_BATCH = 30         # after one member left, consumed by the other two
 RESUME_BATCH = 10         # after everyone closed, consumed by a new member
-FORM_TIMEOUT_S = 30
 CONSUME_TIMEOUT_S = 30
 # Generous on purpose: a loaded 2-core machine must not fail this. Typical values are
 # logged here and recorded in BENCHMARKS.md.
@@ -60,22 +64,6 @@ def start_members(kgc, group: str, topic: str, libraries, **settings) -> list[Me
 def assert_owns_all_partitions_disjointly(members: list[Member]) -> None:
     owned = [p for m in members for p in m.assignment]
     assert sorted(owned) == list(range(PARTITIONS)), {m.name: m.assignment for m in members}
-
-
-def owns_all_partitions(members: list[Member]) -> bool:
-    assignments = [m.assignment for m in members]
-    return all(assignments) and sorted(p for a in assignments for p in a) == list(range(PARTITIONS))
-
-
-def wait_settled(kgc, group: str, members: list[Member]) -> float:
-    """Until kgc says Stable with exactly these members and they own every partition once."""
-    def settled() -> bool:
-        if not owns_all_partitions(members):
-            return False
-        description = describe_group(kgc.bootstrap, group)
-        return (description["group_state"] == "Stable"
-                and member_assignments(description) == {m.name: m.assignment for m in members})
-    return wait_until(settled, FORM_TIMEOUT_S, lambda: {m.name: m.assignment for m in members}, members)
 
 
 def wait_consumed(members: list[Member], total: int) -> None:
@@ -235,9 +223,3 @@ def test_cooperative_sticky_java_and_librdkafka_members_keep_their_partitions_wh
         assert_exactly_once_in_order(members, FIRST_BATCH + SECOND_BATCH)
     finally:
         close_all(members)
-
-
-def close_all(members: list[Member]) -> None:
-    for m in members:
-        if m.error is None and m.running:
-            m.close()
