@@ -13,9 +13,9 @@ import argparse
 import statistics
 import time
 
-from tests.e2e.test_adoption import PARTITIONS, offset_fetch, simple_commit
 from tests.support.admin import create_topic, new_name
 from tests.support.kgc import free_port, kgc_process, wait_listening
+from tests.support.simple_group_offsets import PARTITIONS, offset_fetch, simple_commit
 from tests.support.tansu import TansuBroker
 
 

@@ -20,14 +20,7 @@ import sys
 import time
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.protocol.consumer.group import (
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-)
-from kafka.structs import OffsetAndMetadata
 
-from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.support.admin import (
@@ -50,6 +43,7 @@ from tests.support.clients import (
 from tests.support.kafkajs import JS_DIR
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process, running_kgc, wait_listening
 from tests.support.kgc_http import get_json
+from tests.support.simple_group_offsets import PARTITIONS, offset_fetch, simple_commit
 from tests.support.tansu import TansuBroker
 from tests.support.wire_client import RawMember, WireClient
 
@@ -57,7 +51,6 @@ log = logging.getLogger(__name__)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
-PARTITIONS = 6
 BEFORE, AFTER = 20, 15
 TIMEOUT_S = 45
 WAITING_S = 3.0    # how long members at kgc are watched waiting (several JoinGroup retries)
@@ -198,25 +191,6 @@ def test_rolling_cut_over_forms_the_group_on_kgc_once_upstream_is_empty(kafka, k
                 m.close()
     assert_exactly_once(consumed(upstream) + consumed(moved), BEFORE + 2 * AFTER)
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + 2 * AFTER)
-
-
-def offset_fetch(port: int, group: str, topic: str) -> tuple[int, dict[int, int]]:
-    request = OffsetFetchRequest[7](group_id=group, topics=[OffsetFetchRequest[7].OffsetFetchRequestTopic(
-        name=topic, partition_indexes=list(range(PARTITIONS)))], require_stable=False)
-    response = request_response(("127.0.0.1", port), request, OffsetFetchResponse, timeout_s=30)
-    return response.error_code, {p.partition_index: p.committed_offset for t in response.topics for p in t.partitions}
-
-
-def simple_commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """What a consumer that assigns itself partitions commits (no member id, no generation),
-    through kafka-python, which finds the group's coordinator first (on a new Kafka cluster,
-    that creates `__consumer_offsets`)."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        consumer.assign([TopicPartition(topic, p) for p in offsets])
-        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
-    finally:
-        consumer.close()
 
 
 def test_upstream_unreachable_at_first_use_gives_retriable_errors_then_adopts(tmp_path):
