@@ -18,10 +18,10 @@ import time
 
 import pytest
 
-from tests.e2e.test_sarama import kgc_before
 from tests.e2e.throughput import PARTITIONS, RECORD_BYTES, SequenceCheck, produce, records_for, transfer
 from tests.support.admin import create_topic, new_name
 from tests.support.kafkajs import JS_DIR
+from tests.support.kgc import kgc_before
 from tests.support.kgc_http import metrics_of
 
 log = logging.getLogger(__name__)

@@ -10,14 +10,12 @@ mode; the test is skipped, saying why, when Go, sarama or the build is unavailab
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import pathlib
 import shutil
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 from kafka.protocol.api_key import ApiKey
@@ -33,7 +31,7 @@ from tests.support.admin import (
     produce_sequenced,
 )
 from tests.support.clients import Member, MemberSettings, wait_until
-from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
+from tests.support.kgc import KgcProcess, kgc_before
 from tests.support.kgc_http import metrics_of
 
 log = logging.getLogger(__name__)
@@ -66,16 +64,6 @@ def sarama_group(tmp_path_factory) -> str:
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"cannot build {SOURCE.name} against Debian's sarama: {exc} {(exc.stderr or '')[-1000:]}")
     return str(binary)
-
-
-@contextlib.contextmanager
-def kgc_before(kafka, *flags: str) -> Iterator[tuple[KgcProcess, int]]:
-    """kgc in front of the session's Kafka with an HTTP port this test knows, for /metrics."""
-    broker_port, http_port = free_port(), free_port()
-    with kgc_process("--upstream", kafka.bootstrap, "--broker-port", f"{kafka.node_id}={broker_port}",
-                     "--http-port", str(http_port), *KGC_GROUP_FLAGS, *flags) as proc:
-        wait_listening(broker_port)
-        yield proc, http_port
 
 
 def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:

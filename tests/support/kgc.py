@@ -131,6 +131,16 @@ def kgc_in_front_of(cluster, *args: str, **kw) -> Iterator[KgcProcess]:
         yield proc
 
 
+@contextlib.contextmanager
+def kgc_before(kafka, *flags: str) -> Iterator[tuple[KgcProcess, int]]:
+    """kgc in front of the session's Kafka with an HTTP port the test knows, for /metrics."""
+    broker_port, http_port = free_port(), free_port()
+    with kgc_process("--upstream", kafka.bootstrap, "--broker-port", f"{kafka.node_id}={broker_port}",
+                     "--http-port", str(http_port), *KGC_GROUP_FLAGS, *flags) as proc:
+        wait_listening(broker_port)
+        yield proc, http_port
+
+
 def rss_bytes(pid: int) -> int:
     """A process's resident set size (Linux)."""
     with open(f"/proc/{pid}/status") as status:
