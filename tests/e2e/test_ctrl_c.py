@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from tests.e2e.test_embedded import EMBEDDED_LINE, log_text, process_exists
 from tests.support.admin import create_topic
 from tests.support.clients import wait_until
+from tests.support.embedded_upstream import EMBEDDED_LINE, log_text, process_exists
 from tests.support.kgc import KgcProcess, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

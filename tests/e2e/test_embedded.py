@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -22,26 +21,13 @@ from coordinator.probe import request_response
 from coordinator.settings import ServerConfig
 from tests.support.admin import create_topic, new_name, produce_sequenced
 from tests.support.clients import Member, MemberSettings, wait_until
+from tests.support.embedded_upstream import EMBEDDED_LINE, log_text, process_exists
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, free_port, kgc_process, wait_listening
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 PARTITIONS = 2
 KGC_NODE_ID = ServerConfig().node_id
-EMBEDDED_LINE = re.compile(r"embedded upstream: Tansu broker \(pid (\d+), node (\d+)\) on (\S+), memory storage")
-
-
-def log_text(path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
-def process_exists(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's exit may wait for a reaper in a container)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @contextlib.contextmanager
