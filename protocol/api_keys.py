@@ -127,7 +127,9 @@ def local_versions(floor: str) -> MappingProxyType[ApiKey, tuple[int, int]]:
                              for key, (low, high) in LOCAL_VERSIONS.items()})
 
 
-_NEVER = 1 << 15  # above any int16 version: "flexibleVersions": "none"
+# Above any int16 version: the "first version" of a feature an API never has, such as
+# "flexibleVersions": "none", or an API that never names topics by id.
+NEVER_VERSION = 1 << 15
 
 # Client-facing APIs whose schemas kafka-python does not ship (apache/kafka
 # clients/src/main/resources/common/message/*Request.json). Every API added after
@@ -178,7 +180,7 @@ _VERSIONS_NOT_SHIPPED = {
 def _first_flexible(flexible_versions: str) -> int:
     spec = flexible_versions.strip()
     if spec == "none":
-        return _NEVER
+        return NEVER_VERSION
     if not spec.endswith("+"):
         raise ValueError(f"unexpected flexibleVersions {flexible_versions!r}")
     return int(spec[:-1])

@@ -34,13 +34,13 @@ from kafka.protocol.consumer.group import OffsetFetchResponse
 
 from coordinator.group.topics import TopicImage
 from coordinator.net.authorization import Guarded
+from protocol.api_keys import NEVER_VERSION
 from protocol.error_responses import UNKNOWN_OFFSET, error_response
 from protocol.errors import ErrorCode
 
 # The first version of each API that names topics by id.
 TOPIC_IDS_SINCE = {ApiKey.OffsetCommit: 10, ApiKey.OffsetFetch: 10, ApiKey.TxnOffsetCommit: 6}
 _UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
-_NEVER = 1 << 15
 _FetchedTopic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
 _FetchedPartition = _FetchedTopic.OffsetFetchResponsePartitions
 
@@ -58,7 +58,7 @@ class TopicIds:
         self._unknown = unknown
 
     def name(self, api_key: int, version: int, request: Any) -> None:
-        if version < TOPIC_IDS_SINCE.get(api_key, _NEVER):
+        if version < TOPIC_IDS_SINCE.get(api_key, NEVER_VERSION):
             return
         by_id = self._image().by_id
         if api_key in (ApiKey.OffsetCommit, ApiKey.TxnOffsetCommit):
@@ -76,7 +76,7 @@ class TopicIds:
     def resolve(self, api_key: int, version: int, request: Any) -> Guarded:
         """The request without the topics `name` could not name, and how to finish its
         answer; or the whole answer when nothing is left to ask."""
-        if version < TOPIC_IDS_SINCE.get(api_key, _NEVER):
+        if version < TOPIC_IDS_SINCE.get(api_key, NEVER_VERSION):
             return Guarded(request)
         image = self._image()
         if image.version == 0:
