@@ -357,6 +357,16 @@ class Member:
         with self._lock:
             return self._assignments[-1] if self._assignments else frozenset()
 
+    def positions(self) -> dict[int, int]:
+        """Per partition, the offset after the highest this member consumed (for a failed
+        wait's message: which partition stopped where)."""
+        with self._lock:
+            consumed = list(self._consumed)
+        positions: dict[int, int] = {}
+        for c in consumed:
+            positions[c.partition] = max(positions.get(c.partition, 0), c.offset + 1)
+        return dict(sorted(positions.items()))
+
     @property
     def assignment_history(self) -> list[frozenset[int]]:
         """Every distinct assignment this member has held, oldest first."""

@@ -40,7 +40,11 @@ from tests.support.kgc_instances import (
     shared_by,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+# One rerun: two client-side stalls seen about once in ten runs each, causes not found yet
+# (docs/troubleshooting.md, "Seen in the three-instance test"); any other failure, or
+# either stall twice in a row, still fails the run.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900),
+              pytest.mark.flaky(reruns=1)]
 
 PARTITIONS = 4
 LIBRARIES = ("confluent-kafka", "java", "kafka-python")
@@ -125,7 +129,8 @@ class Load:
         for members in self.members.values():
             wait_until(lambda ms=members: len({(c.partition, c.offset) for m in ms for c in m.consumed})
                        >= PARTITIONS * self.produced, TIMEOUT_S,
-                       lambda ms=members: {m.name: (len(m.consumed), sorted(m.assignment)) for m in ms}, members)
+                       lambda ms=members: {m.name: (len(m.consumed), sorted(m.assignment), m.positions())
+                                           for m in ms}, members)
         # A member that took partitions over after they were consumed commits them once it
         # has read them itself: commit until the group's offsets say so.
         reader = live[0].address
