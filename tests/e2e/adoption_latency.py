@@ -34,7 +34,7 @@ def main() -> None:
         topic = create_topic(broker.bootstrap, PARTITIONS)
         groups = [new_name("bench") for _ in range(args.groups)]
         for g in groups:
-            simple_commit(broker.port, g, topic, dict.fromkeys(range(PARTITIONS), 5))
+            simple_commit(broker.bootstrap, g, topic, dict.fromkeys(range(PARTITIONS), 5))
         ports = [free_port(), free_port()]
         with kgc_process("--upstream", broker.bootstrap, "--broker-port", f"{broker.node_id}={ports[0]}",
                          "--log-level", "WARNING") as kgc, \
