@@ -7,6 +7,11 @@ partition's leader), then per leader one ListOffsets for the earliest (-2) and o
 latest (-1) offset of its partitions. A partition whose leader is unknown or that answers
 with an error is left out, with a warning: the audit then reports no lag for it rather than
 a wrong one.
+
+`topic_offsets(topic)` is the same for one topic, as a consumer reading it committed-only
+sees it: each partition's log start and last stable offset (ListOffsets with
+read_committed), and the cluster's id (`kgc audit --bootstrap` pins its read to these, and
+an incremental run checks the cluster is the one its previous report read).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import asyncio
 import itertools
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from functools import partial
 
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -29,6 +35,8 @@ log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 # ListOffsets v1 is the oldest Kafka 4 serves; Metadata v1 the first that takes null for
 # "all topics". Newer versions add nothing this needs, so stay with well-trodden ones.
 LIST_OFFSETS_VERSIONS = (1, 5)
@@ -37,6 +45,13 @@ METADATA_VERSIONS = (1, 8)
 
 class UpstreamError(Exception):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffsets:
+    cluster_id: str | None
+    # partition -> (log start, last stable offset): what a read_committed consumer reads
+    partitions: dict[int, tuple[int, int]]
 
 
 def parse_host_port(text: str) -> tuple[str, int]:
@@ -56,19 +71,33 @@ class UpstreamOffsets:
         self._correlation_ids = itertools.count(1)
 
     def log_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
-        return asyncio.run(self._log_offsets())
+        _cluster_id, offsets = asyncio.run(self._log_offsets(None, READ_UNCOMMITTED))
+        return offsets
 
-    async def _log_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
+    def topic_offsets(self, topic: str) -> TopicOffsets:
+        """`topic`'s partitions, each whole or the call fails (a partition without a leader
+        cannot be read either); UpstreamError if the cluster has no such topic."""
+        cluster_id, offsets = asyncio.run(self._log_offsets([topic], READ_COMMITTED))
+        partitions = {p: bounds for (_topic, p), bounds in offsets.items()}
+        if not partitions:
+            raise UpstreamError(f"the cluster has no topic {topic} (or this user may not describe it)")
+        missing = sorted(set(range(max(partitions) + 1)) - set(partitions))
+        if missing:
+            raise UpstreamError(f"no log offsets for partitions {missing} of {topic} (no leader?)")
+        return TopicOffsets(cluster_id, partitions)
+
+    async def _log_offsets(self, topics: list[str] | None, isolation_level: int):
         connections: dict[tuple[str, int], UpstreamConnection] = {}
         try:
-            return await self._read(partial(self._call, connections))
+            return await self._read(partial(self._call, connections), topics, isolation_level)
         except (UpstreamUnavailable, OSError) as e:
             raise UpstreamError(str(e)) from e
         finally:
             for conn in connections.values():
                 await conn.close()
 
-    async def _read(self, call_at) -> dict[tuple[str, int], tuple[int, int]]:
+    async def _read(self, call_at, topics: list[str] | None,
+                    isolation_level: int) -> tuple[str | None, dict[tuple[str, int], tuple[int, int]]]:
         versions = await self._api_versions(call_at)
         try:
             metadata_version = pick_version(METADATA_VERSIONS, versions.get(MetadataRequest.API_KEY), "Metadata")
@@ -77,7 +106,9 @@ class UpstreamOffsets:
         except NoCommonVersion as e:
             raise UpstreamError(str(e)) from e
         metadata = await call_at(self.bootstrap, MetadataRequest[metadata_version](
-            topics=None, allow_auto_topic_creation=False), MetadataResponse)
+            topics=None if topics is None else [
+                MetadataRequest.MetadataRequestTopic(version=metadata_version, name=t) for t in topics],
+            allow_auto_topic_creation=False), MetadataResponse)
         brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
         by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
         for topic in metadata.topics:
@@ -92,12 +123,12 @@ class UpstreamOffsets:
         offsets: dict[tuple[str, int], tuple[int, int]] = {}
         for leader, partitions in by_leader.items():
             address = brokers[leader]
-            starts = await self._list_offsets(call_at, address, list_version, partitions, EARLIEST)
-            ends = await self._list_offsets(call_at, address, list_version, partitions, LATEST)
+            starts = await self._list_offsets(call_at, address, list_version, partitions, EARLIEST, isolation_level)
+            ends = await self._list_offsets(call_at, address, list_version, partitions, LATEST, isolation_level)
             for tp in partitions:
                 if tp in starts and tp in ends:
                     offsets[tp] = (starts[tp], ends[tp])
-        return offsets
+        return getattr(metadata, "cluster_id", None), offsets
 
     async def _api_versions(self, call_at) -> dict[int, tuple[int, int]]:
         response = await call_at(self.bootstrap, ApiVersionsRequest[0](), ApiVersionsResponse)
@@ -106,13 +137,14 @@ class UpstreamOffsets:
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
     async def _list_offsets(self, call_at, address: tuple[str, int], version: int,
-                            partitions: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+                            partitions: list[tuple[str, int]], timestamp: int,
+                            isolation_level: int) -> dict[tuple[str, int], int]:
         topic_cls = ListOffsetsRequest.ListOffsetsTopic
         partition_cls = topic_cls.ListOffsetsPartition
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, partition in partitions:
             by_topic[topic].append(partition)
-        request = ListOffsetsRequest[version](replica_id=-1, isolation_level=0, topics=[
+        request = ListOffsetsRequest[version](replica_id=-1, isolation_level=isolation_level, topics=[
             topic_cls(name=topic, partitions=[partition_cls(partition_index=p, timestamp=timestamp) for p in ps])
             for topic, ps in by_topic.items()])
         response = await call_at(address, request, ListOffsetsResponse)
