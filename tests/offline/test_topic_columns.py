@@ -16,39 +16,12 @@ pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip instal
 from coordinator.offline import kafka_source  # noqa: E402
 from coordinator.offline.generate import GeneratorConfig, generate  # noqa: E402
 from coordinator.offline.job import Options, PartitionTask, run_partition  # noqa: E402
-from coordinator.offline.scan import PartitionScan  # noqa: E402
 from storage.file_store import partition_dirs  # noqa: E402
+from tests.support.topic_rows import SCHEMA, as_spark_rows, comparable  # noqa: E402
 
 # Anomalies of every kind but no damaged batches (a topic read through Kafka has none),
 # with kgc's audit headers on its records, a few tombstones and deleted groups.
 CONFIG = GeneratorConfig(records=4_000, groups=16, num_partitions=4, segment_bytes=32 * 1024)
-SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us")),
-                    ("key", pa.binary()), ("value", pa.binary()),
-                    ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
-
-
-def as_spark_rows(partition: int, directory) -> list:
-    rows: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for scanned in PartitionScan(partition, directory):
-        if scanned.batch.is_control:
-            continue            # read_committed: the source never returns them
-        for r in scanned.batch.records:
-            rows["partition"].append(partition)
-            rows["offset"].append(r.offset)
-            rows["timestamp"].append(r.timestamp_ms * 1000)
-            rows["key"].append(r.key)
-            rows["value"].append(r.value)
-            rows["headers"].append([{"key": k, "value": v} for k, v in r.headers])
-    # Several Arrow batches, as Spark sends them.
-    return pa.Table.from_pydict(rows, schema=SCHEMA).to_batches(max_chunksize=700)
-
-
-def comparable(result) -> tuple:
-    return (sorted(repr(f.identity()) for f in result.findings),
-            sorted(repr(sorted(row.items())) for row in result.final_offsets),
-            sorted(repr(sorted(row.items())) for row in result.groups),
-            sorted(repr(sorted(row.items())) for row in result.rebalances),
-            result.records, result.commits, result.skipped_records)
 
 
 def test_columns_from_arrow_audit_as_the_data_dir_does(tmp_path):
