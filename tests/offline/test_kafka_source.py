@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow is not installed (pip install -e '.[spark]')")
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[spark]')")
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka import KafkaProducer, TopicPartition  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 from kafka.structs import OffsetAndMetadata  # noqa: E402
 
@@ -32,6 +29,15 @@ from coordinator.offline.upstream import UpstreamOffsets  # noqa: E402
 from tests.support.kafka import KafkaCluster  # noqa: E402
 from tests.support.kafka_dist import spark_kafka_jars  # noqa: E402
 from tests.support.spark_cluster import standalone_spark, submit  # noqa: E402
+from tests.support.topic_audit import (  # noqa: E402
+    audited,
+    commit,
+    findings,
+    kgc_audit,
+    member,
+    produce,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,38 +46,6 @@ EXPIRING = "expiring"      # records deleted by retention before "late" reads th
 DOOMED = "doomed"          # deleted under group "doomed"
 RETENTION = {"log.retention.check.interval.ms": "500", "log.segment.delete.delay.ms": "0",
              "log.initial.task.delay.ms": "0"}
-AUDIT_TIMEOUT_S = 180
-
-
-def produce(bootstrap: str, topic: str, partition: int, count: int) -> None:
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    try:
-        for i in range(count):
-            producer.send(topic, f"r{i}".encode(), partition=partition).get(timeout=30)
-    finally:
-        producer.close()
-
-
-def member(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
-    """A consumer of `group` that has joined it and holds `topic`'s partitions."""
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
-    deadline = time.monotonic() + 60
-    while not consumer.assignment():
-        assert time.monotonic() < deadline, f"{group} got no assignment"
-        consumer.poll(timeout_ms=500)
-    return consumer
-
-
-def commit(consumer: KafkaConsumer, topic: str, partition: int, offset: int) -> None:
-    consumer.commit({TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)})
-
-
-def wait_until(condition, what: str, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -156,21 +130,6 @@ def groups(cluster):
 @pytest.fixture(scope="module")
 def jars() -> str:
     return ",".join(spark_kafka_jars(pyspark.__version__))
-
-
-def kgc_audit(*args: str, timeout_s: float = AUDIT_TIMEOUT_S) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator.offline", "audit", *args],
-                          capture_output=True, text=True, timeout=timeout_s)
-
-
-def findings(report: Path) -> set[tuple]:
-    rows = pq.read_table(report / "findings.parquet").to_pylist()
-    return {(r["type"], r["group"], r["topic"], r["partition"], r["committed_offset"]) for r in rows}
-
-
-def audited(result: subprocess.CompletedProcess, report: Path) -> set[tuple]:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return findings(report)
 
 
 def test_the_topic_audited_through_spark_finds_exactly_what_the_clients_did(cluster, groups, jars, tmp_path):
