@@ -34,7 +34,7 @@ DELETE_RETENTION_MS = 24 * 3600 * 1000
 
 
 def add_subcommands(subparsers) -> None:
-    audit = subparsers.add_parser("audit", help="audit a data dir: findings, Parquet tables, report.html")
+    audit = subparsers.add_parser("audit", help="audit a data dir or a Kafka topic: findings, Parquet tables, report.html")
     audit.add_argument("data_dir", metavar="DATA_DIR", nargs="?", default=None,
                        help="the data dir (or a copy of it); a live one is fine. Or read a topic: --bootstrap")
     audit.add_argument("--bootstrap", default=None, metavar="HOST:PORT[,...]",
@@ -49,6 +49,11 @@ def add_subcommands(subparsers) -> None:
     audit.add_argument("--spark-jars", default=None, metavar="JAR,...",
                        help="jars to add to the local Spark session: with --bootstrap, Spark's Kafka source "
                             "(spark-sql-kafka-0-10_2.13 at PySpark's version) and its dependencies")
+    audit.add_argument("--since-report", default=None, metavar="PREVIOUS_OUT",
+                       help="with --bootstrap: go on from this earlier report of the same topic: read from Kafka "
+                            "only what was written since, and judge it with the records that report kept (the "
+                            "findings of a full run); without it a run reads the whole topic. Every --bootstrap "
+                            "report keeps its offsets and records (kafka/ in --out) for the next")
     audit.add_argument("--out", required=True, help="report directory to create")
     audit.add_argument("--upstream", default=None, metavar="HOST:PORT",
                        help="a broker of the Kafka cluster: check offsets against its logs and report lag")
@@ -169,6 +174,8 @@ def setup_problem(args, needs: tuple[str, ...] = ()) -> str | None:
             return "give a data dir or --bootstrap, not both"
         if args.engine != "spark":
             return "--bootstrap reads the topic through Spark: use --engine spark"
+    elif getattr(args, "since_report", None) is not None:
+        return "--since-report goes on from an audit of a topic: give --bootstrap (a data dir is read whole)"
     elif args.data_dir is None or not Path(args.data_dir).is_dir():
         return f"no data dir at {args.data_dir}: give the directory kgc serve --data-dir wrote"
     bad = [o for o in getattr(args, "kafka_option", ()) if "=" not in o]
@@ -206,6 +213,7 @@ def run_audit(args) -> int:
     if args.bootstrap and not args.upstream:
         # The live checks come from the cluster the topic is read from.
         args.upstream = args.bootstrap.split(",")[0]
+    security = None
     if args.upstream:
         from coordinator.offline.kafka_security import UnsupportedSecurity, client_security
         from coordinator.offline.upstream import UpstreamError, UpstreamOffsets
@@ -222,16 +230,32 @@ def run_audit(args) -> int:
             print(f"kgc audit: cannot read log offsets from --upstream {args.upstream}: {e}", file=sys.stderr)
             return 1
         print(f"upstream {args.upstream}: {len(log_offsets)} partitions", flush=True)
+    plan = source = None
+    if args.bootstrap:
+        from coordinator.offline import incremental
+        from coordinator.offline.kafka_source import TopicSource
+
+        source = TopicSource(args.bootstrap, args.topic, dict(o.split("=", 1) for o in args.kafka_option))
+        try:
+            # Where the read ends (and, going on from a report, starts), before Spark starts.
+            now = UpstreamOffsets(args.bootstrap.split(",")[0], security=security).topic_offsets(args.topic)
+        except UpstreamError as e:
+            print(f"kgc audit: cannot read the offsets of {args.topic} from --bootstrap {args.bootstrap}: {e}",
+                  file=sys.stderr)
+            return 1
+        try:
+            plan = incremental.plan(source, now, args.since_report)
+        except incremental.Refused as e:
+            print(f"kgc audit: {e}", file=sys.stderr)
+            return 2
     engine = _Engine(args)
     try:
-        if args.bootstrap:
-            from coordinator.offline.kafka_source import ConnectorMissing, TopicSource
+        if source is not None:
+            from coordinator.offline.kafka_source import ConnectorMissing
             from coordinator.offline.runner import audit_topic
 
-            source = TopicSource(args.bootstrap, args.topic,
-                                 dict(o.split("=", 1) for o in args.kafka_option))
             try:
-                run = audit_topic(engine.spark, source, args.out, _options(args), log_offsets, args.upstream)
+                run = audit_topic(engine.spark, source, args.out, _options(args), log_offsets, args.upstream, plan)
             except ConnectorMissing as e:
                 print(f"kgc audit: {e}", file=sys.stderr)
                 return 2
@@ -244,6 +268,14 @@ def run_audit(args) -> int:
     found = {k: v for k, v in summary["findings"].items() if v}
     print(f"audited {summary['records']:,} records in {summary['partitions']} partitions "
           f"({args.engine}: session {engine.session_seconds:.1f} s, job {run.seconds:.1f} s)")
+    if "kafka" in summary:
+        kafka = summary["kafka"]
+        print(f"read {kafka['records_read']:,} records from {args.topic}"
+              + (f", {kafka['records_previous']:,} kept by --since-report {args.since_report}"
+                 if args.since_report else " (all of it)")
+              + f"; kept for the next run (--since-report {args.out})")
+    for warning in summary["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"findings: {json.dumps(found) if found else 'none'}")
     for line in findings_by_kind(found, bool(args.upstream)):
         print(line)

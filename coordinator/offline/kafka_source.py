@@ -24,6 +24,14 @@ transaction's end (0x4B4D, "KM"). Both scanners see them as the file audit sees 
 transaction in a data dir: the pending offsets a transactional batch of the client's
 producer, the end a control batch, so a transaction with no end is reported open.
 
+A run reads each partition up to the offsets it is given (`TopicRead.ending`: the last
+stable offsets when it started), from its earliest or from given offsets (`starting`: where
+the previous report's read ended, `incremental`). A task audits the previous report's
+records of its partition followed by the new ones, and keeps them all in the report
+(`keep_records`, one Parquet file per partition) for the next run. A partition with kept
+records and nothing new gets no task from the source: a second, small Spark job audits
+those from their records alone.
+
 The connector (`spark-sql-kafka-0-10_2.13` at PySpark's own version, and its
 dependencies) must be on Spark's classpath: `--packages` / `--jars` with spark-submit,
 `--spark-jars` with `kgc audit` (docs/audit.md, "Auditing from a Kafka topic").
@@ -31,7 +39,10 @@ dependencies) must be on Spark's classpath: `--packages` / `--jars` with spark-s
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -47,7 +58,10 @@ from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG
 
 DEFAULT_TOPIC = "__consumer_offsets"
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
-_RESULT_SCHEMA = "result binary"
+_RESULT_SCHEMA = "result binary, records_read long, records_previous long"
+# The columns of a record the audit reads, as Spark's Kafka source gives them; the records
+# a report keeps for the next run have these too (`records_schema`).
+RECORD_COLUMNS = ("partition", "offset", "timestamp", "key", "value", "headers")
 _NO_BYTES = memoryview(b"")
 
 
@@ -74,17 +88,56 @@ class TopicSource:
         return f"kafka://{self.bootstrap}/{self.topic}"
 
 
-def read_topic(spark, source: TopicSource):
-    """The topic as a DataFrame of Spark's Kafka source, committed records only."""
+@dataclass(frozen=True, slots=True)
+class TopicRead:
+    """What a run reads of the topic, by partition, and the records it goes on from."""
+    ending: Mapping[int, int] | None = None         # up to these offsets (exclusive); None: the latest
+    starting: Mapping[int, int] | None = None       # from these; None: from each partition's earliest
+    previous_records: str | None = None             # a previous report's kept records, audited first
+    keep_records: str | None = None                 # keep every record audited here, for the next run
+
+
+@dataclass(slots=True)
+class TopicAudit:
+    results: list[PartitionResult]
+    records_read: int            # from Kafka
+    records_previous: int        # from the previous report's kept records
+
+
+def records_schema():
+    import pyarrow as pa
+
+    return pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", "UTC")),
+                      ("key", pa.binary()), ("value", pa.binary()),
+                      ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
+
+
+def records_part(directory: str | Path, partition: int) -> Path:
+    return Path(directory) / f"part-{partition:05d}.parquet"
+
+
+def _offsets_json(topic: str, offsets: Mapping[int, int]) -> str:
+    return json.dumps({topic: {str(p): o for p, o in sorted(offsets.items())}})
+
+
+def read_topic(spark, source: TopicSource, read: TopicRead | None = None):
+    """The topic as a DataFrame of Spark's Kafka source, committed records only, from and
+    to the offsets `read` gives (default: all of it)."""
+    read = read or TopicRead()
     # Spark 4.2's Admin-based offset reader plans no rows at all for __consumer_offsets
     # of a Kafka 4.4 broker (by subscribe and by assign alike), where it reads an ordinary
     # topic; the consumer-based reader plans the partitions' real ranges.
     spark.conf.set("spark.sql.streaming.kafka.useDeprecatedOffsetFetching", "true")
     reader = (spark.read.format("kafka")
               .option("kafka.bootstrap.servers", source.bootstrap)
-              .option("subscribe", source.topic)
-              .option("startingOffsets", "earliest")
-              .option("endingOffsets", "latest")
+              # The partitions by name where they are known: a subscription would have the
+              # driver's consumer join a group of its own, and write that group's records to
+              # the cluster's __consumer_offsets, the topic this audit reads (and the next).
+              .option(*(("subscribe", source.topic) if read.ending is None
+                        else ("assign", json.dumps({source.topic: sorted(read.ending)}))))
+              .option("startingOffsets", "earliest" if read.starting is None
+                      else _offsets_json(source.topic, read.starting))
+              .option("endingOffsets", "latest" if read.ending is None else _offsets_json(source.topic, read.ending))
               .option("includeHeaders", "true")
               .option("kafka.isolation.level", "read_committed")
               # Records that retention deleted between planning and reading fail the run
@@ -103,25 +156,40 @@ def read_topic(spark, source: TopicSource):
         raise
 
 
-def audit_topic(spark, source: TopicSource, template: PartitionTask) -> list[PartitionResult]:
+def audit_topic(spark, source: TopicSource, template: PartitionTask, read: TopicRead | None = None) -> TopicAudit:
     """Every partition of the topic audited in its own Spark task, as `template` says
-    (options, report dir, log offsets); the results by partition."""
-    frame = read_topic(spark, source).select("partition", "offset", "timestamp", "key", "value", "headers")
+    (options, report dir, log offsets), from what `read` says; the results by partition."""
+    read = read or TopicRead()
+    frame = read_topic(spark, source, read).select(*RECORD_COLUMNS)
 
     def run(batches):
-        yield from _audit_partition(batches, template, source.topic)
+        yield from _audit_partition(batches, template, source.topic, read)
 
-    rows = frame.mapInArrow(run, _RESULT_SCHEMA).collect()
-    results = sorted((pickle.loads(row.result) for row in rows), key=lambda r: r.partition)
+    outcomes = [(pickle.loads(row.result), row.records_read, row.records_previous)
+                for row in frame.mapInArrow(run, _RESULT_SCHEMA).collect()]
     # A partition's history is judged whole: one split over two tasks (Spark's
     # minPartitions, never set here) would be judged as two logs.
-    split = sorted(p for p, n in Counter(r.partition for r in results).items() if n > 1)
+    split = sorted(p for p, n in Counter(r.partition for r, _, _ in outcomes).items() if n > 1)
     if split:
         raise RuntimeError(f"partitions {split} of {source.topic} were read by more than one Spark task")
-    return results
+    audited = {r.partition for r, _, _ in outcomes}
+    idle = sorted(p for p in _kept_partitions(read.previous_records) if p not in audited)
+    if idle:
+        topic = source.topic
+        slices = min(len(idle), 4 * spark.sparkContext.defaultParallelism)
+        outcomes += spark.sparkContext.parallelize(idle, slices).map(
+            lambda p: _audit_records(p, None, template, topic, read)).collect()
+    return TopicAudit(sorted((r for r, _, _ in outcomes), key=lambda r: r.partition),
+                      records_read=sum(n for _, n, _ in outcomes), records_previous=sum(n for _, _, n in outcomes))
 
 
-def _audit_partition(batches, template: PartitionTask, topic: str):
+def _kept_partitions(directory: str | None) -> list[int]:
+    if directory is None or not Path(directory).is_dir():
+        return []
+    return sorted(int(path.stem.removeprefix("part-")) for path in Path(directory).glob("part-*.parquet"))
+
+
+def _audit_partition(batches, template: PartitionTask, topic: str, read: TopicRead | None = None):
     """One Spark task: its Arrow batches are the records of one topic partition."""
     import pyarrow as pa
 
@@ -129,12 +197,56 @@ def _audit_partition(batches, template: PartitionTask, topic: str):
     if first is None:
         return
     partition = first.column("partition")[0].as_py()
+    new = pa.Table.from_batches(list(_chain(first, batches)))
+    result, records_read, records_previous = _audit_records(partition, new, template, topic, read or TopicRead())
+    yield pa.RecordBatch.from_pydict(
+        {"result": [pickle.dumps(result)], "records_read": [records_read], "records_previous": [records_previous]},
+        schema=pa.schema([("result", pa.binary()), ("records_read", pa.int64()), ("records_previous", pa.int64())]))
+
+
+def _audit_records(partition: int, new, template: PartitionTask, topic: str,
+                   read: TopicRead) -> tuple[PartitionResult, int, int]:
+    """A partition's audit over the previous report's records of it (if any) and `new`
+    (Spark's rows; None: none), which it keeps for the next run as `read` says; the
+    result and the records read from Kafka and from the previous report."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    previous = records_part(read.previous_records, partition) if read.previous_records else None
+    if previous is not None and previous.exists():
+        tables.append(pq.read_table(previous).cast(records_schema()))
+    records_previous = tables[0].num_rows if tables else 0
+    if new is not None:
+        tables.append(new.select(list(RECORD_COLUMNS)).cast(records_schema()))
+    if len(tables) == 2 and tables[0].num_rows and tables[1].num_rows:
+        last, first = tables[0].column("offset")[-1].as_py(), tables[1].column("offset")[0].as_py()
+        if first <= last:
+            raise RuntimeError(f"{topic}-{partition}: read from offset {first}, but the previous report's records "
+                               f"go up to {last}")
+    table = pa.concat_tables(tables) if tables else records_schema().empty_table()
+    if read.keep_records is not None:
+        _keep(records_part(read.keep_records, partition), table, copy_of=previous if new is None else None)
     task = replace(template, partition=partition, directory=topic)
     if task.options.scanner == "columns":
-        result = _audit_columns(task, pa.Table.from_batches(list(_chain(first, batches))), topic)
+        result = _audit_columns(task, table, topic)
     else:
-        result = audit_batches(task, _scanned(_chain(first, batches), topic))
-    yield pa.RecordBatch.from_pydict({"result": [pickle.dumps(result)]}, schema=pa.schema([("result", pa.binary())]))
+        result = audit_batches(task, _scanned(iter(table.to_batches()), topic))
+    return result, 0 if new is None else new.num_rows, records_previous
+
+
+def _keep(path: Path, table, copy_of: Path | None) -> None:
+    """The partition's records, for the next run: a copy of the previous file when nothing
+    was added. Written aside and renamed, so a retried task leaves one whole file."""
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    if copy_of is not None:
+        shutil.copyfile(copy_of, tmp)
+    else:
+        pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
 
 
 def _audit_columns(task: PartitionTask, table, topic: str) -> PartitionResult:

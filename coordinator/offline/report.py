@@ -54,7 +54,10 @@ MAX_TABLE_ROWS = 200
 
 
 def write_report(report_dir: Path, results: Sequence[PartitionResult], *, data_dir: str, options: Options,
-                 upstream: str | None) -> dict:
+                 upstream: str | None, kafka: dict | None = None, warnings: Sequence[str] = ()) -> dict:
+    """The report of `results`. A topic's audit adds what it read of the topic (`kafka`:
+    `incremental.kafka_summary`); `warnings` are about the audit's input (records deleted
+    before any run read them), shown first and kept in summary.json."""
     # In one order whatever the scanner found them in, so reports of one log are the same.
     findings = sorted((f for r in results for f in r.findings), key=_finding_key)
     final_offsets = sorted((row for r in results for row in r.final_offsets),
@@ -66,6 +69,9 @@ def write_report(report_dir: Path, results: Sequence[PartitionResult], *, data_d
     rebalances = [row for r in results for row in r.rebalances]
     write_rows(report_dir / "group_history.parquet", GROUP_HISTORY, rebalances)
     summary = _summary(results, findings, final_offsets, groups, data_dir, options, upstream)
+    summary["warnings"] = list(warnings)
+    if kafka is not None:
+        summary["kafka"] = kafka
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (report_dir / "report.html").write_text(_html(report_dir, summary, findings, final_offsets, rebalances,
                                                   upstream))
@@ -125,6 +131,10 @@ def _html(report_dir: Path, summary: dict, findings: list[Finding], final_offset
         ("findings_total", "findings"), ("partitions", "partitions")))
     stats += f"<div class='stat'><b>{human_bytes(summary['bytes_read'])}</b><span>read</span></div>"
     now = _utc(summary["now_ms"])
+    read = _kafka_read(summary.get("kafka"))
+    warnings = "".join(f"<li>{e(w)}</li>" for w in summary["warnings"])
+    if warnings:
+        warnings = f'<section id="warnings" class="warn"><h2>Warnings</h2><ul>{warnings}</ul></section>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>kgc offset audit</title>
 <style>
@@ -137,12 +147,13 @@ section {{ margin: 28px 0; }} .note {{ color: #666; }}
 table {{ border-collapse: collapse; font-size: 13px; width: 100%; }}
 td, th {{ border-bottom: 1px solid #e3e3e3; padding: 4px 6px; text-align: left; vertical-align: top; }}
 th {{ background: #f4f6f8; }} svg text {{ font-size: 11px; fill: #333; }}
+.warn {{ background: #fff4e5; border-left: 4px solid #e08a00; padding: 4px 16px; }}
 .wide {{ overflow-x: auto; }} td {{ overflow-wrap: break-word; }} td.nw {{ white-space: nowrap; }} h3 {{ margin-bottom: 4px; }}
 </style></head><body>
 <h1>Offset audit</h1>
 <p class="sub">{e(summary["data_dir"])} at {now}; retention {human_duration(summary["offsets_retention_ms"])};
-upstream {e(upstream or "none")}</p>
-<div class="stats">{stats}</div>
+upstream {e(upstream or "none")}</p>{read}
+{warnings}<div class="stats">{stats}</div>
 <section id="findings-by-type"><h2>Findings by type</h2>{findings_charts}</section>
 <section id="what-to-do"><h2>What each finding means and what to do</h2>
 <div class="wide"><table><tr><th>type</th><th>kind</th><th>found</th><th>means</th><th>what to do</th></tr>
@@ -159,6 +170,20 @@ findings (red; hover for details) per group, each over its own span of time.</p>
 <th>time</th><th>member / generation / client</th><th>detail</th></tr>{finding_rows}</table></div></section>
 </body></html>
 """
+
+
+def _kafka_read(kafka: dict | None) -> str:
+    """What a topic's audit read from Kafka, and from the report it went on from."""
+    if kafka is None:
+        return ""
+    e = html.escape
+    text = f"Read {kafka['records_read']:,} records from Kafka"
+    if kafka["since_report"]:
+        text += (f" (written since the previous report), audited after the {kafka['records_previous']:,} "
+                 f"that report kept: {e(kafka['since_report'])}")
+    else:
+        text += " (the whole topic)"
+    return f'<p class="sub">{text}.</p>'
 
 
 def _kind_chart(kind: str, counts: dict[str, int], upstream: str | None) -> str:

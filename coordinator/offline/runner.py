@@ -89,19 +89,29 @@ def audit(data_dir: str | Path, report_dir: str | Path, options: Options, task_m
 
 
 def audit_topic(spark, source, report_dir: str | Path, options: Options, log_offsets: LogOffsets | None = None,
-                upstream: str | None = None) -> AuditRun:
+                upstream: str | None = None, plan=None) -> AuditRun:
     """`audit` of a Kafka topic (`kafka_source.TopicSource`) read through Spark's Kafka
-    source instead of a data dir: the same per-partition audit and the same report."""
-    from coordinator.offline import kafka_source
+    source instead of a data dir: the same per-partition audit and the same report. With
+    an `incremental.Plan`, the read it says (from a previous report's offsets on, with its
+    records), and the report keeps its offsets and records for the next run."""
+    from coordinator.offline import incremental, kafka_source
     from coordinator.offline.report import write_report
 
     started = time.perf_counter()
     report_dir = Path(report_dir).resolve()
     _prepare_output(report_dir)
     template = PartitionTask(-1, source.topic, options, report_dir=str(report_dir), log_offsets=log_offsets)
-    results = kafka_source.audit_topic(spark, source, template)
-    summary = write_report(report_dir, results, data_dir=source.describe(), options=options, upstream=upstream)
-    return AuditRun(results, summary, time.perf_counter() - started)
+    read = None if plan is None else replace(plan.read, keep_records=str(incremental.records_dir(report_dir)))
+    topic = kafka_source.audit_topic(spark, source, template, read)
+    kafka = None
+    if plan is not None:
+        kafka = incremental.kafka_summary(source, plan, topic.records_read, topic.records_previous)
+    summary = write_report(report_dir, topic.results, data_dir=source.describe(), options=options,
+                           upstream=upstream, kafka=kafka,
+                           warnings=[] if plan is None else [g.describe(source.topic) for g in plan.gaps])
+    if kafka is not None:
+        incremental.save(report_dir, kafka)
+    return AuditRun(topic.results, summary, time.perf_counter() - started)
 
 
 @dataclass(frozen=True, slots=True)
