@@ -33,7 +33,9 @@ from tests.support.kafka import KafkaCluster  # noqa: E402
 from tests.support.kafka_dist import spark_kafka_jars  # noqa: E402
 from tests.support.topic_audit import audited, commit, kgc_audit, member, produce  # noqa: E402
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+# Three Spark runs of `kgc audit` in the first test's set-up: 20 to 45 s each on two quiet
+# cores, twice that on busy ones.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
 
 EVENTS = "events"              # 2 partitions, 10 records each
 STATE = "audited-state"        # records in the __consumer_offsets format, produced here
