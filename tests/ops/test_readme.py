@@ -45,9 +45,10 @@ def test_the_quick_start_script_forms_a_consumer_group_through_kgc(tansu, tmp_pa
     assert [line.split()[:2] for line in listed.stdout.splitlines()[1:]] == [["quickstart-group", "Empty"]]
 
 
-def test_the_test_command_shows_why_tests_skip_and_is_the_one_ci_runs():
+def test_the_test_command_shows_why_tests_skip_and_which_failed_and_is_the_one_ci_runs():
     [command] = re.findall(r"^\.venv/bin/python -m pytest .*$", README.split("## Run the tests", 1)[1], re.M)[:1]
-    assert " -rs " in command
+    [report] = re.findall(r" -r(\w+) ", command)
+    assert set("sfER") <= set(report), report  # skips, failures, errors and reruns, at the end
     ci = (ROOT / ".ci" / "run").read_text()
     assert [line for line in ci.splitlines() if "-m pytest" in line] == [command]
 
