@@ -8,7 +8,7 @@ counts, members and rebalances are sampled from the shards (`coordinator.service
 The per-request metrics (requests, their latency, response error codes, committed
 offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and read
 by a collector at scrape time: prometheus-client's `inc`/`observe` per request was a
-visible share of a Heartbeat's CPU (BENCHMARKS.md, "Heartbeat request path"). Only the event-loop
+visible share of a Heartbeat's CPU (docs/benchmarks/history.md, "Heartbeat request path"). Only the event-loop
 thread counts them. Label values come from closed sets: an API key kgc has no schema for
 is api "unknown", a version outside the range the protocol defines for its API
 (`protocol.api_keys.known_versions`) is version "unknown", and such requests share one

@@ -55,7 +55,7 @@ class ShutdownSignals:
 # The cyclic garbage collector's first threshold (CPython's default is 700). Requests
 # allocate many short-lived containers that reference counting frees anyway; at 700 the
 # collector ran often enough to be a large share of the OffsetCommit path's CPU
-# (BENCHMARKS.md, "OffsetCommit path"). Only `kgc serve` sets it: it is a process-wide choice.
+# (docs/benchmarks/history.md, "OffsetCommit path"). Only `kgc serve` sets it: it is a process-wide choice.
 GC_GEN0_THRESHOLD = 10_000
 
 EMBEDDED_WATCH_INTERVAL_S = 1.0

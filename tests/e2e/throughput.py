@@ -9,7 +9,7 @@ Run as a benchmark (the same workload direct to Tansu and through kgc, in one ru
 
     .venv/bin/python -m tests.e2e.throughput --mb 100
 
-It prints the Markdown table recorded in BENCHMARKS.md ("Data path through kgc").
+It prints the Markdown table recorded in docs/benchmarks/history.md ("Data path through kgc").
 """
 
 from __future__ import annotations
