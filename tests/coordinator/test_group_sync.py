@@ -126,6 +126,35 @@ def test_assignment_committed_after_the_group_moved_on_is_not_handed_out():
     assert ctx.group().member(leader).assignment == b""
 
 
+def test_a_leader_that_leaves_while_its_assignment_is_written_is_answered():
+    # given the leader's sync written but not yet durable (a slow store: the replicated one)
+    ctx, (leader, follower) = completing()
+    ctx.auto_commit = False
+    f = ctx.sync(member_id=follower)
+    lead = ctx.sync(member_id=leader, assignments=[(leader, b"L"), (follower, b"F")])
+    # when the leader leaves the group (its consumer closes) before the write is durable
+    ctx.leave(members=[(leader, None)])
+    ctx.commit_pending()
+    # then its parked SyncGroup is answered, not dropped: a closing Java consumer waits for
+    # every request in flight to its coordinator, up to its close timeout; the follower is
+    # told to rejoin
+    assert lead.error == UNKNOWN_MEMBER_ID
+    assert f.error == REBALANCE_IN_PROGRESS
+    assert ctx.state() == "PreparingRebalance"
+
+
+def test_a_member_whose_session_ends_while_it_waits_to_sync_is_answered():
+    # given a follower parked in SyncGroup and a leader that never syncs
+    ctx, (leader, follower) = completing()
+    f = ctx.sync(member_id=follower)
+    assert f.response is None
+    # when the follower's session runs out (it heartbeats no more)
+    ctx.sleep(ctx.group().member(follower).session_timeout_ms + 1)
+    # then its SyncGroup is answered (the rebalance its expiry starts), so the client rejoins
+    # instead of waiting out its request
+    assert f.error == REBALANCE_IN_PROGRESS
+
+
 def test_stable_member_gets_its_assignment_at_once():
     ctx = GroupTestContext()
     a, b = ctx.stable_group(2)

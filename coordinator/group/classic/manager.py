@@ -321,8 +321,7 @@ class Membership:
         group_id = group.group_id
         log.error("[group=%s] resetting the group: %s", group_id, reason)
         for member in list(group.members.values()):
-            self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
-            self.answer_sync(group, member, SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+            self._answer_removed(group, member)
             self.timer.cancel(heartbeat_key(group_id, member.member_id))
             group.remove(member.member_id)
         for member_id in list(group.pending_join_members):
@@ -339,8 +338,7 @@ class Membership:
 
     def remove_member_and_update_group(self, group: ClassicGroup, member: ClassicGroupMember,
                                        reason: str) -> Result:
-        # A parked join of a removed (new) member is answered so the client retries.
-        self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._answer_removed(group, member)
         group.remove(member.member_id)
         if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             return self.maybe_prepare_rebalance_or_complete_join(group, reason)
@@ -352,8 +350,16 @@ class Membership:
         member = group.member(member_id)
         self.timer.cancel(heartbeat_key(group.group_id, member_id))
         log.info("[group=%s] member %s left (reason: %s)", group.group_id, member_id, reason)
-        self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._answer_removed(group, member)
         group.remove(member_id)
+
+    def _answer_removed(self, group: ClassicGroup, member: ClassicGroupMember) -> None:
+        """A removed member's parked JoinGroup or SyncGroup is answered UNKNOWN_MEMBER_ID.
+        Kafka answers only the JoinGroup: a leader that leaves while its assignment is being
+        written never gets its SyncGroup answered there, and a closing Java consumer waits
+        for it up to its close timeout. With a slow store that window is not small."""
+        self.answer_join(group, member, JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
+        self.answer_sync(group, member, SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID))
 
     def reset_and_propagate_assignment_with_error(self, group: ClassicGroup, error: ErrorCode) -> None:
         for member in group.members.values():
