@@ -13,8 +13,9 @@ Trailing bytes after the body are ignored, as Kafka does (`AbstractRequest.parse
 never checks `buffer.hasRemaining()`); they are logged at debug.
 
 Heartbeat and OffsetCommit, the hottest messages, have hand-written codecs
-(`protocol.heartbeat_codec`, `protocol.offset_commit_codec`) for the common case; anything
-unusual still goes through kafka-python.
+(`protocol.heartbeat_codec`, `protocol.offset_commit_codec`) for the common case, and so do
+OffsetFetch v0-7 responses (`protocol.offset_fetch_codec`); anything unusual still goes
+through kafka-python.
 
 Responses are framed here: size, response header (v0, or v1 for flexible versions except
 ApiVersions, see `api_keys`), body. Response objects must be built with `version=`
@@ -72,7 +73,7 @@ from kafka.protocol.sasl import (
 )
 from kafka.protocol.schemas import BaseField
 
-from protocol import offset_commit_codec
+from protocol import offset_commit_codec, offset_fetch_codec
 from protocol.api_keys import response_header_version
 from protocol.consumer_group_messages import (
     ConsumerGroupDescribeRequest,
@@ -115,6 +116,7 @@ _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")
 _HEARTBEAT = int(ApiKey.Heartbeat)
 _HEARTBEAT_MAX_VERSION = HeartbeatRequest.max_version
 _OFFSET_COMMIT = int(ApiKey.OffsetCommit)
+_OFFSET_FETCH = int(ApiKey.OffsetFetch)
 _EMPTY_TAGGED_FIELDS = b"\x00"
 
 
@@ -182,6 +184,11 @@ def encode_response(header: RequestHeader, response: ApiMessage, version: int) -
     elif (type(response) is OffsetCommitResponse and header.api_key == _OFFSET_COMMIT
           and response.version in (None, version)):
         frame = offset_commit_codec.offset_commit_response_frame(header.correlation_id, version, response)
+        if frame is not None:
+            return frame
+    elif (type(response) is OffsetFetchResponse and header.api_key == _OFFSET_FETCH
+          and version <= offset_fetch_codec.MAX_RESPONSE_VERSION and response.version in (None, version)):
+        frame = offset_fetch_codec.offset_fetch_response_frame(header.correlation_id, version, response)
         if frame is not None:
             return frame
     if response.API_KEY != header.api_key:

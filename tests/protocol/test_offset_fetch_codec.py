@@ -1,0 +1,118 @@
+"""The hand-written OffsetFetch v0-7 response codec against kafka-python, over generated
+responses: a built response holds every attribute kafka-python's constructor sets, frames
+are byte-identical to kafka-python's generic path, and what it does not cover is left to
+kafka-python."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer.group import OffsetFetchResponse
+
+from protocol import offset_fetch_codec
+from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
+from protocol.messages import encode_response
+from tests.support.codec_oracle import attributes
+
+VERSIONS = st.integers(0, offset_fetch_codec.MAX_RESPONSE_VERSION)
+TEXT = st.text(max_size=200)       # past 126 bytes a compact length takes two varint bytes
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+CODES = st.sampled_from(list(ErrorCode)) | st.integers(-(2**15), 2**15 - 1)
+
+_Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+_Partition = _Topic.OffsetFetchResponsePartition
+
+
+@st.composite
+def answers(draw):
+    """[(name, [(partition_index, committed_offset, committed_leader_epoch, metadata, error_code)])],
+    half the time with no metadata anywhere (the one-pack-per-topic path)."""
+    metadata = st.just("") if draw(st.booleans()) else st.none() | st.just("") | TEXT
+    return draw(st.lists(st.tuples(TEXT, st.lists(st.tuples(INT32, INT64, INT32, metadata, CODES), max_size=8)),
+                         max_size=3))
+
+
+def _kafka_python_response(version: int, topics, error_code: int = 0, bare: bool = False) -> OffsetFetchResponse:
+    """What the OffsetFetch handler built with kafka-python's constructors before."""
+    kw = {} if bare else {"version": version}
+    return OffsetFetchResponse(**kw, throttle_time_ms=0, error_code=error_code, topics=[
+        _Topic(**kw, name=name, partitions=[
+            _Partition(**kw, partition_index=index, committed_offset=offset, committed_leader_epoch=epoch,
+                       metadata=metadata, error_code=error) for index, offset, epoch, metadata, error in partitions])
+        for name, partitions in topics])
+
+
+def _expected_frame(correlation_id: int, version: int, topics, error_code: int = 0) -> bytes:
+    body = bytes(_kafka_python_response(version, topics, error_code).encode())
+    header = correlation_id.to_bytes(4, "big", signed=True) + (b"\x00" if version >= 6 else b"")
+    return (len(header) + len(body)).to_bytes(4, "big") + header + body
+
+
+@settings(max_examples=300, deadline=None)
+@given(VERSIONS, answers(), CODES)
+def test_a_built_response_is_what_kafka_python_builds(version, topics, error_code):
+    built = offset_fetch_codec.offset_fetch_response(version, topics, error_code)
+    assert attributes(built) == attributes(_kafka_python_response(version, topics, error_code))
+
+
+@settings(max_examples=500, deadline=None)
+@given(VERSIONS, INT32, answers(), CODES, st.sampled_from(["kafka-python", "bare kafka-python", "built"]))
+def test_a_response_frame_is_byte_identical_to_kafka_python(version, correlation_id, topics, error_code, built_by):
+    if built_by == "built":
+        response = offset_fetch_codec.offset_fetch_response(version, topics, error_code)
+    else:
+        response = _kafka_python_response(version, topics, error_code, bare=built_by == "bare kafka-python")
+    expected = _expected_frame(correlation_id, version, topics, error_code)
+    assert offset_fetch_codec.offset_fetch_response_frame(correlation_id, version, response) == expected
+    header = RequestHeader(ApiKey.OffsetFetch, version, correlation_id, "c", 0)
+    assert encode_response(header, response, version) == expected
+
+
+@pytest.mark.parametrize("version", range(offset_fetch_codec.MAX_RESPONSE_VERSION + 1))
+def test_a_thousand_partitions_without_metadata_take_one_pack_and_match(version):
+    topics = [("t", [(i, 10 * i, 3, "", 0) for i in range(1000)]), ("u", [(0, -1, -1, "", ErrorCode.NONE)])]
+    response = offset_fetch_codec.offset_fetch_response(version, topics)
+    assert offset_fetch_codec.offset_fetch_response_frame(7, version, response) == _expected_frame(7, version, topics)
+
+
+def test_responses_it_does_not_cover_are_left_to_kafka_python():
+    frame = offset_fetch_codec.offset_fetch_response_frame
+    tagged = OffsetFetchResponse(version=6, throttle_time_ms=0, error_code=0, topics=[], _99=b"x")
+    assert frame(1, 6, tagged) is None
+    header = RequestHeader(ApiKey.OffsetFetch, 6, 1, "c", 0)
+    assert encode_response(header, tagged, 6)[8:] == b"\x00" + bytes(tagged.encode())
+    tagged_partition = _kafka_python_response(7, [("t", [(0, 1, 2, "", 0)])])
+    tagged_partition.topics[0].partitions[0].unknown_tags = {"_9": b"x"}
+    assert frame(1, 7, tagged_partition) is None
+    several_groups = OffsetFetchResponse(version=8, throttle_time_ms=0, groups=[])
+    assert frame(1, 8, several_groups) is None
+    header = RequestHeader(ApiKey.OffsetFetch, 8, 1, "c", 0)
+    assert encode_response(header, several_groups, 8)[8:] == b"\x00" + bytes(several_groups.encode())
+
+
+@pytest.mark.parametrize("version", [1, 5, 7])
+@pytest.mark.parametrize("field, value", [("committed_offset", 2**63), ("error_code", 2**15),
+                                          ("metadata", b"bytes"), ("partition_index", None)])
+def test_values_kafka_python_refuses_are_left_to_it(version, field, value):
+    response = _kafka_python_response(version, [("t", [(0, 1, 2, "", 0), (1, 1, 2, "m", 0)])])
+    for partition in response.topics[0].partitions:
+        setattr(partition, field, value)
+    assert offset_fetch_codec.offset_fetch_response_frame(1, version, response) is None
+    header = RequestHeader(ApiKey.OffsetFetch, version, 1, "c", 0)
+    try:
+        expected = _expected_frame_of(response, version)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            encode_response(header, response, version)
+    else:
+        assert encode_response(header, response, version) == expected
+
+
+def _expected_frame_of(response: OffsetFetchResponse, version: int) -> bytes:
+    body = bytes(response.encode())
+    header = (1).to_bytes(4, "big") + (b"\x00" if version >= 6 else b"")
+    return (len(header) + len(body)).to_bytes(4, "big") + header + body
