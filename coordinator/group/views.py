@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetFetchPartition:
+class OffsetFetchPartition(NamedTuple):
+    """A tuple, not a dataclass: a 1,000-partition OffsetFetch makes one per partition, and
+    a frozen dataclass's `__init__` was a tenth of that path. Its fields are in the order
+    `protocol.offset_fetch_codec.offset_fetch_response` takes a partition's answer."""
+
     partition: int
     offset: int                  # -1: no committed offset
     leader_epoch: int            # -1: none

@@ -45,6 +45,7 @@ from coordinator.service.adoption import Adoption
 from protocol.consumer_group_messages import ConsumerGroupDescribeResponse
 from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
 from protocol.errors import ApiError, ErrorCode
+from protocol.offset_fetch_codec import offset_fetch_response
 
 log = logging.getLogger(__name__)
 
@@ -423,8 +424,7 @@ def _offset_fetch_one_group(ctx: RequestContext, request: Any, topics: list[tupl
     if group.error is not ErrorCode.NONE:
         # v0-1 copy a group error into every partition, v2-7 carry it on top.
         raise ApiError(group.error)
-    return OffsetFetchResponse(version=ctx.api_version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                               topics=_fetched_topics_v0(ctx.api_version, group))
+    return offset_fetch_response(ctx.api_version, ((t.name, t.partitions) for t in group.topics), ErrorCode.NONE)
 
 
 def _fetched_group_ids(ctx: RequestContext, request: Any) -> list[str | None]:
@@ -459,15 +459,6 @@ def _requested_topics(topics: Sequence[Any] | None) -> list[tuple[str, list[int]
     if topics is None:
         return None
     return [(t.name, list(t.partition_indexes)) for t in topics]
-
-
-def _fetched_topics_v0(version: int, group: OffsetFetchGroup) -> list[Any]:
-    topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
-    partition_cls = topic_cls.OffsetFetchResponsePartition
-    return [topic_cls(version=version, name=t.name, partitions=[
-        partition_cls(version=version, partition_index=p.partition, committed_offset=p.offset,
-                      committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
-        for p in t.partitions]) for t in group.topics]
 
 
 def _fetched_group_v8(version: int, group_id: str, outcome: OffsetFetchGroup | ErrorCode) -> Any:
