@@ -358,6 +358,9 @@ def _count_codes(tally: Tally[int], api_key: int, version: int, answer: Any) -> 
     """Adds the answer's error codes to `tally`; the offsets it acknowledges."""
     if api_key == _OFFSET_COMMIT:
         return _offset_commit_codes(answer, tally)
+    if api_key == _OFFSET_FETCH and version < 8:
+        _offset_fetch_codes(answer, version, tally)
+        return 0
     paths = _error_paths(type(answer), version)
     if paths == _TOP_LEVEL_ONLY:
         tally[answer.error_code] += 1
@@ -368,22 +371,35 @@ def _count_codes(tally: Tally[int], api_key: int, version: int, answer: Any) -> 
 
 
 def _offset_commit_codes(answer: Any, tally: Tally[int]) -> int:
-    # One code per committed partition, nearly all NONE: counted per topic, not walked
-    # one call per partition as `_collect_codes` would.
-    committed = 0
-    for topic in answer.topics:
+    return _partition_codes(answer.topics, tally)
+
+
+def _offset_fetch_codes(answer: Any, version: int, tally: Tally[int]) -> None:
+    # v0-7 answer one group: [v2+] its code, then one per partition (`_error_paths`).
+    if version >= 2:
+        tally[answer.error_code] += 1
+    _partition_codes(answer.topics, tally)
+
+
+def _partition_codes(topics: Any, tally: Tally[int]) -> int:
+    """Adds the codes of `topics`' partitions; how many are NONE. One code per partition
+    committed or fetched, nearly all NONE: counted per topic, not walked one call per
+    partition as `_collect_codes` would."""
+    ok_total = 0
+    for topic in topics:
         codes = list(map(_ERROR_CODE, topic.partitions))
         ok = codes.count(_NONE)
-        committed += ok
+        ok_total += ok
         if ok != len(codes):
             tally.update(code for code in codes if code != _NONE)
-    if committed:
-        tally[_NONE] += committed
-    return committed
+    if ok_total:
+        tally[_NONE] += ok_total
+    return ok_total
 
 
 _TOP_LEVEL_ONLY = (("error_code",),)
 _OFFSET_COMMIT = int(ApiKey.OffsetCommit)
+_OFFSET_FETCH = int(ApiKey.OffsetFetch)
 _NONE = int(ErrorCode.NONE)
 _ERROR_CODE = attrgetter("error_code")
 

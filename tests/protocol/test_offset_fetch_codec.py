@@ -1,7 +1,7 @@
 """The hand-written OffsetFetch v0-7 response codec against kafka-python, over generated
 responses: a built response holds every attribute kafka-python's constructor sets, frames
 are byte-identical to kafka-python's generic path, and what it does not cover is left to
-kafka-python."""
+kafka-python. Also the metrics' count of an OffsetFetch's codes against their generic walk."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetFetchResponse
 
+from coordinator import metrics
 from protocol import offset_fetch_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
@@ -116,3 +117,14 @@ def _expected_frame_of(response: OffsetFetchResponse, version: int) -> bytes:
     body = bytes(response.encode())
     header = (1).to_bytes(4, "big") + (b"\x00" if version >= 6 else b"")
     return (len(header) + len(body)).to_bytes(4, "big") + header + body
+
+
+@settings(max_examples=200, deadline=None)
+@given(VERSIONS, answers(), CODES, st.booleans())
+def test_the_metrics_count_an_answers_codes_as_the_generic_walk_does(version, topics, error_code, built):
+    response = (offset_fetch_codec.offset_fetch_response(version, topics, error_code) if built
+                else _kafka_python_response(version, topics, error_code))
+    walked: metrics.Tally[int] = metrics.Tally()
+    for path in metrics._error_paths(OffsetFetchResponse, version):
+        metrics._collect_codes(response, path, walked)
+    assert metrics.response_codes(ApiKey.OffsetFetch, version, response) == (walked, 0)
