@@ -362,11 +362,11 @@ class OffsetManager:
             topics = sorted((topic, sorted(parts)) for topic, parts in listed.items())
         out = []
         for topic, partitions in topics:
-            parts = stored.get(topic, {})
-            out.append(OffsetFetchTopic(topic, tuple(
-                OffsetFetchPartition(p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT) if (topic, p) in unstable
-                else _fetched(p, parts[p]) if p in parts else OffsetFetchPartition(p, -1, -1, "")
-                for p in partitions)))
+            fetched = _fetched(stored.get(topic, {}), partitions)
+            if unstable:
+                fetched = [OffsetFetchPartition(p.partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+                           if (topic, p.partition) in unstable else p for p in fetched]
+            out.append(OffsetFetchTopic(topic, tuple(fetched)))
         return OffsetFetchGroup(group_id, ErrorCode.NONE, tuple(out))
 
     # ------------------------------------------------------------ delete
@@ -481,8 +481,18 @@ def _commit_time(value: OffsetCommitValue) -> int:
     return value.commit_timestamp_ms
 
 
-def _fetched(partition: int, value: OffsetCommitValue) -> OffsetFetchPartition:
-    return OffsetFetchPartition(partition, value.offset, value.leader_epoch, value.metadata)
+def _fetched(stored: dict[int, OffsetCommitValue], partitions: list[int]) -> list[OffsetFetchPartition]:
+    """`partitions`' committed offsets in `stored`, -1 for none. The hot part of a large
+    OffsetFetch, one partition per iteration: the tuples are built without
+    `OffsetFetchPartition`'s Python-level `__new__`."""
+    get = stored.get
+    return [_new_tuple(OffsetFetchPartition, (p, value.offset, value.leader_epoch, value.metadata, _NONE))
+            if (value := get(p)) is not None else _new_tuple(OffsetFetchPartition, (p, -1, -1, "", _NONE))
+            for p in partitions]
+
+
+_new_tuple = tuple.__new__
+_NONE = ErrorCode.NONE
 
 
 def _topic_name(version: int, topic) -> str | None:
