@@ -37,7 +37,8 @@ from operator import attrgetter
 
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
-from protocol.wire import WireError, encode_uvarint, read_uvarint
+from protocol.topics_frame import topics_response_frame
+from protocol.wire import WireError, read_uvarint
 
 MIN_REQUEST_VERSION = 0
 MAX_REQUEST_VERSION = 9       # v10 (topic ids) takes kafka-python's path
@@ -304,44 +305,17 @@ def partition_answers(partitions, t_index: int, errors: Mapping[tuple[int, int],
 def offset_commit_response_frame(correlation_id: int, version: int, response: OffsetCommitResponse) -> bytes | None:
     """The whole response frame, or None when kafka-python must encode it (v10's topic
     ids, tagged fields, anything it would refuse)."""
-    flexible = version >= 8
-    if not 0 <= version <= MAX_RESPONSE_VERSION or flexible and (response.tags or response.unknown_tags):
+    if not 0 <= version <= MAX_RESPONSE_VERSION:
         return None
-    try:
-        parts = [b"", b"\x00" if flexible else b""]    # size and correlation id; header tags
-        if version >= 3:
-            parts.append(_INT32.pack(response.throttle_time_ms))
-        topics = response.topics
-        parts.append(_count(len(topics), flexible))
-        for topic in topics:
-            if flexible and (topic.tags or topic.unknown_tags):
-                return None
-            name = topic.name.encode("utf-8")
-            partitions = topic.partitions
-            parts += (_count(len(name), flexible) if flexible else _INT16.pack(len(name)), name,
-                      _count(len(partitions), flexible))
-            if flexible and (any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions))):
-                return None     # only flexible versions carry tagged fields
-            parts.append(_partitions(len(partitions), flexible).pack(*chain.from_iterable(map(_ANSWER, partitions))))
-            if flexible:
-                parts.append(b"\x00")
-        if flexible:
-            parts.append(b"\x00")
-    except (struct.error, AttributeError, TypeError):
-        return None
-    parts[0] = _FRAME_HEAD.pack(4 + sum(map(len, parts)), correlation_id)
-    return b"".join(parts)
+    return topics_response_frame(correlation_id, version, response, flexible=version >= 8, throttle_since=3,
+                                 error_code_since=None, pack_partitions=_pack_answers)
 
 
-_FRAME_HEAD = struct.Struct(">ii")
+def _pack_answers(parts: list[bytes], version: int, partitions: list) -> None:
+    parts.append(_partitions(len(partitions), version >= 8).pack(*chain.from_iterable(map(_ANSWER, partitions))))
+
+
 _ANSWER = attrgetter("partition_index", "error_code")
-_TAGS = attrgetter("tags")
-_UNKNOWN_TAGS = attrgetter("unknown_tags")
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    """An array count (or, flexible, a compact length): int32 n, or uvarint n+1."""
-    return encode_uvarint(n + 1) if flexible else _INT32.pack(n)
 
 
 @functools.lru_cache(maxsize=256)

@@ -31,6 +31,7 @@ from operator import attrgetter
 
 from kafka.protocol.consumer.group import OffsetFetchResponse
 
+from protocol.topics_frame import topics_response_frame
 from protocol.wire import encode_uvarint
 
 MAX_RESPONSE_VERSION = 7      # v8+ (several groups) takes kafka-python's path
@@ -38,9 +39,6 @@ MAX_RESPONSE_VERSION = 7      # v8+ (several groups) takes kafka-python's path
 _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_FRAME_HEAD = struct.Struct(">ii")
 _new = object.__new__
 
 
@@ -89,44 +87,21 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
 def offset_fetch_response_frame(correlation_id: int, version: int, response: OffsetFetchResponse) -> bytes | None:
     """The whole response frame, or None when kafka-python must encode it (v8+, tagged
     fields, anything it would refuse)."""
-    flexible = version >= 6
-    if not 0 <= version <= MAX_RESPONSE_VERSION or flexible and (response.tags or response.unknown_tags):
+    if not 0 <= version <= MAX_RESPONSE_VERSION:
         return None
-    try:
-        parts = [b"", b"\x00" if flexible else b""]    # size and correlation id; header tags
-        if version >= 3:
-            parts.append(_INT32.pack(response.throttle_time_ms))
-        topics = response.topics
-        parts.append(_count(len(topics), flexible))
-        for topic in topics:
-            if flexible and (topic.tags or topic.unknown_tags):
-                return None
-            partitions = topic.partitions
-            parts += (_string(topic.name, flexible), _count(len(partitions), flexible))
-            if flexible:
-                if any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions)):
-                    return None     # only flexible versions carry tagged fields
-                _pack_each(parts, version, partitions)
-                parts.append(b"\x00")
-            elif list(map(_METADATA, partitions)).count("") == len(partitions):
-                # No metadata anywhere: its int16 length 0 is two pad bytes in one pack.
-                fields = _FIELDS_V5 if version >= 5 else _FIELDS_V0
-                parts.append(_no_metadata(len(partitions), version >= 5).pack(
-                    *chain.from_iterable(map(fields, partitions))))
-            else:
-                _pack_each(parts, version, partitions)
-        if version >= 2:
-            parts.append(_INT16.pack(response.error_code))
-        if flexible:
-            parts.append(b"\x00")
-    except (struct.error, AttributeError, TypeError, UnicodeEncodeError):
-        return None
-    parts[0] = _FRAME_HEAD.pack(4 + sum(map(len, parts)), correlation_id)
-    return b"".join(parts)
+    return topics_response_frame(correlation_id, version, response, flexible=version >= 6, throttle_since=3,
+                                 error_code_since=2, pack_partitions=_pack_partitions)
 
 
-_TAGS = attrgetter("tags")
-_UNKNOWN_TAGS = attrgetter("unknown_tags")
+def _pack_partitions(parts: list[bytes], version: int, partitions: list) -> None:
+    if version < 6 and list(map(_METADATA, partitions)).count("") == len(partitions):
+        # No metadata anywhere: its int16 length 0 is two pad bytes in one pack.
+        fields = _FIELDS_V5 if version >= 5 else _FIELDS_V0
+        parts.append(_no_metadata(len(partitions), version >= 5).pack(*chain.from_iterable(map(fields, partitions))))
+    else:
+        _pack_each(parts, version, partitions)
+
+
 _METADATA = attrgetter("metadata")
 _FIELDS_V5 = attrgetter("partition_index", "committed_offset", "committed_leader_epoch", "error_code")
 _FIELDS_V0 = attrgetter("partition_index", "committed_offset", "error_code")
@@ -172,19 +147,6 @@ def _pack_each(parts: list[bytes], version: int, partitions: list) -> None:
             append(head.pack(*fixed, size + 1 if flexible else size))
         append(data)
         append(tail.pack(p.error_code))
-
-
-def _string(s: str, flexible: bool) -> bytes:
-    """A non-nullable string: int16 length, or compact uvarint length+1."""
-    if type(s) is not str:
-        raise TypeError("not a str")
-    data = s.encode("utf-8")
-    return (encode_uvarint(len(data) + 1) if flexible else _INT16.pack(len(data))) + data
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    """An array count (or, flexible, a compact length): int32 n, or uvarint n+1."""
-    return encode_uvarint(n + 1) if flexible else _INT32.pack(n)
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,0 +1,66 @@
+"""The response frame the hand-written OffsetCommit and OffsetFetch (v0-7) codecs share:
+size, correlation id, [flexible] empty header tags, then a body of [throttle_time_ms
+int32], topics []: name string, partitions [] (packed by the codec), [error_code int16].
+
+Answers None, for kafka-python to encode (or refuse) instead, when a flexible struct
+carries tagged fields or a value is not one the field can hold.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any
+
+from protocol.wire import count, encode_uvarint
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_FRAME_HEAD = struct.Struct(">ii")
+_TAGS = attrgetter("tags")
+_UNKNOWN_TAGS = attrgetter("unknown_tags")
+
+# Appends the encoding of a topic's partitions (for flexible versions, each closed by
+# its empty tagged-field section) to the frame's parts.
+PackPartitions = Callable[[list[bytes], int, list[Any]], None]
+
+
+def topics_response_frame(correlation_id: int, version: int, response: Any, *, flexible: bool,
+                          throttle_since: int, error_code_since: int | None,
+                          pack_partitions: PackPartitions) -> bytes | None:
+    """`response`'s whole frame at `version`: throttle_time_ms from `throttle_since`, a
+    top-level error_code from `error_code_since` (None: never)."""
+    if flexible and (response.tags or response.unknown_tags):
+        return None
+    try:
+        parts = [b"", b"\x00" if flexible else b""]    # size and correlation id; header tags
+        if version >= throttle_since:
+            parts.append(_INT32.pack(response.throttle_time_ms))
+        topics = response.topics
+        parts.append(count(len(topics), flexible))
+        for topic in topics:
+            partitions = topic.partitions
+            if flexible and (topic.tags or topic.unknown_tags
+                             or any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions))):
+                return None     # only flexible versions carry tagged fields
+            parts += (_string(topic.name, flexible), count(len(partitions), flexible))
+            pack_partitions(parts, version, partitions)
+            if flexible:
+                parts.append(b"\x00")
+        if error_code_since is not None and version >= error_code_since:
+            parts.append(_INT16.pack(response.error_code))
+        if flexible:
+            parts.append(b"\x00")
+    except (struct.error, AttributeError, TypeError, UnicodeEncodeError):
+        return None
+    parts[0] = _FRAME_HEAD.pack(4 + sum(map(len, parts)), correlation_id)
+    return b"".join(parts)
+
+
+def _string(s: str, flexible: bool) -> bytes:
+    """A string that is not nullable: int16 length, or (flexible) uvarint length+1."""
+    if not isinstance(s, str):
+        raise TypeError("not a str")
+    data = s.encode("utf-8")
+    return (encode_uvarint(len(data) + 1) if flexible else _INT16.pack(len(data))) + data
