@@ -9,9 +9,9 @@ from protocol.errors import ErrorCode
 
 
 class OffsetFetchPartition(NamedTuple):
-    """A tuple, not a dataclass: a 1,000-partition OffsetFetch makes one per partition, and
-    a frozen dataclass's `__init__` was a tenth of that path. Its fields are in the order
-    `protocol.offset_fetch_codec.offset_fetch_response` takes a partition's answer."""
+    """A tuple, not a frozen dataclass: an OffsetFetch makes one per partition, and a
+    frozen dataclass's `__init__` sets each field with a call of its own. Its fields are in
+    the order `protocol.offset_fetch_codec.offset_fetch_response` takes a partition's answer."""
 
     partition: int
     offset: int                  # -1: no committed offset
