@@ -32,6 +32,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafka.protocol.api_key import ApiKey
+
 from coordinator.bench import messages
 from coordinator.bench.profile import Profiler
 from coordinator.bench.tls import client_context, self_signed
@@ -91,7 +93,7 @@ class Target:
 
     @property
     def supports_create_topics(self) -> bool:
-        return 19 in self.advertised
+        return ApiKey.CreateTopics in self.advertised
 
     async def create_topic(self, name: str, partitions: int) -> None:
         """Create the topic where the target has topics (Tansu needs it to take offsets)."""
@@ -111,7 +113,7 @@ class Target:
     async def _wait_for_topic(self, name: str) -> None:
         """Kafka answers CreateTopics once its controller has the topic; its brokers learn it
         a moment later, and refuse commits to it until then."""
-        if 3 not in self.advertised:
+        if ApiKey.Metadata not in self.advertised:
             return
         deadline = time.monotonic() + READY_TIMEOUT_S
         conn = await self.connect()
