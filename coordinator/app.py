@@ -60,7 +60,7 @@ from coordinator.periodic import run_every
 from coordinator.replicated.ownership import Instance, Ownership
 from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import ReplicatedLogStore
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition_state import PartitionState
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.security.acl import AclSource, FileAuthorizer
 from coordinator.security.credentials import CredentialStore

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from coordinator.app import CannotStart, KgcApp
 from coordinator.embedded import MEMORY_STORAGE_WARNING, EmbeddedBroker, choose_upstream
-from coordinator.runtime.partition import PartitionState, failed_to_load
+from coordinator.runtime.partition_state import PartitionState, failed_to_load
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.settings import ServerConfig
 

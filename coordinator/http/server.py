@@ -37,7 +37,7 @@ from coordinator import metrics
 from coordinator.http import groups
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
-from coordinator.runtime.partition import PartitionState, failed_to_load
+from coordinator.runtime.partition_state import PartitionState, failed_to_load
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,6 @@
 """One `__consumer_offsets` partition: a serial executor around its shard.
 
-States (Kafka's `CoordinatorRuntime.CoordinatorState`):
-
-    INITIAL --> LOADING --> ACTIVE
-                  ^   \\       |
-                  |    v      v
-                  +--- FAILED          (any state) --> CLOSED
-
+Its states, and the moves between them, are in `partition_state.py`.
 Requests are refused at once unless ACTIVE: LOADING raises `PartitionLoading`, INITIAL
 and FAILED raise `PartitionNotActive`, a closing runtime raises `RuntimeClosed`.
 
@@ -66,7 +60,6 @@ A handle whose future is already done or cancelled (the client went away) is ski
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from collections import deque
@@ -80,6 +73,7 @@ from coordinator.common.result import ReplyHandle, Result, Slices
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
+from coordinator.runtime.partition_state import VALID_PREVIOUS, IllegalPartitionTransition, PartitionState
 from protocol.errors import ApiError, ErrorCode
 from storage.api import Append, LogRecord, LogStore, StorageError, TxnBatch
 from storage.eager_future import EagerFuture
@@ -91,33 +85,6 @@ REPLAY_SLICE = 2_000
 
 ShardFactory = Callable[[int, LoopTimer], Shard]
 Scope = Hashable
-
-
-class PartitionState(enum.Enum):
-    INITIAL = "initial"
-    LOADING = "loading"
-    ACTIVE = "active"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-def failed_to_load(failed: int, total: int) -> str:
-    """How the log and /readyz alike say that some partitions cannot serve."""
-    return f"{failed} of {total} partitions failed to load: the groups they hold cannot be served"
-
-
-VALID_PREVIOUS: dict[PartitionState, frozenset[PartitionState]] = {
-    PartitionState.INITIAL: frozenset(),
-    PartitionState.LOADING: frozenset({PartitionState.INITIAL, PartitionState.FAILED}),
-    PartitionState.ACTIVE: frozenset({PartitionState.LOADING}),
-    PartitionState.FAILED: frozenset({PartitionState.LOADING, PartitionState.ACTIVE}),
-    PartitionState.CLOSED: frozenset({PartitionState.INITIAL, PartitionState.LOADING,
-                                      PartitionState.ACTIVE, PartitionState.FAILED}),
-}
-
-
-class IllegalPartitionTransition(Exception):
-    pass
 
 
 class FutureReplyHandle:

@@ -26,10 +26,10 @@ from coordinator.runtime.loader import KafkaRecordSerde, RecordSerde
 from coordinator.runtime.partition import (
     FutureReplyHandle,
     PartitionRuntime,
-    PartitionState,
     PartitionStats,
     ShardFactory,
 )
+from coordinator.runtime.partition_state import PartitionState
 from storage.api import LogStore
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from coordinator import metrics
 from coordinator.periodic import run_every
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition_state import PartitionState
 from storage.api import StorageError
 
 log = logging.getLogger(__name__)

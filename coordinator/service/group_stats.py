@@ -33,7 +33,7 @@ from typing import Any
 from coordinator import metrics
 from coordinator.group.classic.state import GroupState
 from coordinator.periodic import run_every
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition_state import PartitionState
 
 log = logging.getLogger(__name__)
 

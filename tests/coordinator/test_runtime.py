@@ -11,7 +11,8 @@ import pytest
 from coordinator.common.result import Reply, Result
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
-from coordinator.runtime.partition import PartitionRuntime, PartitionState
+from coordinator.runtime.partition import PartitionRuntime
+from coordinator.runtime.partition_state import PartitionState
 from coordinator.runtime.runtime import CoordinatorRuntime
 from protocol.errors import ApiError, ErrorCode
 from storage.api import LogRecord, StorageError

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.common.result import Reply, Result
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition_state import PartitionState
 from protocol.errors import ApiError, ErrorCode
 from tests.support.runtime_harness import P, Parker, rec, respond, settle
 from tests.support.waiting import wait_until

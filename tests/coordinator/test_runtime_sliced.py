@@ -8,7 +8,7 @@ import asyncio
 
 from coordinator.common.result import Result
 from coordinator.runtime.api import PartitionNotActive
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition_state import PartitionState
 from protocol.errors import ApiError, ErrorCode
 from tests.support.runtime_harness import P, Parker, rec, respond, settle
 

@@ -26,7 +26,7 @@ from coordinator.group.context import RequestContext
 from coordinator.group.shard import GroupShard
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition_state import PartitionState
 from coordinator.service.group_coordinator import SLICE, error_code_for
 from protocol.errors import ApiError, ErrorCode
 from storage.api import LogRecord, StorageError

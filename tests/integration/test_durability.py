@@ -26,7 +26,7 @@ from coordinator import records
 from coordinator.offline.inspect import Inspection, inspect_data_dir
 from coordinator.partitioning import partition_for
 from coordinator.runtime.loader import KafkaRecordSerde
-from coordinator.runtime.partition import PartitionState
+from coordinator.runtime.partition_state import PartitionState
 from coordinator.service.cleaner_schedule import CleanerSchedule
 from coordinator.settings import ServerConfig
 from storage.api import LogRecord
