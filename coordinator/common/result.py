@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from coordinator.records import CoordinatorRecord
 
 # Opaque to the state machine, which only hands it back in a `Reply`: the runtime's own
-# handle (`runtime/partition.py`, `FutureReplyHandle`), typed there.
+# handle (`runtime/replies.py`, `FutureReplyHandle`), typed there.
 ReplyHandle = Any
 
 

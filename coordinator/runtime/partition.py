@@ -63,7 +63,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -74,6 +74,7 @@ from coordinator.runtime.api import PartitionLoading, PartitionNotActive, Runtim
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from coordinator.runtime.partition_state import VALID_PREVIOUS, IllegalPartitionTransition, PartitionState
+from coordinator.runtime.replies import FutureReplyHandle, InlineHandle, Parked, Scope
 from protocol.errors import ApiError, ErrorCode
 from storage.api import Append, LogRecord, LogStore, StorageError, TxnBatch
 from storage.eager_future import EagerFuture
@@ -84,38 +85,6 @@ log = logging.getLogger(__name__)
 REPLAY_SLICE = 2_000
 
 ShardFactory = Callable[[int, LoopTimer], Shard]
-Scope = Hashable
-
-
-class FutureReplyHandle:
-    """The `ReplyHandle` the state machine keeps for a parked request."""
-
-    __slots__ = ("future",)
-
-    def __init__(self, future: asyncio.Future):
-        self.future = future
-
-
-class _InlineHandle:
-    """The handle of an op run inline: its future exists only once something needs it
-    (the op parked the request, or the answer waits on durability), since most inline
-    answers (Heartbeat) are returned at once and a future per request is measurable."""
-
-    __slots__ = ("_future", "_new_waiter")
-
-    def __init__(self, new_waiter: Callable[[], asyncio.Future]):
-        self._future: asyncio.Future | None = None
-        self._new_waiter = new_waiter
-
-    @property
-    def future(self) -> asyncio.Future:
-        if self._future is None:
-            self._future = self._new_waiter()
-        return self._future
-
-    @property
-    def materialized(self) -> bool:
-        return self._future is not None
 
 
 @dataclass(slots=True)
@@ -130,14 +99,6 @@ class PartitionStats:
     loads: int = 0
     records_loaded: int = 0
     last_load_ms: float = 0.0
-
-
-@dataclass(slots=True)
-class _Parked:
-    offset: int
-    completions: list[tuple[asyncio.Future, Any]]
-    after_commit: Callable[[], Result] | None
-    scope: Scope = None
 
 
 @dataclass(slots=True)
@@ -172,7 +133,7 @@ class PartitionRuntime:
         self._loaded = asyncio.Event()
         # Futures of requests still waiting for an answer, failed together on failure/close.
         self._waiters: set[asyncio.Future] = set()
-        self._parked: deque[_Parked] = deque()
+        self._parked: deque[Parked] = deque()
         self._last_written = -1
         self._last_durable = -1
         # Bumped on every failure, so durability callbacks of a dead epoch do nothing.
@@ -180,7 +141,7 @@ class PartitionRuntime:
         # A sliced op in progress: the executor is its until it ends.
         self._sliced: asyncio.Task | None = None
         # `after_commit`s released while a sliced op held the executor, run when it ends.
-        self._deferred: list[_Parked] = []
+        self._deferred: list[Parked] = []
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -265,7 +226,7 @@ class PartitionRuntime:
         return not self._parked and self._last_written <= self._last_durable
 
     def _write_inline(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope) -> Any:
-        handle = _InlineHandle(self._new_waiter)
+        handle = InlineHandle(self._new_waiter)
         try:
             result = op(self._shard, handle)
         except Exception as exc:
@@ -367,7 +328,7 @@ class PartitionRuntime:
         except Exception as exc:
             fut.set_exception(exc)
             return
-        self._park_or_release(_Parked(self._last_written, [(fut, value)], None))
+        self._park_or_release(Parked(self._last_written, [(fut, value)], None))
 
     def _run_timer(self, timer: LoopTimer, entry: TimerEntry) -> None:
         if timer is not self._timer or not timer.claim(entry):
@@ -380,7 +341,7 @@ class PartitionRuntime:
             return
         self._apply(result, None, entry.key)
 
-    def _apply(self, result: Result, handle: FutureReplyHandle | _InlineHandle | None, scope: Scope) -> None:
+    def _apply(self, result: Result, handle: FutureReplyHandle | InlineHandle | None, scope: Scope) -> None:
         completions: list[tuple[asyncio.Future, Any]] = []
         if handle is not None and result.response is not None:
             completions.append((handle.future, result.response))
@@ -393,16 +354,16 @@ class PartitionRuntime:
                 return
             if not self._append(result, log_records):
                 return
-        self._park_or_release(_Parked(self._last_written, completions, result.after_commit, scope))
+        self._park_or_release(Parked(self._last_written, completions, result.after_commit, scope))
 
-    def _unwritable(self, result: Result, handle: FutureReplyHandle | _InlineHandle | None, scope: Scope,
+    def _unwritable(self, result: Result, handle: FutureReplyHandle | InlineHandle | None, scope: Scope,
                     exc: Exception) -> None:
         """A Result whose records cannot be serialized: nothing of it is written."""
         if scope is _ISOLATING:
             # Even the reset of a failed op cannot be written: its answers still go out,
             # and the shard keeps the reset it already made in memory.
             log.error("partition %d: a group reset could not be written: %r", self.partition, exc)
-            self._park_or_release(_Parked(self._last_written, [
+            self._park_or_release(Parked(self._last_written, [
                 (reply.handle.future, reply.response) for reply in result.replies], None, None))
             return
         if handle is not None and not handle.future.done():
@@ -413,7 +374,7 @@ class PartitionRuntime:
                 reply.handle.future.set_exception(aborted)
         self._isolate(scope, exc)
 
-    def _op_failed(self, handle: FutureReplyHandle | _InlineHandle, scope: Scope, exc: Exception) -> None:
+    def _op_failed(self, handle: FutureReplyHandle | InlineHandle, scope: Scope, exc: Exception) -> None:
         """An op raised before anything of it was replayed: its request gets the error; a
         refusal (ApiError) leaves the group as it was, anything else may not have."""
         if not handle.future.done():
@@ -485,7 +446,7 @@ class PartitionRuntime:
         append.durable.when_done(lambda fut: self._on_durable(epoch, append.last_offset, fut))
         return True
 
-    def _park_or_release(self, parked: _Parked) -> None:
+    def _park_or_release(self, parked: Parked) -> None:
         if parked.offset > self._last_durable:
             self._parked.append(parked)
         else:
@@ -502,7 +463,7 @@ class PartitionRuntime:
         while self._parked and self._parked[0].offset <= self._last_durable:
             self._guarded(lambda: self._release(self._parked.popleft()))
 
-    def _release(self, parked: _Parked) -> None:
+    def _release(self, parked: Parked) -> None:
         for fut, value in parked.completions:
             if not fut.done():
                 if isinstance(value, BaseException):
@@ -516,7 +477,7 @@ class PartitionRuntime:
             return
         self._after_commit(parked)
 
-    def _after_commit(self, parked: _Parked) -> None:
+    def _after_commit(self, parked: Parked) -> None:
         try:
             result = parked.after_commit()
         except Exception as exc:
@@ -526,12 +487,12 @@ class PartitionRuntime:
 
     # ---- sliced ops ------------------------------------------------------------------
 
-    def _start_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope) -> None:
+    def _start_slices(self, slices: Slices, handle: FutureReplyHandle | InlineHandle, scope: Scope) -> None:
         # The epoch now, not when the task first runs: the partition may fail in between.
         self._sliced = self._loop.create_task(self._run_slices(slices, handle, scope, self._epoch),
                                               name=f"partition-{self.partition}-sliced-op")
 
-    async def _run_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope,
+    async def _run_slices(self, slices: Slices, handle: FutureReplyHandle | InlineHandle, scope: Scope,
                           epoch: int) -> None:
         try:
             await self._write_slices(slices, handle, scope, epoch)
@@ -545,7 +506,7 @@ class PartitionRuntime:
         for parked in deferred:
             self._guarded(partial(self._after_commit, parked))
 
-    async def _write_slices(self, slices: Slices, handle: FutureReplyHandle | _InlineHandle, scope: Scope,
+    async def _write_slices(self, slices: Slices, handle: FutureReplyHandle | InlineHandle, scope: Scope,
                             epoch: int) -> None:
         """`_apply` of a sliced op, a slice at a time (see "Sliced ops" above). Each step
         first checks that the partition has not failed since the op ran (its waiters, this
@@ -596,7 +557,7 @@ class PartitionRuntime:
                         self._shard.replay(base + offset, records[offset])
             if not self._appended(self._store.append_prepared(prepared), base, len(records)):
                 return
-        self._park_or_release(_Parked(self._last_written, completions, result.after_commit, scope))
+        self._park_or_release(Parked(self._last_written, completions, result.after_commit, scope))
 
     # ---- loading, failure, recovery --------------------------------------------------
 

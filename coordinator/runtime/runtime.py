@@ -23,13 +23,9 @@ from typing import Any
 from coordinator.common.result import Result
 from coordinator.runtime.api import PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loader import KafkaRecordSerde, RecordSerde
-from coordinator.runtime.partition import (
-    FutureReplyHandle,
-    PartitionRuntime,
-    PartitionStats,
-    ShardFactory,
-)
+from coordinator.runtime.partition import PartitionRuntime, PartitionStats, ShardFactory
 from coordinator.runtime.partition_state import PartitionState
+from coordinator.runtime.replies import FutureReplyHandle
 from storage.api import LogStore
 
 log = logging.getLogger(__name__)
