@@ -74,6 +74,7 @@ from coordinator.runtime.api import PartitionLoading, PartitionNotActive, Runtim
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from coordinator.runtime.partition_state import VALID_PREVIOUS, IllegalPartitionTransition, PartitionState
+from coordinator.runtime.partition_stats import PartitionStats
 from coordinator.runtime.replies import FutureReplyHandle, InlineHandle, Parked, Scope
 from protocol.errors import ApiError, ErrorCode
 from storage.api import Append, LogRecord, LogStore, StorageError, TxnBatch
@@ -85,20 +86,6 @@ log = logging.getLogger(__name__)
 REPLAY_SLICE = 2_000
 
 ShardFactory = Callable[[int, LoopTimer], Shard]
-
-
-@dataclass(slots=True)
-class PartitionStats:
-    writes: int = 0
-    reads: int = 0
-    timer_ops: int = 0
-    batches_appended: int = 0
-    records_appended: int = 0
-    failures: int = 0
-    op_failures: int = 0
-    loads: int = 0
-    records_loaded: int = 0
-    last_load_ms: float = 0.0
 
 
 @dataclass(slots=True)

@@ -23,8 +23,9 @@ from typing import Any
 from coordinator.common.result import Result
 from coordinator.runtime.api import PartitionNotActive, RuntimeClosed
 from coordinator.runtime.loader import KafkaRecordSerde, RecordSerde
-from coordinator.runtime.partition import PartitionRuntime, PartitionStats, ShardFactory
+from coordinator.runtime.partition import PartitionRuntime, ShardFactory
 from coordinator.runtime.partition_state import PartitionState
+from coordinator.runtime.partition_stats import PartitionStats
 from coordinator.runtime.replies import FutureReplyHandle
 from storage.api import LogStore
 
