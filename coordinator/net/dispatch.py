@@ -9,9 +9,7 @@ forwarded. Anything else goes upstream as an opaque frame, or closes the connect
 there is no upstream.
 
 A large frame (over `LARGE_FRAME_BYTES`) is decoded, and its answer encoded, on the app's
-codec thread rather than on the loop: each is one call into kafka-python's codec, whose
-time grows with the frame, and the loop takes the GIL back every switch interval while
-that thread works, so other clients' heartbeats keep being answered. The frames that
+codec thread rather than on the loop (`net/codec.py`). The frames that
 follow it on its connection wait until it has been handed to the service, so requests
 still take effect in the order the client sent them (as Kafka, which reads a
 connection's next request only after answering the last).
@@ -34,7 +32,7 @@ from kafka.protocol.producer import AddOffsetsToTxnResponse
 from coordinator import metrics
 from coordinator.group.context import RequestContext
 from coordinator.group.topics import NO_TOPICS
-from coordinator.net import authorization, sasl
+from coordinator.net import authorization, codec, sasl
 from coordinator.net.authentication import Answer, SaslSession, SaslSettings
 from coordinator.net.authorization import Caller
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
@@ -52,13 +50,6 @@ from storage.eager_future import EagerFuture
 log = logging.getLogger(__name__)
 
 TRANSACTION_KEY = 1  # FindCoordinator KeyType (KIP-98)
-
-# Above this a request frame is decoded, and its answer encoded, off the loop. Well above
-# what a group's ordinary requests take (a JoinGroup with a few protocols, a commit of a
-# few hundred partitions), so they never pay the thread hop; well below the sizes whose
-# single codec call holds the loop for tens of milliseconds.
-LARGE_FRAME_BYTES = 64 * 1024
-
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -93,7 +84,6 @@ class Dispatcher:
         self._adding: set[asyncio.Future] = set()
         # OffsetCommit/OffsetFetch v10 name topics by id; without an upstream none is known.
         self._topic_ids = topic_ids or TopicIds(lambda: NO_TOPICS)
-        self._codec_pool = codec_pool       # None: every frame is decoded and encoded on the loop
         self._answers = answers
         self._versions = answers.versions
         self._gateway = gateway
@@ -102,6 +92,7 @@ class Dispatcher:
         self._authorizer = authorizer       # None: every request allowed (Kafka without an authorizer)
         self._loop = asyncio.get_running_loop()
         self._clock = clock or (lambda: self._loop.time() * 1000)
+        self._codec = codec.Codec(self._loop, codec_pool)
 
     def open(self, conn: KafkaConnection) -> Session:
         upstream = None
@@ -165,7 +156,7 @@ class Dispatcher:
         """The group's participant partition joins the transaction in place of the
         upstream's `__consumer_offsets` partition, after Kafka's checks: WRITE on the
         transactional id, READ on the group."""
-        request = self._decode(header, payload)
+        request = codec.decode(header, payload)
         version = header.api_version
         if self._authorizer is not None:
             caller = Caller(self._authorizer.current(), session.principal, session.conn.peer_host)
@@ -199,7 +190,7 @@ class Dispatcher:
         if header.api_version > high:
             # KIP-511: a newer client gets a v0 answer listing our range, then retries lower.
             return encode_response(header, api_versions_error_response(), 0)
-        request = self._decode(header, payload)
+        request = codec.decode(header, payload)
         return encode_response(header, self._answers.api_versions(request), header.api_version)
 
     def _sasl_request(self, session: Session, header, payload: bytes) -> bytes | asyncio.Future:
@@ -207,7 +198,7 @@ class Dispatcher:
         if not low <= header.api_version <= high:
             raise ProtocolViolation(f"{ApiKey(header.api_key).name} v{header.api_version} is not served "
                                     f"(we serve {low}-{high})")
-        request = self._decode(header, payload)
+        request = codec.decode(header, payload)
         auth = session.auth
         if auth is None:
             return encode_response(header, sasl.illegal_state(header.api_key, header.api_version), header.api_version)
@@ -251,15 +242,15 @@ class Dispatcher:
         low, high = self._versions[api_key]
         if not low <= version <= high:
             return self._unsupported_version(session, header, payload, (low, high), request_metrics)
-        if self._codec_pool is not None and len(payload) > LARGE_FRAME_BYTES:
+        if self._codec.off_loop(payload):
             return self._decode_off_loop(session, header, payload, request_metrics)
-        return self._serve(session, header, payload, self._decode(header, payload), request_metrics)
+        return self._serve(session, header, payload, codec.decode(header, payload), request_metrics)
 
     def _decode_off_loop(self, session: Session, header, payload: bytes,
                          request_metrics: metrics.RequestMetrics) -> asyncio.Future:
         session.held = deque()
         frame = self._loop.create_future()
-        decoding = asyncio.wrap_future(self._codec_pool.submit(self._decode, header, payload), loop=self._loop)
+        decoding = self._codec.decode_off_loop(header, payload)
         decoding.add_done_callback(partial(self._decoded, session, header, payload, request_metrics, frame))
         return frame
 
@@ -340,7 +331,7 @@ class Dispatcher:
             # Answered inline (a Heartbeat on an idle partition): no task, no future.
             if finish is not None:
                 outcome = finish(outcome)
-            return self._answer(header, payload, request, request_metrics, outcome)
+            return self._codec.answer(header, payload, request, request_metrics, outcome)
         frame = EagerFuture(self._loop)
         pending = _Pending(self, ctx, header, payload, request_metrics, frame, outcome, finish)
         if isinstance(outcome, EagerFuture):
@@ -363,9 +354,9 @@ class Dispatcher:
             if finish is not None:
                 response = finish(response)
         else:
-            request = self._decode(header, payload)
+            request = codec.decode(header, payload)
             response = self._service.answer(ctx, header.api_key, request, outcome)
-        return self._answer(header, payload, request, request_metrics, response)
+        return self._codec.answer(header, payload, request, request_metrics, response)
 
     def _unsupported_version(self, session: Session, header, payload: bytes, served: tuple[int, int] | None,
                              request_metrics: metrics.RequestMetrics) -> bytes:
@@ -386,69 +377,6 @@ class Dispatcher:
             raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {served_text})") from exc
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
-
-    def _answer(self, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
-                response: Any) -> bytes | asyncio.Future:
-        """The response's frame, encoded off the loop when its request was large (the
-        answer's size follows the request's: one entry per group, key or partition named)."""
-        if self._codec_pool is None or len(payload) <= LARGE_FRAME_BYTES:
-            return self._encode(header, payload, request, request_metrics, response)
-        frame = self._loop.create_future()
-        encoding = asyncio.wrap_future(self._codec_pool.submit(_encoded_and_counted, header, response),
-                                       loop=self._loop)
-        encoding.add_done_callback(partial(self._encoded, header, payload, request, request_metrics, response, frame))
-        return frame
-
-    def _encoded(self, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
-                 response: Any, frame: asyncio.Future, encoding: asyncio.Future) -> None:
-        if encoding.cancelled():        # the pool was shut down: kgc is stopping
-            frame.cancel()
-            return
-        exc = encoding.exception()
-        if frame.done():
-            return      # the client went away
-        try:
-            if exc is None:
-                encoded, codes = encoding.result()
-                metrics.count_response_codes(request_metrics, codes)
-                frame.set_result(encoded)
-            else:
-                frame.set_result(self._unencodable(header, payload, request, request_metrics, exc))
-        except Exception as failure:
-            frame.set_exception(failure)
-
-    @classmethod
-    def _encode(cls, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
-                response: Any) -> bytes:
-        """The response's frame; a response that cannot be encoded (a builder's fault) is
-        answered UNKNOWN_SERVER_ERROR in the API's shape rather than closing the connection.
-        `request` may be None (decoded from `payload` only then)."""
-        try:
-            frame = encode_response(header, response, header.api_version)
-        except Exception as exc:
-            return cls._unencodable(header, payload, request, request_metrics, exc)
-        metrics.response(request_metrics, header.api_key, header.api_version, response)
-        return frame
-
-    @classmethod
-    def _unencodable(cls, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
-                     exc: Exception) -> bytes:
-        log.error("%s v%d: the response could not be encoded; answering UNKNOWN_SERVER_ERROR",
-                  ApiKey(header.api_key).name, header.api_version, exc_info=exc)
-        if request is None:
-            request = cls._decode(header, payload)
-        response = error_response(header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        frame = encode_response(header, response, header.api_version)
-        metrics.response(request_metrics, header.api_key, header.api_version, response)
-        return frame
-
-    @staticmethod
-    def _decode(header, payload: bytes):
-        try:
-            return decode_request(header.api_key, header.api_version, payload[header.header_len:])
-        except MalformedRequest as exc:
-            raise ProtocolViolation(f"malformed {ApiKey(header.api_key).name} v{header.api_version}: {exc}") from exc
-
 
 class _Pending:
     """A request answered later: the done-callback of both its runtime future (`outcome`)
@@ -534,9 +462,3 @@ def _cancel_with(outcome: asyncio.Future, frame: asyncio.Future) -> None:
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:
     if not fut.cancelled():     # cancelled: the client went away, nothing was answered
         request_metrics.answered(started)
-
-
-def _encoded_and_counted(header, response: Any) -> tuple[bytes, tuple]:
-    """On the codec thread: a large answer's frame, and its error codes counted."""
-    encoded = encode_response(header, response, header.api_version)
-    return encoded, metrics.response_codes(header.api_key, header.api_version, response)

@@ -105,7 +105,7 @@ def _recv(sock: socket.socket, n: int) -> bytes:
 def _instrument(timelines: list[dict[str, int]]) -> None:
     """Wrap the commit path's functions to stamp the current request's timeline."""
     from coordinator import service
-    from coordinator.net import connection, dispatch
+    from coordinator.net import codec, connection
     from coordinator.runtime import partition
     from storage import file_store, group_commit, partition_log
 
@@ -149,7 +149,7 @@ def _instrument(timelines: list[dict[str, int]]) -> None:
         else:
             write(self, ready)
     connection.KafkaConnection._write = socket_write
-    around(dispatch.Dispatcher, "_decode", None, "decoded")
+    around(codec, "decode", None, "decoded")
     around(service, "_offset_commit", "decide_start", "decided")
     around(file_store.FileLogStore, "append", "append_start", None)
     around(group_commit.GroupCommitWriter, "submit", "submit", "handed")
@@ -158,7 +158,7 @@ def _instrument(timelines: list[dict[str, int]]) -> None:
     around(partition_log.PartitionLog, "write_group", None, "written")
     around(partition_log.PartitionLog, "fsync", None, "fsynced")
     around(group_commit.GroupCommitWriter, "_group_done", "group_done", None)
-    around(dispatch, "encode_response", "encode_start", "encoded")
+    around(codec, "encode_response", "encode_start", "encoded")
     assert partition  # imported so the runtime is the one wrapped above
 
 

@@ -13,7 +13,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
 from coordinator.group.classic.manager import Membership
 from coordinator.group.shard import GroupShard
-from coordinator.net import dispatch
+from coordinator.net import codec
 from coordinator.partitioning import partition_for
 from protocol.errors import ErrorCode
 from tests.support.builders import (
@@ -179,7 +179,7 @@ async def test_a_fault_in_a_request_op_answers_unknown_server_error_and_resets_i
 
 async def test_a_response_that_cannot_be_encoded_is_answered_unknown_server_error(monkeypatch):
     async with kgc_with_healthy_group() as (app, healthy):
-        real = dispatch.encode_response
+        real = codec.encode_response
         faults = []
 
         def faulty(header, response, version):
@@ -188,7 +188,7 @@ async def test_a_response_that_cannot_be_encoded_is_answered_unknown_server_erro
                 raise ValueError("injected fault in the response encoder")
             return real(header, response, version)
 
-        monkeypatch.setattr(dispatch, "encode_response", faulty)
+        monkeypatch.setattr(codec, "encode_response", faulty)
         client = await WireClient.open(app.port, "describer")
         described = await client.call(DescribeGroupsRequest(version=5, groups=[healthy.group],
                                                             include_authorized_operations=False))

@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from kafka.protocol.api_key import ApiKey
 
 from coordinator import metrics
+from coordinator.net.codec import LARGE_FRAME_BYTES
 from coordinator.net.connection import ConnectionState, KafkaConnection
-from coordinator.net.dispatch import LARGE_FRAME_BYTES, Dispatcher
+from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.node import CoordinatorNode
 from protocol.error_responses import error_response
@@ -97,7 +98,7 @@ async def test_a_large_frame_is_decoded_off_the_loop_and_a_small_one_after_it_ke
         assert service.seen == [ApiKey.OffsetCommit, ApiKey.Heartbeat]
         assert correlation_ids(transport.written) == [1, 2]
         # its answer's codes are counted there too (10,000 of them), and added on the loop
-        assert [name for name, _ in pool.ran] == ["_decode", "_encoded_and_counted"]
+        assert [name for name, _ in pool.ran] == ["decode", "_encoded_and_counted"]
         assert metrics.REGISTRY.get_sample_value("kgc_offsets_committed_total") == committed + 10_000
         assert all(thread.startswith("test-codec") for _, thread in pool.ran)
     finally:
