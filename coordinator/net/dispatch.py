@@ -37,6 +37,7 @@ from coordinator.net.authentication import Answer, SaslSession, SaslSettings
 from coordinator.net.authorization import Caller
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
+from coordinator.net.pending_answers import PendingAnswer, settle
 from coordinator.net.topic_ids import TopicIds
 from coordinator.security.acl import AclSource, Operation
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
@@ -272,7 +273,7 @@ class Dispatcher:
         except Exception as exc:
             frame.set_exception(exc)
             return
-        _settle(frame, outcome)
+        settle(frame, outcome)
         self._release(session)
 
     def _release(self, session: Session) -> None:
@@ -288,7 +289,7 @@ class Dispatcher:
                 later.set_exception(exc)        # the connection closes there
                 session.held = held
                 return
-            _settle(later, outcome)
+            settle(later, outcome)
             if type(outcome) is LastFrame:
                 session.held = held     # the connection closes after it: nothing more is served
                 return
@@ -333,7 +334,7 @@ class Dispatcher:
                 outcome = finish(outcome)
             return self._codec.answer(header, payload, request, request_metrics, outcome)
         frame = EagerFuture(self._loop)
-        pending = _Pending(self, ctx, header, payload, request_metrics, frame, outcome, finish)
+        pending = PendingAnswer(self, ctx, header, payload, request_metrics, frame, outcome, finish)
         if isinstance(outcome, EagerFuture):
             # The partition's own future: answered in the call that releases it (after
             # a group commit, the writer's callback), not a loop turn later.
@@ -347,7 +348,7 @@ class Dispatcher:
                       outcome: asyncio.Future, finish: Callable[[Any], Any] | None) -> bytes | asyncio.Future | None:
         """The answer frame of a request whose runtime future (`outcome`) is done: its
         result as the authorizer's `finish` edits it, or the service's error answer, for
-        which the request is decoded again from its bytes (`_Pending` keeps only those)."""
+        which the request is decoded again from its bytes (`PendingAnswer` keeps only those)."""
         request = None
         if outcome.exception() is None:
             response = outcome.result()
@@ -378,48 +379,6 @@ class Dispatcher:
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
 
-class _Pending:
-    """A request answered later: the done-callback of both its runtime future (`outcome`)
-    and the connection's `frame` future.
-
-    One slotted object serves as both callbacks, and it keeps the request's bytes rather
-    than the decoded request, which is decoded again only to shape an error answer: a
-    burst of parked JoinGroups holds one of these per member, and the allocator keeps the
-    memory such a burst took (docs/benchmarks/history.md, "Memory per member")."""
-
-    __slots__ = ("_dispatcher", "_ctx", "_header", "_payload", "_metrics", "_frame", "_outcome", "_finish")
-
-    def __init__(self, dispatcher: Dispatcher, ctx: RequestContext, header, payload: bytes,
-                 request_metrics: metrics.RequestMetrics, frame: asyncio.Future, outcome: asyncio.Future,
-                 finish=None):
-        self._dispatcher = dispatcher
-        self._ctx = ctx
-        self._header = header
-        self._payload = payload
-        self._metrics = request_metrics
-        self._frame = frame
-        self._outcome = outcome
-        self._finish = finish       # the authorizer's edit of the answer (denied parts), if any
-
-    def __call__(self, done: asyncio.Future) -> None:
-        frame, outcome = self._frame, self._outcome
-        if done is frame:
-            # The connection cancels a frame its client will never read; the partition
-            # then skips the request if it has not run yet.
-            if frame.cancelled():
-                outcome.cancel()
-            return
-        if frame.done():
-            return      # the client went away
-        if outcome.cancelled():
-            frame.cancel()
-            return
-        try:
-            _settle(frame, self._dispatcher.respond_later(self._ctx, self._header, self._payload, self._metrics,
-                                                          outcome, self._finish))
-        except Exception as exc:
-            frame.set_exception(exc)
-
 
 def _add_offsets_answer(version: int, code: ErrorCode) -> Any:
     return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0, error_code=int(code))
@@ -430,33 +389,6 @@ def _then(first: Callable[[Any], Any] | None, second: Callable[[Any], Any] | Non
     if first is None or second is None:
         return first or second
     return lambda answer: second(first(answer))
-
-
-def _settle(frame: asyncio.Future, outcome: bytes | asyncio.Future | None) -> None:
-    """Settle `frame` with `outcome`, now or when the outcome future is done; a cancelled
-    frame (its client went away) cancels the outcome."""
-    if not isinstance(outcome, asyncio.Future):
-        frame.set_result(outcome)
-        return
-    outcome.add_done_callback(partial(_relay, frame))
-    frame.add_done_callback(partial(_cancel_with, outcome))
-
-
-def _relay(frame: asyncio.Future, outcome: asyncio.Future) -> None:
-    if frame.done():
-        if not outcome.cancelled():
-            outcome.exception()     # retrieved: the client is gone, nobody else will look
-    elif outcome.cancelled():
-        frame.cancel()
-    elif outcome.exception() is not None:
-        frame.set_exception(outcome.exception())
-    else:
-        frame.set_result(outcome.result())
-
-
-def _cancel_with(outcome: asyncio.Future, frame: asyncio.Future) -> None:
-    if frame.cancelled():
-        outcome.cancel()
 
 
 def _answered(request_metrics: metrics.RequestMetrics, started: float, fut: asyncio.Future) -> None:

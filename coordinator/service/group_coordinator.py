@@ -111,7 +111,7 @@ class GroupCoordinatorService:
 
     def submit(self, ctx: RequestContext, api_key: int, request: Any) -> Any:
         """The response when the partition answered inline, otherwise a future to pass to
-        `answer` once it is done (the dispatcher's `_Pending`)."""
+        `answer` once it is done (`net/pending_answers.py` `PendingAnswer`)."""
         try:
             return self._submitters[api_key](ctx, request)
         except Exception as exc:
