@@ -8,10 +8,13 @@ ConsumerGroupDescribe when DescribeGroups says Dead (a KIP-848 group), and Offse
 `commit(group, offsets)` writes offsets with OffsetCommit as a simple (generation -1)
 commit, as `kafka-consumer-groups --reset-offsets` does.
 
-OffsetFetch asks for "all topics" (null) first. A coordinator that answers that with no
-topics (Tansu: it does not list a group's topics; its v2-7 answers to null are even
-unreadable) is asked again naming every partition of every topic in the cluster's
-Metadata, so a group is never taken for empty because of how its coordinator lists.
+The three questions to the coordinator go out together: a new group's adoption waits for
+two round trips (FindCoordinator, then the three at once), not five in a row.
+ConsumerGroupDescribe's answer counts only when DescribeGroups says Dead, so its failure
+about a classic group is no failure of the snapshot. OffsetFetch asks for "all topics"
+(null, v2 on): Kafka 4.4 and Tansu 0.6 both list a group's committed topics on it, checked
+against both; only a coordinator that speaks OffsetFetch v1 alone is asked naming every
+partition of every topic in the cluster's Metadata.
 
 One connection per coordinator address, opened on first use and replaced once failed;
 every request is bounded by the cluster's request timeout. Failures (no live broker,
@@ -21,6 +24,7 @@ the caller answers a retriable error and never takes a failure for an empty grou
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterable
 
@@ -64,21 +68,29 @@ class UpstreamGroups:
         self._cluster = cluster
         self._timeout_s = request_timeout_ms / 1000
         self._connections: dict[tuple[str, int], UpstreamConnection] = {}
+        self._opening: dict[tuple[str, int], asyncio.Lock] = {}
         self._correlation_ids = itertools.count(1)
 
     async def snapshot(self, group_id: str) -> UpstreamGroup:
         coordinator = await self._coordinator(group_id)
-        described = await self._describe(coordinator, group_id)
+        asking = [self._describe(coordinator, group_id), self._fetch_offsets(coordinator, group_id)]
+        if ApiKey.ConsumerGroupDescribe in self._cluster.api_versions:
+            asking.append(self._describe_consumer_group(coordinator, group_id))
+        described, offsets, *consumer_group = await asyncio.gather(*asking, return_exceptions=True)
+        for answer in (described, offsets):
+            if isinstance(answer, BaseException):
+                raise answer
         state, protocol_type = described.group_state, described.protocol_type
         members = tuple(m.member_id for m in described.members)
-        if state == "Dead" and ApiKey.ConsumerGroupDescribe in self._cluster.api_versions:
+        if state == "Dead" and consumer_group:
             # Kafka 4 answers DescribeGroups for a KIP-848 group, live or not, as Dead with no
             # members: only ConsumerGroupDescribe shows them.
-            consumer_group = await self._describe_consumer_group(coordinator, group_id)
-            if consumer_group is not None:
-                state, protocol_type = consumer_group.group_state, "consumer"
-                members = tuple(m.member_id for m in consumer_group.members)
-        offsets = await self._fetch_offsets(coordinator, group_id)
+            (found,) = consumer_group
+            if isinstance(found, BaseException):
+                raise found
+            if found is not None:
+                state, protocol_type = found.group_state, "consumer"
+                members = tuple(m.member_id for m in found.members)
         return UpstreamGroup(group_id, state, protocol_type, members, tuple(offsets))
 
     async def list_groups(self) -> list[str]:
@@ -156,9 +168,7 @@ class UpstreamGroups:
     async def _fetch_offsets(self, coordinator: tuple[str, int], group_id: str) -> list[AdoptedOffset]:
         version = self._version(ApiKey.OffsetFetch, OFFSET_FETCH_VERSIONS)
         if version >= 2:  # null means "all topics" from v2 on
-            found = await self._offset_fetch(coordinator, version, group_id, None)
-            if found:
-                return found
+            return await self._offset_fetch(coordinator, version, group_id, None)
         return await self._offset_fetch(coordinator, version, group_id, await self._all_partitions())
 
     async def _offset_fetch(self, coordinator: tuple[str, int], version: int, group_id: str,
@@ -216,7 +226,11 @@ class UpstreamGroups:
     async def _call(self, address: tuple[str, int], request, response_class):
         connection = self._connections.get(address)
         if connection is None or connection.failure is not None:
-            connection = self._connections[address] = await self._cluster.own_connection(*address)
+            # One opening per address: the snapshot's questions go out together.
+            async with self._opening.setdefault(address, asyncio.Lock()):
+                connection = self._connections.get(address)
+                if connection is None or connection.failure is not None:
+                    connection = self._connections[address] = await self._cluster.own_connection(*address)
         return await call(connection, next(self._correlation_ids), request, response_class, client_id=CLIENT_ID,
                           timeout_s=self._timeout_s)
 
