@@ -5,25 +5,34 @@ Every value starts with `<partition>:<sequence>:` and is padded to the record si
 consumer checks that each partition's sequence goes 0, 1, 2, ... with nothing missing,
 repeated or out of order.
 
-Run as a benchmark (the same workload direct to Tansu and through kgc, in one run):
+Run as a benchmark (the same workload direct to the broker and through kgc in front of it,
+in one run), against Apache Kafka started from the cached jars, or Tansu:
 
-    .venv/bin/python -m tests.e2e.throughput --mb 100
+    .venv/bin/python -m tests.e2e.throughput --mb 100 --upstream kafka
+    .venv/bin/python -m tests.e2e.throughput --mb 100 --upstream tansu
 
-It prints the Markdown table recorded in docs/benchmarks/history.md ("Data path through kgc").
+It prints the Markdown table recorded in BENCHMARKS.md ("Data path").
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.admin import create_topic
+from tests.support.kafka import KafkaCluster
+from tests.support.kgc import KgcProcess, free_port, kgc_in_front_of, kgc_process, wait_listening
+from tests.support.tansu import TansuBroker
 
 PARTITIONS = 4
 RECORD_BYTES = 1024
@@ -159,22 +168,19 @@ def transfer(bootstrap: str, megabytes: float, *, record_bytes: int = RECORD_BYT
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tests.support.kgc import free_port, kgc_process, wait_listening
-    from tests.support.tansu import TansuBroker
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=100.0, help="payload per run (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=1, help="direct/kgc pairs, alternated (default %(default)s)")
+    parser.add_argument("--upstream", choices=("kafka", "tansu"), default="kafka",
+                        help="the broker, one node (default %(default)s)")
     args = parser.parse_args(argv)
 
-    results: dict[str, list[Transfer]] = {"direct to Tansu": [], "through kgc": []}
-    with TansuBroker() as tansu:
-        broker_port = free_port()
-        with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}") as kgc:
-            wait_listening(broker_port)
-            for _ in range(args.rounds):
-                results["direct to Tansu"].append(transfer(tansu.bootstrap, args.mb))
-                results["through kgc"].append(transfer(kgc.bootstrap, args.mb, proxy_pid=kgc.proc.pid))
+    direct_path = f"direct to {'Kafka' if args.upstream == 'kafka' else 'Tansu'}"
+    results: dict[str, list[Transfer]] = {direct_path: [], "through kgc": []}
+    with _upstream_and_kgc(args.upstream) as (direct, kgc):
+        for _ in range(args.rounds):
+            results[direct_path].append(transfer(direct, args.mb))
+            results["through kgc"].append(transfer(kgc.bootstrap, args.mb, proxy_pid=kgc.proc.pid))
 
     print(f"{args.mb:g} MB per run ({records_for(args.mb)} x {RECORD_BYTES} B, {PARTITIONS} partitions), "
           f"{args.rounds} round(s) alternating the paths; {platform.python_implementation()} "
@@ -187,12 +193,28 @@ def main(argv: list[str] | None = None) -> None:
         medians[path] = statistics.median(produce_rates), statistics.median(fetch_rates)
         print(f"| {path} | {medians[path][0]:.1f} / {max(produce_rates):.1f} "
               f"| {medians[path][1]:.1f} / {max(fetch_rates):.1f} |")
-    direct, via = medians["direct to Tansu"], medians["through kgc"]
+    direct, via = medians[direct_path], medians["through kgc"]
     print(f"| kgc / direct (medians) | {via[0] / direct[0]:.2f} | {via[1] / direct[1]:.2f} |")
     runs = results["through kgc"]
     print(f"\nkgc's own CPU per MB moved (median): produce "
           f"{statistics.median(t.produce_cpu_s / args.mb for t in runs) * 1000:.1f} ms, fetch "
           f"{statistics.median(t.fetch_cpu_s / args.mb for t in runs) * 1000:.1f} ms")
+
+@contextlib.contextmanager
+def _upstream_and_kgc(upstream: str) -> Iterator[tuple[str, KgcProcess]]:
+    """The broker's bootstrap, and kgc in front of it."""
+    if upstream == "kafka":
+        with tempfile.TemporaryDirectory(prefix="kgc-throughput-") as tmp, \
+                KafkaCluster(Path(tmp) / "kafka") as kafka, \
+                kgc_in_front_of(kafka, "--data-dir", f"{tmp}/kgc-data", "--log-level", "WARNING") as kgc:
+            yield kafka.bootstrap, kgc
+        return
+    with TansuBroker() as tansu:
+        broker_port = free_port()
+        with kgc_process("--upstream", tansu.bootstrap, "--broker-port", f"{tansu.node_id}={broker_port}") as kgc:
+            wait_listening(broker_port)
+            yield tansu.bootstrap, kgc
+
 
 if __name__ == "__main__":
     main()
