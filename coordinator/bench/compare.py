@@ -106,7 +106,7 @@ async def run_all(targets: list[TargetChoice], workloads: list[str], sizes: Size
         for repeat in range(1, repeats + 1):
             for target in targets:
                 launch = _checked(target.launcher(work_dir), REQUIRES[name])
-                ctx = Context(target.kind, launch, sizes, work_dir, datadir_cache)
+                ctx = Context(target.kind, launch, sizes, work_dir, datadir_cache, repeat)
                 started = time.perf_counter()
                 try:
                     figures = await WORKLOADS[name](ctx)

@@ -58,6 +58,7 @@ class Context:
     sizes: Sizes
     work_dir: Path
     datadir_cache: Path | None = None
+    repeat: int = 1                # which of the workload's runs on this target (from 1)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     def group_name(self, workload: str, index: int) -> str:

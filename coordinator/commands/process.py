@@ -57,6 +57,13 @@ class ShutdownSignals:
 # collector ran often enough to be a large share of the OffsetCommit path's CPU
 # (docs/benchmarks/history.md, "OffsetCommit path"). Only `kgc serve` sets it: it is a process-wide choice.
 GC_GEN0_THRESHOLD = 10_000
+# Its third (CPython's default is 10): a full collection walks every object that is not
+# frozen, which holds the loop for as long as that takes. A request naming hundreds of
+# thousands of partitions or groups keeps that many objects alive across collections, so
+# at 10 it brought several full collections, each one a stall of every other member's
+# heartbeat (BENCHMARKS.md, "Large requests"). kgc's garbage is freed by reference
+# counting but for rare cycles, which wait ten times as long.
+GC_GEN2_THRESHOLD = 100
 
 EMBEDDED_WATCH_INTERVAL_S = 1.0
 SERVING_LINE_WAIT_S = 5.0  # how long the "serving on" line waits to name the broker listeners
@@ -69,7 +76,7 @@ async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[
     app = KgcApp(config)
     if broker is not None:
         app.warnings.append(MEMORY_STORAGE_WARNING)
-    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+    gc.set_threshold(GC_GEN0_THRESHOLD, gc.get_threshold()[1], GC_GEN2_THRESHOLD)
     frozen = watcher = None
     try:
         await app.start()

@@ -3,7 +3,9 @@
 RSS is VmRSS from /proc/<pid>/status, so the target's pid must be known. Each figure
 comes from a fresh target: RSS after a warm-up (the code paths and allocator pools are in
 use, as in a server that has been up), then again after the load, the difference over
-the count.
+the count. A running target (`HOST:PORT`) is measured on the workload's first run only:
+memory an earlier run freed is reused without RSS growing, so a second run would measure
+next to nothing. Run memory first, or alone, for a running target's figures.
 
 - offsets: `memory_offsets` distinct (group, partition) offsets, groups of
   `OFFSETS_PER_GROUP` partitions;
@@ -42,8 +44,11 @@ async def run(ctx: Context) -> list[Figure]:
     state_name = "memory: RSS per member, connection excluded"
     figures = []
     async with ctx.launch() as target:
-        if target.pid is None:
-            return [not_measured(n, "bytes", "lower", "the target's pid is unknown (give --pid)", target.config)
+        why = ("the target's pid is unknown (give --pid)" if target.pid is None
+               else "a running target is measured on the first run only" if ctx.kind == "external" and ctx.repeat > 1
+               else None)
+        if why is not None:
+            return [not_measured(n, "bytes", "lower", why, target.config)
                     for n in (offsets_name, member_name, conn_name, state_name)]
         figures.append(await _per_offset(ctx, target, offsets_name))
     async with ctx.launch() as target:
