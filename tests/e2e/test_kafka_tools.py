@@ -61,7 +61,9 @@ def produce_timestamped(bootstrap: str, topic: str) -> None:
 def consumed_group(kgc, kafka):
     """A group whose Java member consumed everything and committed 2, 4 and 6 on the three
     partitions; the member is still in the group."""
-    topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name("tools")
+    # Its records are stamped T0, years ago: under Kafka's default retention (7 days) the
+    # broker's next retention check (every 5 minutes) would delete them all mid-test.
+    topic, group = create_topic(kgc.bootstrap, PARTITIONS, configs={"retention.ms": "-1"}), new_name("tools")
     produce_timestamped(kgc.bootstrap, topic)
     member = Member("java", MemberSettings(kgc.bootstrap, group, topic, "tools-member",
                                            confluent_assignor="range")).start()

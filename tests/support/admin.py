@@ -31,11 +31,12 @@ def admin(bootstrap: str) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=bootstrap, client_id="e2e-admin", request_timeout_ms=ADMIN_TIMEOUT_MS)
 
 
-def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
+def create_topic(bootstrap: str, partitions: int, name: str | None = None,
+                 configs: dict[str, str] | None = None) -> str:
     name = name or new_name("e2e")
     client = admin(bootstrap)
     try:
-        client.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}},
+        client.create_topics({name: {"num_partitions": partitions, "replication_factor": 1, "configs": configs or {}}},
                              timeout_ms=ADMIN_TIMEOUT_MS, wait_for_metadata=True)
     finally:
         client.close()
