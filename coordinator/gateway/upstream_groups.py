@@ -9,7 +9,7 @@ ConsumerGroupDescribe when DescribeGroups says Dead (a KIP-848 group), and Offse
 commit, as `kafka-consumer-groups --reset-offsets` does.
 
 The three questions to the coordinator go out together: a new group's adoption waits for
-two round trips (FindCoordinator, then the three at once), not five in a row.
+two round trips (FindCoordinator, then the three at once), not six in a row.
 ConsumerGroupDescribe's answer counts only when DescribeGroups says Dead, so its failure
 about a classic group is no failure of the snapshot. OffsetFetch asks for "all topics"
 (null, v2 on): Kafka 4.4 and Tansu 0.6 both list a group's committed topics on it, checked
