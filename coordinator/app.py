@@ -219,6 +219,7 @@ class KgcApp:
             if gateway is not None:
                 gateway.address_for = self.broker_address
             self.store.owns = lambda partition: partition in self.ownership.owned
+            self.runtime.serving = self.ownership.serving
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
                                                locate=self._locate if self.ownership is not None else None)
         answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
@@ -254,7 +255,8 @@ class KgcApp:
         return DEFAULT_NODE_ID + zlib.crc32(f"{cfg.advertised}:{port}".encode()) % 100_000_000
 
     def _locate(self, group_id: str) -> CoordinatorNode | None:
-        owner = self.ownership.owner(group_id)
+        # A lapsed instance's map may be stale: COORDINATOR_NOT_AVAILABLE, and the client asks again.
+        owner = self.ownership.owner(group_id) if self.ownership.serving() else None
         return None if owner is None else CoordinatorNode(owner.node_id, owner.host, owner.port)
 
     def broker_address(self, node_id: int) -> tuple[str, int]:

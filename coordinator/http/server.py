@@ -78,6 +78,9 @@ def readiness(kgc: Any) -> Readiness:
                     reasons.append(f"partition {p}: {error}")
     if kgc.ownership is not None and not kgc.ownership.history:
         reasons.append(f"ownership: no partitions assigned yet by the group {kgc.ownership.group_id} upstream")
+    elif kgc.ownership is not None and kgc.ownership.owned and not kgc.ownership.serving():
+        reasons.append(f"ownership: membership of {kgc.ownership.group_id} upstream lapsed (no heartbeat answered "
+                       "within the session timeout); not serving until the upstream answers")
     upstream = None
     if kgc.cluster is not None:
         upstream = kgc.cluster.status
@@ -182,7 +185,7 @@ class HttpServer:
         return web.json_response({
             "mode": "replicated", "group": ownership.group_id, "generation": ownership.generation,
             "member_id": ownership.member_id, "leader": ownership.leader, "instance": {"node_id": me.node_id, "host": me.host, "port": me.port},
-            "owned": sorted(ownership.owned),
+            "owned": sorted(ownership.owned), "serving": ownership.serving(),
             "owners": {str(p): f"{i.host}:{i.port}" for p, i in sorted(ownership.owners.items())},
             # Where clients reach each upstream broker: the same instance by every instance's map.
             "brokers": {str(n): ":".join(map(str, self._kgc.broker_address(n))) for n in sorted(self._kgc.broker_ports)},

@@ -18,6 +18,15 @@ session timeout, and its partitions go to the others in the next generation. A p
 (`stop`) releases every partition first (drained: what was acknowledged is written) and
 then leaves the group, so the others take them at once.
 
+An instance answers for its partitions only while its membership is sure (`serving`): the
+upstream keeps a member at least a session timeout after it took its last heartbeat (a
+rebalance timeout while its JoinGroup waits), so this instance's own deadline, counted from
+when it *sent* that request, never outlasts the upstream's. An instance paused past it (a
+long GC, SIGSTOP, a lost network) wakes up answering NOT_COORDINATOR, not from a memory of
+partitions that another instance may have taken and written meanwhile; once the upstream
+says it was removed (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) it gives every partition up, so
+one that comes back to it later is read again from the state topic.
+
 `on_change(partitions)` is awaited with this instance's partitions after every generation,
 one call at a time and apart from the heartbeats, which go on while partitions load.
 """
@@ -28,6 +37,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -122,17 +132,23 @@ def assign(members: Mapping[str, frozenset[int]], num_partitions: int) -> dict[s
     return {m: sorted(ps) for m, ps in result.items()}
 
 
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class Ownership:
     def __init__(self, cluster: UpstreamCluster, group_id: str, me: Instance, num_partitions: int,
                  on_change: Callable[[frozenset[int]], Awaitable[None]], *, session_timeout_ms: int = 10_000,
                  heartbeat_interval_ms: int = 1_000, rebalance_timeout_ms: int = 30_000,
-                 request_timeout_ms: int = 10_000):
+                 request_timeout_ms: int = 10_000, clock: Callable[[], int] = monotonic_ms):
         self.group_id = group_id
         self.me = me
         self.num_partitions = num_partitions
         self._cluster = cluster
         self._on_change = on_change
         self._session_timeout_ms = session_timeout_ms
+        self._clock = clock
+        self._lease_until: float = -math.inf      # `serving` until then (clock ms)
         self._heartbeat_s = heartbeat_interval_ms / 1000
         self._rebalance_timeout_ms = rebalance_timeout_ms
         self._timeout_s = request_timeout_ms / 1000
@@ -148,7 +164,15 @@ class Ownership:
         self._task: asyncio.Task | None = None
         self._applying: asyncio.Task | None = None
         self._stopping = False
-        self._rebalance_started = time.monotonic()
+        self._rebalance_started = clock()
+
+    def serving(self) -> bool:
+        """Whether this instance may answer for `owned` now: the upstream cannot have removed
+        it from the group yet (see the module's docstring)."""
+        return self._clock() < self._lease_until
+
+    def _renew(self, sent: int, span_ms: int) -> None:
+        self._lease_until = sent + span_ms
 
     def owner(self, group_id: str) -> Instance | None:
         return self.owners.get(partition_for(group_id, self.num_partitions))
@@ -198,6 +222,8 @@ class Ownership:
                 raise
             except (UpstreamUnavailable, TimeoutError, OSError, _Rejoin) as exc:
                 log.info("ownership: %s; joining %s again", exc, self.group_id)
+                if isinstance(exc, _Removed):
+                    await self._give_up(str(exc))
                 if not isinstance(exc, _Rejoin):
                     await self._drop_connection()
                     await asyncio.sleep(backoff)
@@ -209,13 +235,17 @@ class Ownership:
                 backoff = min(backoff * 2, _BACKOFF_S[1])
 
     async def _join_and_sync(self) -> None:
-        self._rebalance_started = time.monotonic()
+        self._rebalance_started = self._clock()
         metadata = json.dumps({**self.me.to_json(), "owned": sorted(self.owned)}).encode()
         join = JoinGroupRequest[_JOIN_VERSION](
             group_id=self.group_id, session_timeout_ms=self._session_timeout_ms,
             rebalance_timeout_ms=self._rebalance_timeout_ms, member_id=self.member_id, group_instance_id=None,
             protocol_type=PROTOCOL_TYPE,
             protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=PROTOCOL_NAME, metadata=metadata)])
+        sent = self._clock()
+        if self.serving():
+            # A member whose JoinGroup waits for the others is kept until the rebalance timeout.
+            self._renew(sent, self._rebalance_timeout_ms)
         # The upstream answers a JoinGroup once every member rejoined: up to the rebalance timeout.
         joined = await self._call(join, JoinGroupResponse, self._rebalance_timeout_ms / 1000 + self._timeout_s)
         code = ErrorCode(joined.error_code)
@@ -223,16 +253,20 @@ class Ownership:
             self.member_id = joined.member_id
             raise _Rejoin("member id assigned")
         self._check(code, "JoinGroup")
+        # The join completed no earlier than it was sent; the session counts from there.
+        self._renew(sent, self._session_timeout_ms)
         self.member_id, generation = joined.member_id, joined.generation_id
         self.leader = joined.leader == self.member_id
         assignments = []
         if self.leader:
             assignments = [SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=data)
                            for m, data in self._lead(joined.members).items()]
+        sent = self._clock()
         synced = await self._call(SyncGroupRequest[_SYNC_VERSION](
             group_id=self.group_id, generation_id=generation, member_id=self.member_id, group_instance_id=None,
             assignments=assignments), SyncGroupResponse)
         self._check(ErrorCode(synced.error_code), "SyncGroup")
+        self._renew(sent, self._session_timeout_ms)
         self._adopt(generation, json.loads(synced.assignment))
 
     def _lead(self, members) -> dict[str, bytes]:
@@ -280,7 +314,7 @@ class Ownership:
                 return      # a newer generation came meanwhile: its own apply takes its map
             await self._on_change(mine)
             change = Change(generation, time.time(), mine - previous, previous - mine, count,
-                            (time.monotonic() - started) * 1000)
+                            self._clock() - started)
             self.history.append(change)
             del self.history[:-100]
             metrics.ownership_changed(len(mine), len(change.gained) + len(change.lost), change.took_ms / 1000)
@@ -292,10 +326,14 @@ class Ownership:
     async def _heartbeat_until_rebalance(self) -> None:
         while not self._stopping:
             await asyncio.sleep(self._heartbeat_s)
+            sent = self._clock()
             answer = await self._call(HeartbeatRequest[_HEARTBEAT_VERSION](
                 group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
                 group_instance_id=None), HeartbeatResponse)
-            self._check(ErrorCode(answer.error_code), "Heartbeat")
+            code = ErrorCode(answer.error_code)
+            if code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):
+                self._renew(sent, self._session_timeout_ms)     # both mean: still a member
+            self._check(code, "Heartbeat")
 
     def _check(self, code: ErrorCode, what: str) -> None:
         if code is ErrorCode.NONE:
@@ -303,8 +341,11 @@ class Ownership:
         if code is ErrorCode.REBALANCE_IN_PROGRESS:
             raise _Rejoin(f"{what}: a rebalance began")
         if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID):
+            # Generations may have passed without this member: its partitions may have been
+            # another's, and written, meanwhile.
             self.member_id = "" if code is ErrorCode.UNKNOWN_MEMBER_ID else self.member_id
-            raise _Rejoin(f"{what}: {code.name}")
+            self._lease_until = -math.inf
+            raise _Removed(f"{what}: {code.name}")
         if code in _REFIND:
             raise UpstreamUnavailable(f"{what}: {code.name}")
         raise UpstreamUnavailable(f"{what} answered {code.name}")
@@ -321,6 +362,24 @@ class Ownership:
         found = await self._cluster.find_coordinator(self.group_id, _GROUP_KEY)
         return await self._cluster.own_connection(found.host, found.port)
 
+    async def _give_up(self, why: str) -> None:
+        """Removed from the group: release every partition (drained), so that one given back
+        later is read again from the state topic, and claim none when joining again."""
+        if self._applying is not None:
+            await asyncio.gather(self._applying, return_exceptions=True)
+        if not self.owned:
+            return
+        lost, self.owned = self.owned, frozenset()
+        log.warning("ownership: %s; this instance was removed from %s, so it gives up its %d partitions",
+                    why, self.group_id, len(lost))
+        started = self._clock()
+        await self._on_change(frozenset())
+        change = Change(self.generation, time.time(), frozenset(), lost, len(self.members),
+                        self._clock() - started)
+        self.history.append(change)
+        del self.history[:-100]
+        metrics.ownership_changed(0, len(lost), change.took_ms / 1000)
+
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -329,3 +388,7 @@ class Ownership:
 
 class _Rejoin(Exception):
     """The member must join again (a rebalance began, or its membership changed)."""
+
+
+class _Removed(_Rejoin):
+    """The upstream no longer counts this member in the group's generation."""

@@ -48,6 +48,9 @@ class CoordinatorRuntime:
                                       serde=serde or KafkaRecordSerde(), clock=clock)
         self._partitions = [self._new_partition(p) for p in range(self.num_partitions)]
         self.owned: set[int] = set(range(num_partitions) if owned is None else owned)
+        # Several instances: whether this one's claim on `owned` still holds (its ownership
+        # lease); None for a store that only this instance writes.
+        self.serving: Callable[[], bool] | None = None
 
     async def start(self) -> None:
         for p in sorted(self.owned):
@@ -114,4 +117,6 @@ class CoordinatorRuntime:
             raise RuntimeClosed("coordinator is shutting down")
         if not 0 <= partition < self.num_partitions:
             raise PartitionNotActive(f"partition {partition} is not owned here")
+        if self.serving is not None and not self.serving():
+            raise PartitionNotActive("this instance's ownership lapsed: its partitions may have moved")
         return self._partitions[partition]

@@ -5,15 +5,21 @@ its partitions, the members go on, and every acknowledged commit is there."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from kafka.protocol.consumer.group import OffsetFetchRequest
 
+from protocol.errors import ErrorCode
 from tests.support.admin import create_topic, new_name, offsets_once_owned, produce_sequenced
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc_instances import instances, owner_of, shared_by
+from tests.support.security import KafkaSocket
+from tests.support.simple_group_offsets import simple_commit
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -84,3 +90,39 @@ def test_members_go_on_when_their_groups_owner_is_killed_and_when_another_is_sto
         finally:
             for m in members:
                 m.close()
+
+
+def test_an_instance_paused_past_its_session_answers_nothing_from_memory_when_it_wakes(kafka, tmp_path):
+    topic = create_topic(kafka.bootstrap, 1)
+    group = new_name("paused")
+    with instances(kafka, tmp_path, new_name("kgc-state")) as live:
+        wait_until(lambda: shared_by(live), TIMEOUT_S, lambda: [i.ownership()["owned"] for i in live])
+        # given a group's offset committed through its owner
+        paused = owner_of(live, group)
+        others = [i for i in live if i is not paused]
+        simple_commit(paused.address, group, topic, {0: 5})
+        fetch = OffsetFetchRequest[7](group_id=group, require_stable=False, topics=[
+            OffsetFetchRequest[7].OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+        with KafkaSocket(int(paused.address.rsplit(":", 1)[1]), timeout_s=30) as connection:
+            # when the owner sleeps past its session (SIGSTOP), the others take its partitions
+            # and the group commits again through the new owner
+            os.kill(paused.process.proc.pid, signal.SIGSTOP)
+            try:
+                wait_until(lambda: shared_by(others), TIMEOUT_S, lambda: [i.ownership()["owned"] for i in others])
+                simple_commit(",".join(i.address for i in others), group, topic, {0: 9})
+                # and a client's OffsetFetch is waiting for the sleeper when it wakes
+                connection.send(fetch)
+            finally:
+                os.kill(paused.process.proc.pid, signal.SIGCONT)
+            answer = connection.receive(fetch)
+        # then it does not answer from its memory of the partition (offset 5): the client is
+        # sent to look for the coordinator again
+        offsets = {p.partition_index: p.committed_offset for t in answer.topics for p in t.partitions}
+        assert ErrorCode(answer.error_code) in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE), \
+            (answer.error_code, offsets)
+        # and once it is back in the group, whichever instance owns the group answers 9, the
+        # sleeper too if the partition came back to it (it reads it again)
+        wait_until(lambda: shared_by(live), TIMEOUT_S, lambda: [i.ownership()["owned"] for i in live])
+        assert all(i.ownership()["serving"] for i in live)
+        for instance in live:
+            assert offsets_once_owned(instance.address, group) == {0: 9}

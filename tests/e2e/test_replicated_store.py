@@ -31,6 +31,9 @@ def test_acknowledged_commits_survive_kill_9_of_kgc_without_its_disk(kafka, tmp_
     topic = create_topic(kafka.bootstrap, PARTITIONS)
     group = new_name("replicated")
     with kgc_in_front_of(kafka, *replicated(state), log_path=str(tmp_path / "first.log")) as first:
+        # Once the group's partition is served: librdkafka gives a synchronous commit up on
+        # COORDINATOR_LOAD_IN_PROGRESS, which it meets if it commits while kgc loads.
+        assert offsets_once_owned(first.bootstrap, group) == {}
         consumer = Consumer({"bootstrap.servers": first.bootstrap, "group.id": group, "enable.auto.commit": False})
         try:
             # Synchronous commits: each answered only once its transaction committed upstream.
