@@ -23,6 +23,7 @@ from coordinator.probe import request_response
 from tests.support.eos import (
     assert_exactly_once,
     copy_transactionally,
+    copy_with_java_loop,
     copy_with_kafkas_copier,
     copy_with_streams,
     seed,
@@ -261,6 +262,17 @@ def test_kafkas_transactional_message_copier_java_client_copies_exactly_once(eos
     after = eos_kgc.requests()
     assert flows_used(before, after) == {"v2"}
     assert after["TxnOffsetCommit", "6"] > before["TxnOffsetCommit", "6"]     # Kafka 4.4's client: by topic id
+
+
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_the_java_clients_own_consume_transform_produce_loop_copies_exactly_once(eos_kgc, kafka, group_protocol):
+    """sendOffsetsToTransaction(offsets, consumer.groupMetadata()) from a subscribed Java
+    consumer of either group protocol (KIP-848: the member epoch fences a zombie), every third
+    transaction aborted and rewound to what the group committed, which the read_committed
+    consumer asks with require_stable (UNSTABLE_OFFSET_COMMIT until the abort's marker)."""
+    before = eos_kgc.requests()
+    copy_with_java_loop(kafka, eos_kgc.bootstrap, RECORDS, group_protocol)
+    assert flows_used(before, eos_kgc.requests()) == {"v2"}
 
 
 def test_a_kafka_streams_exactly_once_v2_application_copies_exactly_once(eos_kgc, kafka, tmp_path):

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 STREAMS_APP = Path(__file__).parents[1] / "java" / "StreamsEos.java"
+JAVA_LOOP = Path(__file__).parents[1] / "java" / "EosCopy.java"
 
 
 def seed(bootstrap: str, topic: str, count: int, partitions: int = 3) -> list[bytes]:
@@ -190,6 +191,22 @@ def copy_with_streams(kafka, bootstrap: str, state_dir: Path, records: int) -> N
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert f"processed {records}" in done.stdout
     assert_exactly_once(kafka, bootstrap, application, source, target, inputs)
+
+
+def copy_with_java_loop(kafka, bootstrap: str, records: int, group_protocol: str, abort_every: int = 3) -> None:
+    """The Java client's consume-transform-produce loop (tests/java/EosCopy.java), aborting
+    and rewinding every `abort_every`-th transaction, copies through `bootstrap`, exactly once."""
+    from tests.support.kafka_dist import compiled, java_command
+    source, target = topics(kafka)
+    inputs = seed(kafka.bootstrap, source, records)
+    group = f"java-loop-{uuid.uuid4().hex[:8]}"
+    done = subprocess.run(java_command("EosCopy", bootstrap, group, source, target, str(records), group_protocol,
+                                       str(abort_every), cp=compiled(JAVA_LOOP)),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    copied, aborted = (int(n) for n in done.stdout.split()[1::2][:2])
+    assert copied == records and aborted > 0, done.stdout
+    assert_exactly_once(kafka, bootstrap, group, source, target, inputs)
 
 
 def main(argv: list[str]) -> int:
