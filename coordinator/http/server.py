@@ -190,7 +190,7 @@ class HttpServer:
             # Where clients reach each upstream broker: the same instance by every instance's map.
             "brokers": {str(n): ":".join(map(str, self._kgc.broker_address(n))) for n in sorted(self._kgc.broker_ports)},
             "changes": [{"generation": c.generation, "at": c.at, "gained": sorted(c.gained), "lost": sorted(c.lost),
-                         "members": c.members, "took_ms": round(c.took_ms, 1)} for c in ownership.history[-20:]]})
+                         "members": c.members, "took_ms": round(c.took_ms, 1), "cause": c.cause} for c in ownership.history[-20:]]})
 
     async def _group(self, request: web.Request) -> web.Response:
         runtime = self._kgc.runtime

@@ -106,6 +106,7 @@ class Change:
     lost: frozenset[int]
     members: int
     took_ms: float              # from the rebalance's start to this instance's partitions loaded
+    cause: str                  # which instances came and went, or why this one gave up
 
 
 def assign(members: Mapping[str, frozenset[int]], num_partitions: int) -> dict[str, list[int]]:
@@ -299,12 +300,13 @@ class Ownership:
             if member_id == self.member_id:
                 mine = frozenset(entry["partitions"])
         self.generation, self.owners = generation, owners
+        cause = _cause(self.members, members)
         self.members = tuple(sorted(members, key=lambda i: i.node_id))
         previous, self.owned = self.owned, mine
         count = len(members)
         started = self._rebalance_started
-        log.info("ownership: generation %d of %s: %d instances, %d partitions here (+%d -%d)", generation,
-                 self.group_id, count, len(mine), len(mine - previous), len(previous - mine))
+        log.info("ownership: generation %d of %s: %d instances (%s), %d partitions here (+%d -%d)", generation,
+                 self.group_id, count, cause, len(mine), len(mine - previous), len(previous - mine))
         before = self._applying
 
         async def apply() -> None:
@@ -314,13 +316,13 @@ class Ownership:
                 return      # a newer generation came meanwhile: its own apply takes its map
             await self._on_change(mine)
             change = Change(generation, time.time(), mine - previous, previous - mine, count,
-                            self._clock() - started)
+                            self._clock() - started, cause)
             self.history.append(change)
             del self.history[:-100]
             metrics.ownership_changed(len(mine), len(change.gained) + len(change.lost), change.took_ms / 1000)
             if change.gained or change.lost:
-                log.info("ownership: generation %d applied in %.0f ms: gained %s, lost %s", generation,
-                         change.took_ms, sorted(change.gained), sorted(change.lost))
+                log.info("ownership: generation %d applied in %.0f ms (%s): gained %s, lost %s", generation,
+                         change.took_ms, cause, sorted(change.gained), sorted(change.lost))
         self._applying = asyncio.get_running_loop().create_task(apply(), name="kgc-ownership-apply")
 
     async def _heartbeat_until_rebalance(self) -> None:
@@ -375,7 +377,7 @@ class Ownership:
         started = self._clock()
         await self._on_change(frozenset())
         change = Change(self.generation, time.time(), frozenset(), lost, len(self.members),
-                        self._clock() - started)
+                        self._clock() - started, f"this instance removed ({why})")
         self.history.append(change)
         del self.history[:-100]
         metrics.ownership_changed(0, len(lost), change.took_ms / 1000)
@@ -384,6 +386,15 @@ class Ownership:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
+
+
+def _cause(before: tuple[Instance, ...], after: list[Instance]) -> str:
+    """What changed the membership: the instances that joined and left, by address."""
+    def names(instances) -> set[str]:
+        return {f"{i.host}:{i.port}" for i in instances}
+    joined, left = sorted(names(after) - names(before)), sorted(names(before) - names(after))
+    parts = ([f"joined {', '.join(joined)}"] if joined else []) + ([f"left {', '.join(left)}"] if left else [])
+    return "; ".join(parts) or "same instances (one rejoined, or the leader rebalanced)"
 
 
 class _Rejoin(Exception):

@@ -110,6 +110,8 @@ def test_an_instance_paused_past_its_session_answers_nothing_from_memory_when_it
             try:
                 wait_until(lambda: shared_by(others), TIMEOUT_S, lambda: [i.ownership()["owned"] for i in others])
                 simple_commit(",".join(i.address for i in others), group, topic, {0: 9})
+                # (each survivor logged the move with its cause)
+                assert all(f"left {paused.address}" in i.ownership()["changes"][-1]["cause"] for i in others)
                 # and a client's OffsetFetch is waiting for the sleeper when it wakes
                 connection.send(fetch)
             finally:

@@ -94,6 +94,7 @@ async def test_an_instance_serves_until_a_session_timeout_after_its_last_answere
     upstream.answer(HeartbeatRequest, code(ErrorCode.NONE), after_ms=1_000)
     await settle(upstream)
     assert ownership.owned == frozenset(range(50)) and changes == [frozenset(range(50))]
+    assert ownership.history[-1].cause == "joined 127.0.0.1:9092"
     heartbeat_sent = clock.now_ms() - 1_000     # the script moved the clock while answering
     # when its next heartbeat goes unanswered, it serves until the session timeout counted
     # from when the last answered one was sent, not a moment longer
@@ -136,6 +137,7 @@ async def test_a_removed_member_gives_every_partition_up_and_claims_none_when_it
     assert changes == [frozenset(range(50)), frozenset()]
     assert ownership.owned == frozenset() and not ownership.serving()
     assert ownership.history[-1].lost == frozenset(range(50))
+    assert ownership.history[-1].cause == "this instance removed (Heartbeat: UNKNOWN_MEMBER_ID)"
     # and it joins again as a new member that claims nothing, without stretching a lapsed lease
     assert upstream.sent[-1] == "JoinGroupRequest" and not ownership.serving()
     # when the new generation gives it partitions back, they are taken again (read anew)
