@@ -8,8 +8,9 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
 from coordinator.node import CoordinatorNode
+from protocol.answers.common import AUTHORIZED_OPERATIONS_OMITTED
+from protocol.answers.local import api_versions_response
 from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS
-from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, api_versions_response
 from protocol.errors import ErrorCode
 
 CLUSTER_ID = "kgc-standalone"

@@ -34,8 +34,9 @@ from kafka.protocol.consumer.group import OffsetFetchResponse
 
 from coordinator.group.topics import TopicImage
 from coordinator.net.authorization import Guarded
+from protocol.answers.common import UNKNOWN_OFFSET
 from protocol.api_keys import NEVER_VERSION
-from protocol.error_responses import UNKNOWN_OFFSET, error_response
+from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
 
 # The first version of each API that names topics by id.

@@ -42,8 +42,9 @@ from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
 from coordinator.service.adoption import Adoption
+from protocol.answers.common import AUTHORIZED_OPERATIONS_OMITTED
 from protocol.consumer_group_messages import ConsumerGroupDescribeResponse
-from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
+from protocol.error_responses import error_response
 from protocol.errors import ApiError, ErrorCode
 from protocol.offset_fetch_codec import offset_fetch_response
 
