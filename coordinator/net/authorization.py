@@ -32,12 +32,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetDeleteResponse, OffsetFetchResponse
 
 from coordinator import metrics
 from coordinator.net.connection import ProtocolViolation
 from coordinator.security.acl import CLUSTER_NAME, AclSnapshot, Operation, ResourceType
-from protocol.answers.common import UNKNOWN_OFFSET
+from protocol.answers.offsets import offset_delete_topic_error, offset_fetch_topic_error
 from protocol.apis import operation
 from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
@@ -151,7 +150,7 @@ def _commit_like(api_key: int):
         if api_key in (ApiKey.OffsetCommit, ApiKey.TxnOffsetCommit):
             refused = error_response(api_key, version, SimpleNamespace(topics=denied), TOPIC_DENIED).topics
         else:
-            refused = [_deleted_topic(version, t) for t in denied]
+            refused = [offset_delete_topic_error(version, t, TOPIC_DENIED) for t in denied]
         request.topics = [t for t in request.topics if t not in denied]
         if not request.topics:
             answer = _append("topics", refused)(error_response(api_key, version, request, ErrorCode.NONE))
@@ -172,13 +171,6 @@ def _txn_offset_commit():
     return check
 
 
-def _deleted_topic(version: int, topic: Any) -> Any:
-    cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
-    return cls(version=version, name=topic.name, partitions=[
-        cls.OffsetDeleteResponsePartition(version=version, partition_index=p.partition_index, error_code=TOPIC_DENIED)
-        for p in topic.partitions])
-
-
 _FETCH_GROUP_OP = needs(ApiKey.OffsetFetch, ResourceType.GROUP)
 _FETCH_TOPIC_OP = needs(ApiKey.OffsetFetch, ResourceType.TOPIC)
 
@@ -188,19 +180,16 @@ def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
         if not caller.group(_FETCH_GROUP_OP, request.group_id):
             return _refuse(ApiKey.OffsetFetch, version, request)
         denied, keep_topic = _fetch_topics(version, request, caller)
-        topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
 
         def finish(response: Any) -> Any:
             response.topics = [t for t in response.topics if keep_topic(t.name)] + [
-                _fetched_denied(version, topic_cls, topic_cls.OffsetFetchResponsePartition, t) for t in denied]
+                offset_fetch_topic_error(version, t, TOPIC_DENIED) for t in denied]
             return response
         return Guarded(request, finish if denied or request.topics is None else None, denied=bool(denied))
     denied_groups = [g for g in request.groups if not caller.group(_FETCH_GROUP_OP, g.group_id)]
     if len(denied_groups) == len(request.groups):
         return _refuse(ApiKey.OffsetFetch, version, request)
     request.groups = [g for g in request.groups if g not in denied_groups]
-    group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
-    topic_cls = group_cls.OffsetFetchResponseTopics
     denied_topics = {}
     for group in request.groups:
         denied, keep = _fetch_topics(version, group, caller)
@@ -211,7 +200,7 @@ def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
         for group in response.groups:
             denied, keep = denied_topics.get(group.group_id, ((), lambda _: True))
             group.topics = [t for t in group.topics if keep(t.name)] + [
-                _fetched_denied(version, topic_cls, topic_cls.OffsetFetchResponsePartitions, t) for t in denied]
+                offset_fetch_topic_error(version, t, TOPIC_DENIED) for t in denied]
         response.groups = list(response.groups) + refused
         return response
     return Guarded(request, finish, denied=bool(denied_groups) or any(d for d, _ in denied_topics.values()))
@@ -230,13 +219,6 @@ def _fetch_topics(version: int, holder: Any, caller: Caller):
     denied = [t for t in holder.topics if _named(version, t) and not caller.topic(_FETCH_TOPIC_OP, t.name)]
     holder.topics = [t for t in holder.topics if t not in denied]
     return denied, lambda name: True
-
-
-def _fetched_denied(version: int, topic_cls: Any, partition_cls: Any, topic: Any) -> Any:
-    return topic_cls(version=version, name=topic.name, partitions=[
-        partition_cls(version=version, partition_index=index, committed_offset=UNKNOWN_OFFSET,
-                      committed_leader_epoch=-1, metadata="", error_code=TOPIC_DENIED)
-        for index in topic.partition_indexes])
 
 
 def _describe(api_key: int, asked: str, bits, hide=None):

@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.metadata import MetadataResponse
 
 from coordinator.node import CoordinatorNode
-from protocol.answers.common import AUTHORIZED_OPERATIONS_OMITTED
-from protocol.answers.local import api_versions_response
+from protocol.answers.local import api_versions_response, standalone_metadata
 from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS
-from protocol.errors import ErrorCode
 
 CLUSTER_ID = "kgc-standalone"
 
@@ -43,18 +40,4 @@ class LocalAnswers:
                                      finalized_features=features.finalized, features_epoch=features.epoch)
 
     def metadata(self, request):
-        """Standalone: kgc is the only broker and the cluster has no topics."""
-        version = request.version
-        broker = MetadataResponse.MetadataResponseBroker(
-            version=version, node_id=self._node.node_id, host=self._node.host,
-            port=self._node.port, rack=None)
-        topics = []
-        for topic in request.topics or ():
-            topics.append(MetadataResponse.MetadataResponseTopic(
-                version=version, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                name=topic.name, topic_id=topic.topic_id, is_internal=False, partitions=[],
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-        return MetadataResponse(
-            version=version, throttle_time_ms=0, brokers=[broker], cluster_id=CLUSTER_ID,
-            controller_id=self._node.node_id, topics=topics, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-            error_code=0)
+        return standalone_metadata(request.version, self._node, CLUSTER_ID, request)

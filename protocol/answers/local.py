@@ -43,6 +43,20 @@ def api_versions_error(api: Any, version: int, request: Any, code: int, message:
     return api_versions_response(0, {api.key: api.versions}, code)
 
 
+def standalone_metadata(version: int, node: Any, cluster_id: str, request: Any) -> ApiMessage:
+    """kgc (`node`: a `CoordinatorNode`) is the only broker and the cluster has no topics:
+    every topic asked for is UNKNOWN_TOPIC_OR_PARTITION."""
+    broker = MetadataResponse.MetadataResponseBroker(version=version, node_id=node.node_id, host=node.host,
+                                                     port=node.port, rack=None)
+    topics = [MetadataResponse.MetadataResponseTopic(
+        version=version, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=topic.name, topic_id=topic.topic_id,
+        is_internal=False, partitions=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+        for topic in request.topics or ()]
+    return MetadataResponse(version=version, throttle_time_ms=0, brokers=[broker], cluster_id=cluster_id,
+                            controller_id=node.node_id, topics=topics,
+                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, error_code=0)
+
+
 def metadata_error(api: Any, version: int, request: Any, code: int, message: str | None) -> ApiMessage:
     if version < 13:
         requested(request, api, version, "topic")

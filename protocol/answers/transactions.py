@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
@@ -11,16 +12,23 @@ from protocol.answers.common import requested
 from protocol.txn_offset_commit_messages import TxnOffsetCommitResponse
 
 
+def txn_offset_commit_response(version: int, request: Any, errors: Mapping[tuple[int, int], int] | None = None,
+                               default: int = 0) -> ApiMessage:
+    """Every requested partition, in order, with its error from `errors` (keyed by topic
+    index and partition index; absent: `default`)."""
+    errors = errors or {}
+    topic_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    partition_cls = topic_cls.TxnOffsetCommitResponsePartition
+    return TxnOffsetCommitResponse(version=version, throttle_time_ms=0, topics=[
+        topic_cls(version=version, name=topic.name, topic_id=topic.topic_id, partitions=[
+            partition_cls(version=version, partition_index=p.partition_index,
+                          error_code=errors.get((t_index, p.partition_index), default))
+            for p in topic.partitions])
+        for t_index, topic in enumerate(request.topics)])
+
+
 def txn_offset_commit_error(api: Any, version: int, request: Any, code: int, message: str | None) -> ApiMessage:
-    cls = TxnOffsetCommitResponse
-    topics = requested(request, api, version, "partition").topics
-    return cls(version=version, throttle_time_ms=0, topics=[
-        cls.TxnOffsetCommitResponseTopic(
-            version=version, name=topic.name, topic_id=topic.topic_id,
-            partitions=[cls.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(
-                version=version, partition_index=partition.partition_index, error_code=code)
-                for partition in topic.partitions])
-        for topic in topics])
+    return txn_offset_commit_response(version, requested(request, api, version, "partition"), default=code)
 
 
 def add_offsets_to_txn_error(api: Any, version: int, request: Any, code: int, message: str | None) -> ApiMessage:
