@@ -57,6 +57,10 @@ from protocol.apis import APIS, Server, Where, ranges
 LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType(
     ranges(Server.CONNECTION, Server.SERVICE))
 
+# Answered here only when kgc is the whole cluster (Metadata); with an upstream they are
+# forwarded, and the upstream's range is offered.
+STANDALONE_APIS: frozenset[ApiKey] = frozenset(key for key, api in APIS.items() if api.where is Where.STANDALONE)
+
 # TxnOffsetCommit is served only with an upstream, whose transaction coordinator decides
 # each transaction (coordinator/txn). v0-4 for the classic flow (AddOffsetsToTxn first);
 # v5 (KIP-890 part 2, transaction version 2) also adds the group's partition to the

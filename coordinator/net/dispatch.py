@@ -40,7 +40,7 @@ from coordinator.net.pending_answers import PendingAnswer, settle
 from coordinator.net.topic_ids import TopicIds
 from coordinator.security.acl import AclSource, ResourceType
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
-from protocol.api_keys import UNSERVED_GROUP_APIS
+from protocol.api_keys import STANDALONE_APIS, UNSERVED_GROUP_APIS
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -145,7 +145,7 @@ class Dispatcher:
             return self._sasl_request(session, header, payload)
         if session.auth is not None:
             session.auth.admit(api_key)
-        if api_key in self._versions and not (api_key == ApiKey.Metadata and session.upstream is not None):
+        if api_key in self._versions and not (api_key in STANDALONE_APIS and session.upstream is not None):
             return self._local(session, header, payload, request_metrics)
         if api_key in UNSERVED_GROUP_APIS:
             # A group API kgc does not serve: upstream it would act on a group kgc holds.

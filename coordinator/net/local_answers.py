@@ -8,7 +8,7 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator.node import CoordinatorNode
 from protocol.answers.local import api_versions_response, standalone_metadata
-from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS
+from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS, STANDALONE_APIS
 
 CLUSTER_ID = "kgc-standalone"
 
@@ -29,7 +29,8 @@ class LocalAnswers:
             return local
         if self._gateway.cluster.api_versions:
             # Upstream known: Metadata is forwarded and rewritten, so upstream's range holds.
-            del local[ApiKey.Metadata]
+            for api_key in STANDALONE_APIS:
+                local.pop(api_key, None)
         return self._gateway.api_versions(local)
 
     def api_versions(self, request):

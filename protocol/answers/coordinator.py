@@ -33,10 +33,9 @@ def find_coordinators_response(version: int, coordinators: list[Any]) -> ApiMess
 
 
 def find_coordinator_error(api: Any, version: int, request: Any, code: int, message: str | None) -> ApiMessage:
-    cls = FindCoordinatorResponse
     if version < 4:
-        return cls(version=version, throttle_time_ms=0, error_code=code, error_message=message,
-                   node_id=UNKNOWN_NODE_ID, host="", port=UNKNOWN_PORT)
+        return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=code, error_message=message,
+                                       node_id=UNKNOWN_NODE_ID, host="", port=UNKNOWN_PORT)
     keys = requested(request, api, version, "coordinator key").coordinator_keys
     return find_coordinators_response(version, [coordinator_entry(version, key, None, code, message)
                                                 for key in keys])
