@@ -104,15 +104,18 @@ def _single_group(api_key: int):
     return check
 
 
+_COORDINATOR_GROUP_OP = needs(ApiKey.FindCoordinator, ResourceType.GROUP)
+
+
 def _find_coordinator(version: int, request: Any, caller: Caller) -> Guarded:
     if request.key_type != GROUP_KEY:
         return Guarded(request)
-    group_op = needs(ApiKey.FindCoordinator, ResourceType.GROUP)
     if version < 4:
-        if caller.group(group_op, request.key):
+        if caller.group(_COORDINATOR_GROUP_OP, request.key):
             return Guarded(request)
         return _refuse(ApiKey.FindCoordinator, version, request)
-    return _per_group(ApiKey.FindCoordinator, version, request, caller, group_op, "coordinator_keys", "coordinators")
+    return _per_group(ApiKey.FindCoordinator, version, request, caller, _COORDINATOR_GROUP_OP,
+                      "coordinator_keys", "coordinators")
 
 
 def _per_group(api_key: int, version: int, request: Any, caller: Caller, op: Operation, asked: str,

@@ -1,11 +1,11 @@
 """The group coordinator service: one entry point for the group APIs.
 
-`handle(ctx, api_key, request)` checks what needs no state (a null group id cannot be
+`submit(ctx, api_key, request)` checks what needs no state (a null group id cannot be
 routed: INVALID_GROUP_ID), routes each group to its `__consumer_offsets` partition
 (`partition_for`, Kafka's placement), runs the shard's handler there through the
-runtime, and shapes the answer at the request's version (`protocol.answers`). Requests naming several groups
-(OffsetFetch v8+, DescribeGroups, DeleteGroups) are split by partition, the partitions
-run concurrently, and the answers come back in request order. FindCoordinator needs no
+runtime, and has the answer shaped at the request's version (`protocol.answers`).
+Requests naming several groups (OffsetFetch v8+, DescribeGroups, DeleteGroups) are split
+by partition, the partitions run concurrently, and the answers come back in request order. FindCoordinator needs no
 partition at all: kgc is the coordinator of every group, even while loading.
 
 This module holds the only mapping from internal exceptions to error codes (Kafka's
