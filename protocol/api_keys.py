@@ -1,7 +1,7 @@
 """What kgc serves locally, and which header version each request and response uses.
 
-Version ranges we answer ourselves (Kafka 4.x serves these APIs at the versions in its
-`clients/src/main/resources/common/message/*.json`):
+Version ranges we answer ourselves (the `versions` of `protocol.apis`' rows; Kafka 4.x
+serves these APIs at the versions in its `clients/src/main/resources/common/message/*.json`):
 
 | API             | key | ours | first flexible | note                                          |
 |-----------------|----:|------|---------------:|-----------------------------------------------|
@@ -51,23 +51,15 @@ from types import MappingProxyType
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.schemas import load_json
 
-LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
-    ApiKey.ApiVersions: (0, 4),
-    ApiKey.FindCoordinator: (0, 6),
-    ApiKey.JoinGroup: (0, 9),
-    ApiKey.Heartbeat: (0, 4),
-    ApiKey.LeaveGroup: (0, 5),
-    ApiKey.SyncGroup: (0, 5),
-    ApiKey.OffsetCommit: (0, 10),
-    ApiKey.OffsetFetch: (0, 10),
-    ApiKey.DescribeGroups: (0, 6),
-    ApiKey.ListGroups: (0, 5),
-    ApiKey.DeleteGroups: (0, 2),
-    ApiKey.OffsetDelete: (0, 0),
-    ApiKey.Metadata: (0, 12),
-    ApiKey.ConsumerGroupHeartbeat: (0, 1),
-    ApiKey.ConsumerGroupDescribe: (0, 1),
-})
+from protocol.apis import APIS, Server, Where, ranges
+
+# The ranges of the table of APIs (`protocol.apis`), by who serves them and where.
+LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType(
+    ranges(Server.CONNECTION, Server.SERVICE))
+
+# Answered here only when kgc is the whole cluster (Metadata); with an upstream they are
+# forwarded, and the upstream's range is offered.
+STANDALONE_APIS: frozenset[ApiKey] = frozenset(key for key, api in APIS.items() if api.where is Where.STANDALONE)
 
 # TxnOffsetCommit is served only with an upstream, whose transaction coordinator decides
 # each transaction (coordinator/txn). v0-4 for the classic flow (AddOffsetsToTxn first);
@@ -75,7 +67,7 @@ LOCAL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
 # transaction; v6 (KIP-1319) names topics by id. v5-6 are served, and offered in
 # ApiVersions only when the upstream has finalized `transaction.version` 2
 # (`coordinator/gateway/versions.py`).
-TXN_OFFSET_COMMIT_VERSIONS = (0, 6)
+TXN_OFFSET_COMMIT_VERSIONS = APIS[ApiKey.TxnOffsetCommit].versions
 
 # Every API that reads or changes a group's state. kgc holds every group, so one of
 # these it does not serve itself (`UNSERVED_GROUP_APIS`) is refused, never forwarded:
@@ -106,10 +98,7 @@ UNSERVED_GROUP_APIS: frozenset[ApiKey] = GROUP_APIS - LOCAL_VERSIONS.keys()
 # SASL is answered by kgc on every listener, never forwarded: a client that authenticates
 # its upstream leg through kgc would otherwise look authenticated while kgc answers the
 # group APIs for anyone (coordinator/net/sasl.py).
-SASL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType({
-    ApiKey.SaslHandshake: (0, 1),
-    ApiKey.SaslAuthenticate: (0, 2),
-})
+SASL_VERSIONS: MappingProxyType[ApiKey, tuple[int, int]] = MappingProxyType(ranges(Server.SASL))
 
 # The lowest version served of each API whose floor moved, by the Kafka release whose
 # floor kgc keeps: "kafka3" serves everything Kafka 3.9 served, "kafka4" cuts what
@@ -200,8 +189,7 @@ def _load_schemas() -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
             schema = load_json(entry.name[: -len(".json")])
             flexible[schema["apiKey"]] = _first_flexible(schema["flexibleVersions"])
             versions[schema["apiKey"]] = _version_range(schema["validVersions"])
-    served = {**LOCAL_VERSIONS, **SASL_VERSIONS, ApiKey.TxnOffsetCommit: TXN_OFFSET_COMMIT_VERSIONS}
-    for key, (low, high) in served.items():
+    for key, (low, high) in ranges(*Server, where=tuple(Where)).items():
         known_low, known_high = versions.get(key, (low, high))
         versions[key] = (min(low, known_low), max(high, known_high))
     return flexible, versions

@@ -1,6 +1,7 @@
 """Request decoding and response framing for the APIs kgc answers, on kafka-python 3 codecs.
 
-kafka-python has no api key → class registry for raw requests, so the table is ours.
+kafka-python has no api key → class registry for raw requests, so the table is ours
+(`protocol.apis`).
 
 Its decoders are lenient where Kafka's generated code is strict, so `decode_request`
 adds the checks Kafka makes (generated `*Data.read`):
@@ -30,85 +31,27 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka.protocol.admin.groups import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
     HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    OffsetCommitRequest,
     OffsetCommitResponse,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetFetchRequest,
     OffsetFetchResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer.transaction import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
 )
 from kafka.protocol.schemas import BaseField
 
 from protocol import offset_commit_codec, offset_fetch_codec
 from protocol.api_keys import response_header_version
-from protocol.consumer_group_messages import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-)
+from protocol.apis import APIS
 from protocol.headers import RequestHeader
 from protocol.heartbeat_codec import decode_heartbeat_request, heartbeat_response_frame
-from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 log = logging.getLogger(__name__)
 
+# The codecs of the table of APIs (`protocol.apis`), as pairs for the per-request lookup.
 _CLASSES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
-    ApiKey.ApiVersions: (ApiVersionsRequest, ApiVersionsResponse),
-    ApiKey.FindCoordinator: (FindCoordinatorRequest, FindCoordinatorResponse),
-    ApiKey.JoinGroup: (JoinGroupRequest, JoinGroupResponse),
-    ApiKey.Heartbeat: (HeartbeatRequest, HeartbeatResponse),
-    ApiKey.LeaveGroup: (LeaveGroupRequest, LeaveGroupResponse),
-    ApiKey.SyncGroup: (SyncGroupRequest, SyncGroupResponse),
-    ApiKey.OffsetCommit: (OffsetCommitRequest, OffsetCommitResponse),
-    ApiKey.OffsetFetch: (OffsetFetchRequest, OffsetFetchResponse),
-    ApiKey.DescribeGroups: (DescribeGroupsRequest, DescribeGroupsResponse),
-    ApiKey.ListGroups: (ListGroupsRequest, ListGroupsResponse),
-    ApiKey.DeleteGroups: (DeleteGroupsRequest, DeleteGroupsResponse),
-    ApiKey.OffsetDelete: (OffsetDeleteRequest, OffsetDeleteResponse),
-    ApiKey.Metadata: (MetadataRequest, MetadataResponse),
-    ApiKey.SaslHandshake: (SaslHandshakeRequest, SaslHandshakeResponse),
-    ApiKey.SaslAuthenticate: (SaslAuthenticateRequest, SaslAuthenticateResponse),
-    ApiKey.ConsumerGroupHeartbeat: (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
-    ApiKey.ConsumerGroupDescribe: (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
-    # Served with an upstream (coordinator/txn); AddOffsetsToTxn is answered there too.
-    ApiKey.TxnOffsetCommit: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
-    ApiKey.AddOffsetsToTxn: (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
-}
+    key: (api.request, api.response) for key, api in APIS.items()}
 
 _SIZE_AND_CORRELATION_ID = struct.Struct(">ii")
 # Plain ints: the heartbeat path checks them per request, and ApiKey members and the

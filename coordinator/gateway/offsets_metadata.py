@@ -22,13 +22,13 @@ import uuid
 from kafka.protocol.metadata import MetadataRequest
 
 from protocol import wire
+from protocol.answers.common import AUTHORIZED_OPERATIONS_OMITTED_INT32
 from protocol.wire import Reader
 
 TOPIC = "__consumer_offsets"
 # Kafka gives each topic a random id at creation; kgc's log is one topic that always
 # exists, so its id is fixed (a v5 UUID of the name): the same across restarts.
 TOPIC_ID = uuid.uuid5(uuid.NAMESPACE_URL, "kgc:" + TOPIC)
-_AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -117,7 +117,7 @@ def topic_entry(version: int, node_id: int, num_partitions: int) -> bytes:
         if flexible:
             out.append(wire.tagged([]))
     if version >= 8:
-        out.append(_INT32.pack(_AUTHORIZED_OPERATIONS_OMITTED))
+        out.append(_INT32.pack(AUTHORIZED_OPERATIONS_OMITTED_INT32))
     if flexible:
         out.append(wire.tagged([]))
     return b"".join(out)

@@ -41,14 +41,6 @@ from kafka.protocol.consumer.group import (
 
 from coordinator.common.result import EMPTY_RESULT, Result
 from coordinator.common.timer import Timer
-from coordinator.group.classic.responses import (
-    JoinAnswer,
-    SyncAnswer,
-    heartbeat_response,
-    join_response,
-    leave_response,
-    sync_response,
-)
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.consumer_protocol import encode_assignment, owned_partitions
 from coordinator.group.consumer.group import (
@@ -66,6 +58,14 @@ from coordinator.group.context import RequestContext
 from coordinator.group.subscription import MalformedProtocol, decode_subscription, subscription_version
 from coordinator.group.timer import classic_join_key, classic_sync_key
 from coordinator.records import ClassicMemberMetadata, ConsumerGroupMetadataKey
+from protocol.answers.classic import (
+    JoinAnswer,
+    SyncAnswer,
+    heartbeat_response,
+    join_response,
+    leave_response,
+    sync_response,
+)
 from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)

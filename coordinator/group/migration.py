@@ -34,7 +34,6 @@ from collections.abc import Callable
 from coordinator.common.result import EMPTY_RESULT, Result
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
 from coordinator.group.classic.manager import Membership, group_metadata_value
-from coordinator.group.classic.responses import JoinAnswer, SyncAnswer
 from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
 from coordinator.group.consumer.consumer_protocol import decode_assignment, encode_assignment
@@ -54,6 +53,7 @@ from coordinator.records import (
     new_group_metadata_record,
     new_group_metadata_tombstone,
 )
+from protocol.answers.classic import JoinAnswer, SyncAnswer
 from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)

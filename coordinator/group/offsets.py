@@ -40,11 +40,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from kafka.protocol.consumer.group import (
-    OffsetCommitRequest,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-)
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetDeleteRequest
 
 from coordinator.common.result import Result, Slices, Transaction, whole
 from coordinator.group.classic.group import ClassicGroup
@@ -55,12 +51,7 @@ from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.context import RequestContext
 from coordinator.group.record_limits import check_commit_topics
-from coordinator.group.txn_offsets import (
-    SOURCE_HEADER,
-    PartitionKey,
-    TransactionalOffsets,
-    txn_offset_commit_response,
-)
+from coordinator.group.txn_offsets import SOURCE_HEADER, PartitionKey, TransactionalOffsets
 from coordinator.group.views import OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
 from coordinator.records import (
     CoordinatorRecord,
@@ -69,6 +60,8 @@ from coordinator.records import (
     new_offset_commit_records,
     new_offset_commit_tombstone,
 )
+from protocol.answers.offsets import offset_delete_partition, offset_delete_response, offset_delete_topic
+from protocol.answers.transactions import txn_offset_commit_response
 from protocol.errors import ErrorCode
 from protocol.offset_commit_codec import (
     offset_commit_response,
@@ -376,7 +369,7 @@ class OffsetManager:
 
         def refuse(error: ErrorCode, reason: str) -> Result:
             log.debug("[group=%s] OffsetDelete refused with %s: %s", group_id, error.name, reason)
-            return Result(response=OffsetDeleteResponse(version=ctx.api_version, error_code=int(error)))
+            return Result(response=offset_delete_response(ctx.api_version, error))
 
         if group_id == "":
             return refuse(ErrorCode.INVALID_GROUP_ID, "empty group id")
@@ -394,9 +387,8 @@ class OffsetManager:
                           request: OffsetDeleteRequest) -> Slices:
         """The tombstones and answers of about `COMMIT_SLICE` partitions per slice."""
         group_id = request.group_id
+        version = ctx.api_version
         stored = self.committed.get(group_id, {})
-        topic_cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
-        part_cls = topic_cls.OffsetDeleteResponsePartition
         records: list[CoordinatorRecord] = []
         topics = []
         work = 0
@@ -408,11 +400,11 @@ class OffsetManager:
             for start in range(0, max(len(partitions), 1), COMMIT_SLICE):
                 piece = partitions[start:start + COMMIT_SLICE]
                 if subscribed:
-                    parts += (part_cls(partition_index=p.partition_index,
-                                       error_code=int(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)) for p in piece)
+                    parts += (offset_delete_partition(version, p.partition_index, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+                              for p in piece)
                 else:
                     for p in piece:
-                        parts.append(part_cls(partition_index=p.partition_index, error_code=0))
+                        parts.append(offset_delete_partition(version, p.partition_index, ErrorCode.NONE))
                         if p.partition_index in held:
                             records.append(new_offset_commit_tombstone(
                                 group_id, topic.name, p.partition_index, client_id=ctx.client_id,
@@ -421,9 +413,8 @@ class OffsetManager:
                 if work >= COMMIT_SLICE:
                     yield tuple(records)
                     records, work = [], 0
-            topics.append(topic_cls(name=topic.name, partitions=parts))
-        return Result(records=tuple(records),
-                      response=OffsetDeleteResponse(version=ctx.api_version, error_code=0, topics=topics))
+            topics.append(offset_delete_topic(version, topic.name, parts))
+        return Result(records=tuple(records), response=offset_delete_response(version, ErrorCode.NONE, topics))
 
     def tombstones_for_group(self, group_id: str, ctx: RequestContext) -> list[CoordinatorRecord]:
         return [new_offset_commit_tombstone(group_id, topic, partition, client_id=ctx.client_id,

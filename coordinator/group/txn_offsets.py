@@ -15,11 +15,10 @@ oldest undecided transaction began.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from coordinator.records import CoordinatorRecord, OffsetCommitKey, OffsetCommitValue
-from protocol.txn_offset_commit_messages import TxnOffsetCommitResponse
 
 SOURCE_HEADER = "kgc-txn-src"
 
@@ -103,18 +102,3 @@ def _source(record: CoordinatorRecord) -> int | None:
         if name == SOURCE_HEADER and value is not None:
             return int(value)
     return None
-
-
-def txn_offset_commit_response(version: int, request: Any, errors: Mapping[tuple[int, int], int] | None = None,
-                               default: int = 0) -> Any:
-    """Every requested partition, in order, with its error from `errors` (keyed by topic
-    index and partition index; absent: `default`)."""
-    errors = errors or {}
-    Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-    Partition = Topic.TxnOffsetCommitResponsePartition
-    return TxnOffsetCommitResponse(version=version, throttle_time_ms=0, topics=[
-        Topic(version=version, name=topic.name, topic_id=topic.topic_id, partitions=[
-            Partition(version=version, partition_index=p.partition_index,
-                      error_code=errors.get((t_index, p.partition_index), default))
-            for p in topic.partitions])
-        for t_index, topic in enumerate(request.topics)])

@@ -2,7 +2,8 @@
 
 kgc answers these requests itself, so the upstream never sees them: kgc must check them.
 `guard` runs before the request reaches the coordinator service, so a denied request
-changes no state and never learns whether a group exists. The checks, per API:
+changes no state and never learns whether a group exists. The operation each check needs
+is read from the API's row in `protocol.apis` (`needs`); the checks and their denials, per API:
 
 | API | needs | denied |
 |---|---|---|
@@ -31,12 +32,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetDeleteResponse, OffsetFetchResponse
 
 from coordinator import metrics
 from coordinator.net.connection import ProtocolViolation
 from coordinator.security.acl import CLUSTER_NAME, AclSnapshot, Operation, ResourceType
-from protocol.error_responses import UNKNOWN_OFFSET, error_response
+from protocol.answers.offsets import offset_delete_topic_error, offset_fetch_topic_error
+from protocol.apis import operation
+from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
 
 GROUP_KEY = 0
@@ -73,6 +75,11 @@ class Guarded:
     denied: bool = False            # some of it was refused (for the denials metric)
 
 
+def needs(api_key: int, resource: ResourceType) -> Operation:
+    """The operation `api_key` needs on `resource`, from its row's ACL checks (`protocol.apis`)."""
+    return Operation[operation(api_key, resource.name)]
+
+
 def guard(api_key: int, version: int, request: Any, caller: Caller) -> Guarded:
     check = _GUARDS.get(api_key)
     if check is None:       # fail closed: a local API without a rule is never answered
@@ -88,21 +95,26 @@ def _refuse(api_key: int, version: int, request: Any, code: int = GROUP_DENIED) 
 
 
 def _single_group(api_key: int):
+    group_op = needs(api_key, ResourceType.GROUP)
+
     def check(version: int, request: Any, caller: Caller) -> Guarded:
-        if caller.group(Operation.READ, request.group_id):
+        if caller.group(group_op, request.group_id):
             return Guarded(request)
         return _refuse(api_key, version, request)
     return check
+
+
+_COORDINATOR_GROUP_OP = needs(ApiKey.FindCoordinator, ResourceType.GROUP)
 
 
 def _find_coordinator(version: int, request: Any, caller: Caller) -> Guarded:
     if request.key_type != GROUP_KEY:
         return Guarded(request)
     if version < 4:
-        if caller.group(Operation.DESCRIBE, request.key):
+        if caller.group(_COORDINATOR_GROUP_OP, request.key):
             return Guarded(request)
         return _refuse(ApiKey.FindCoordinator, version, request)
-    return _per_group(ApiKey.FindCoordinator, version, request, caller, Operation.DESCRIBE,
+    return _per_group(ApiKey.FindCoordinator, version, request, caller, _COORDINATOR_GROUP_OP,
                       "coordinator_keys", "coordinators")
 
 
@@ -128,18 +140,20 @@ def _append(attribute: str, entries: list) -> Callable[[Any], Any]:
     return finish
 
 
-def _commit_like(api_key: int, group_op: Operation):
-    """OffsetCommit and OffsetDelete: a group check, then READ on each topic."""
+def _commit_like(api_key: int):
+    """OffsetCommit, TxnOffsetCommit and OffsetDelete: a group check, then one on each topic."""
+    group_op, topic_op = needs(api_key, ResourceType.GROUP), needs(api_key, ResourceType.TOPIC)
+
     def check(version: int, request: Any, caller: Caller) -> Guarded:
         if not caller.group(group_op, request.group_id):
             return _refuse(api_key, version, request)
-        denied = [t for t in request.topics if _named(version, t) and not caller.topic(Operation.READ, t.name)]
+        denied = [t for t in request.topics if _named(version, t) and not caller.topic(topic_op, t.name)]
         if not denied:
             return Guarded(request)
         if api_key in (ApiKey.OffsetCommit, ApiKey.TxnOffsetCommit):
             refused = error_response(api_key, version, SimpleNamespace(topics=denied), TOPIC_DENIED).topics
         else:
-            refused = [_deleted_topic(version, t) for t in denied]
+            refused = [offset_delete_topic_error(version, t, TOPIC_DENIED) for t in denied]
         request.topics = [t for t in request.topics if t not in denied]
         if not request.topics:
             answer = _append("topics", refused)(error_response(api_key, version, request, ErrorCode.NONE))
@@ -148,38 +162,37 @@ def _commit_like(api_key: int, group_op: Operation):
     return check
 
 
-def _txn_offset_commit(version: int, request: Any, caller: Caller) -> Guarded:
-    """Kafka's order: WRITE on the transactional id, then READ on the group, then on each topic."""
-    if not caller.transactional_id(Operation.WRITE, request.transactional_id):
-        return _refuse(ApiKey.TxnOffsetCommit, version, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    return _commit_like(ApiKey.TxnOffsetCommit, Operation.READ)(version, request, caller)
+def _txn_offset_commit():
+    """Kafka's order: the transactional id first, then as OffsetCommit."""
+    txn_op = needs(ApiKey.TxnOffsetCommit, ResourceType.TRANSACTIONAL_ID)
+    commit_like = _commit_like(ApiKey.TxnOffsetCommit)
+
+    def check(version: int, request: Any, caller: Caller) -> Guarded:
+        if not caller.transactional_id(txn_op, request.transactional_id):
+            return _refuse(ApiKey.TxnOffsetCommit, version, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return commit_like(version, request, caller)
+    return check
 
 
-def _deleted_topic(version: int, topic: Any) -> Any:
-    cls = OffsetDeleteResponse.OffsetDeleteResponseTopic
-    return cls(version=version, name=topic.name, partitions=[
-        cls.OffsetDeleteResponsePartition(version=version, partition_index=p.partition_index, error_code=TOPIC_DENIED)
-        for p in topic.partitions])
+_FETCH_GROUP_OP = needs(ApiKey.OffsetFetch, ResourceType.GROUP)
+_FETCH_TOPIC_OP = needs(ApiKey.OffsetFetch, ResourceType.TOPIC)
 
 
 def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
     if version < 8:
-        if not caller.group(Operation.DESCRIBE, request.group_id):
+        if not caller.group(_FETCH_GROUP_OP, request.group_id):
             return _refuse(ApiKey.OffsetFetch, version, request)
         denied, keep_topic = _fetch_topics(version, request, caller)
-        topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
 
         def finish(response: Any) -> Any:
             response.topics = [t for t in response.topics if keep_topic(t.name)] + [
-                _fetched_denied(version, topic_cls, topic_cls.OffsetFetchResponsePartition, t) for t in denied]
+                offset_fetch_topic_error(version, t, TOPIC_DENIED) for t in denied]
             return response
         return Guarded(request, finish if denied or request.topics is None else None, denied=bool(denied))
-    denied_groups = [g for g in request.groups if not caller.group(Operation.DESCRIBE, g.group_id)]
+    denied_groups = [g for g in request.groups if not caller.group(_FETCH_GROUP_OP, g.group_id)]
     if len(denied_groups) == len(request.groups):
         return _refuse(ApiKey.OffsetFetch, version, request)
     request.groups = [g for g in request.groups if g not in denied_groups]
-    group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
-    topic_cls = group_cls.OffsetFetchResponseTopics
     denied_topics = {}
     for group in request.groups:
         denied, keep = _fetch_topics(version, group, caller)
@@ -190,7 +203,7 @@ def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
         for group in response.groups:
             denied, keep = denied_topics.get(group.group_id, ((), lambda _: True))
             group.topics = [t for t in group.topics if keep(t.name)] + [
-                _fetched_denied(version, topic_cls, topic_cls.OffsetFetchResponsePartitions, t) for t in denied]
+                offset_fetch_topic_error(version, t, TOPIC_DENIED) for t in denied]
         response.groups = list(response.groups) + refused
         return response
     return Guarded(request, finish, denied=bool(denied_groups) or any(d for d, _ in denied_topics.values()))
@@ -205,25 +218,20 @@ def _named(version: int, topic: Any) -> bool:
 def _fetch_topics(version: int, holder: Any, caller: Caller):
     """Topics asked for by name: (denied ones, removed from `holder`); all topics: a filter."""
     if holder.topics is None:
-        return [], lambda name: caller.topic(Operation.DESCRIBE, name)
-    denied = [t for t in holder.topics if _named(version, t) and not caller.topic(Operation.DESCRIBE, t.name)]
+        return [], lambda name: caller.topic(_FETCH_TOPIC_OP, name)
+    denied = [t for t in holder.topics if _named(version, t) and not caller.topic(_FETCH_TOPIC_OP, t.name)]
     holder.topics = [t for t in holder.topics if t not in denied]
     return denied, lambda name: True
-
-
-def _fetched_denied(version: int, topic_cls: Any, partition_cls: Any, topic: Any) -> Any:
-    return topic_cls(version=version, name=topic.name, partitions=[
-        partition_cls(version=version, partition_index=index, committed_offset=UNKNOWN_OFFSET,
-                      committed_leader_epoch=-1, metadata="", error_code=TOPIC_DENIED)
-        for index in topic.partition_indexes])
 
 
 def _describe(api_key: int, asked: str, bits, hide=None):
     """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group, and the caller's
     operations on each described group when asked (`bits` shapes the codec's field);
     `hide(response, caller)` first replaces what the caller may not see."""
+    group_op = needs(api_key, ResourceType.GROUP)
+
     def check(version: int, request: Any, caller: Caller) -> Guarded:
-        guarded = _per_group(api_key, version, request, caller, Operation.DESCRIBE, asked, "groups")
+        guarded = _per_group(api_key, version, request, caller, group_op, asked, "groups")
         operations = getattr(request, "include_authorized_operations", False)
         if guarded.refusal is not None or not (operations or hide):
             return guarded
@@ -245,12 +253,15 @@ def _describe(api_key: int, asked: str, bits, hide=None):
 UNDESCRIBABLE_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 
 
+_DESCRIBED_TOPIC_OP = needs(ApiKey.ConsumerGroupDescribe, ResourceType.TOPIC)
+
+
 def _hide_undescribable_topics(version: int, response: Any, caller: Caller) -> None:
     """Kafka 4 (KAFKA-18813): a consumer group one of whose members is assigned, or is to
     be assigned, a topic the caller may not describe is answered TOPIC_AUTHORIZATION_FAILED
     with no members, so neither the topic's name nor who holds it is told."""
     def hidden(group: Any) -> bool:
-        return any(not caller.topic(Operation.DESCRIBE, tp.topic_name) for member in group.members
+        return any(not caller.topic(_DESCRIBED_TOPIC_OP, tp.topic_name) for member in group.members
                    for assignment in (member.assignment, member.target_assignment)
                    for tp in assignment.topic_partitions)
     refused = [group.group_id for group in response.groups if hidden(group)]
@@ -261,24 +272,35 @@ def _hide_undescribable_topics(version: int, response: Any, caller: Caller) -> N
     response.groups = [next(rows) if group.group_id in refused else group for group in response.groups]
 
 
+_LIST_CLUSTER_OP = needs(ApiKey.ListGroups, ResourceType.CLUSTER)
+_LIST_GROUP_OP = needs(ApiKey.ListGroups, ResourceType.GROUP)
+
+
 def _list_groups(version: int, request: Any, caller: Caller) -> Guarded:
-    if caller.cluster(Operation.DESCRIBE):
+    if caller.cluster(_LIST_CLUSTER_OP):
         return Guarded(request)
 
     def finish(response: Any) -> Any:
-        response.groups = [g for g in response.groups if caller.group(Operation.DESCRIBE, g.group_id)]
+        response.groups = [g for g in response.groups if caller.group(_LIST_GROUP_OP, g.group_id)]
         return response
     return Guarded(request, finish)
 
 
+_DELETE_GROUP_OP = needs(ApiKey.DeleteGroups, ResourceType.GROUP)
+
+
 def _delete_groups(version: int, request: Any, caller: Caller) -> Guarded:
-    return _per_group(ApiKey.DeleteGroups, version, request, caller, Operation.DELETE, "groups_names", "results")
+    return _per_group(ApiKey.DeleteGroups, version, request, caller, _DELETE_GROUP_OP, "groups_names", "results")
+
+
+_HEARTBEAT_GROUP_OP = needs(ApiKey.ConsumerGroupHeartbeat, ResourceType.GROUP)
+_SUBSCRIBED_TOPIC_OP = needs(ApiKey.ConsumerGroupHeartbeat, ResourceType.TOPIC)
 
 
 def _consumer_group_heartbeat(version: int, request: Any, caller: Caller) -> Guarded:
-    if not caller.group(Operation.READ, request.group_id):
+    if not caller.group(_HEARTBEAT_GROUP_OP, request.group_id):
         return _refuse(ApiKey.ConsumerGroupHeartbeat, version, request)
-    if any(not caller.topic(Operation.DESCRIBE, name) for name in request.subscribed_topic_names or ()):
+    if any(not caller.topic(_SUBSCRIBED_TOPIC_OP, name) for name in request.subscribed_topic_names or ()):
         return _refuse(ApiKey.ConsumerGroupHeartbeat, version, request, TOPIC_DENIED)
     return Guarded(request)
 
@@ -289,9 +311,9 @@ _GUARDS = {
     ApiKey.SyncGroup: _single_group(ApiKey.SyncGroup),
     ApiKey.Heartbeat: _single_group(ApiKey.Heartbeat),
     ApiKey.LeaveGroup: _single_group(ApiKey.LeaveGroup),
-    ApiKey.OffsetCommit: _commit_like(ApiKey.OffsetCommit, Operation.READ),
-    ApiKey.OffsetDelete: _commit_like(ApiKey.OffsetDelete, Operation.DELETE),
-    ApiKey.TxnOffsetCommit: _txn_offset_commit,
+    ApiKey.OffsetCommit: _commit_like(ApiKey.OffsetCommit),
+    ApiKey.OffsetDelete: _commit_like(ApiKey.OffsetDelete),
+    ApiKey.TxnOffsetCommit: _txn_offset_commit(),
     ApiKey.OffsetFetch: _offset_fetch,
     ApiKey.DescribeGroups: _describe(ApiKey.DescribeGroups, "groups", set),
     ApiKey.ConsumerGroupDescribe: _describe(ApiKey.ConsumerGroupDescribe, "group_ids",

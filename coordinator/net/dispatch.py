@@ -27,7 +27,6 @@ from functools import partial
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.producer import AddOffsetsToTxnResponse
 
 from coordinator import metrics
 from coordinator.group.context import RequestContext
@@ -39,9 +38,9 @@ from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViola
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.pending_answers import PendingAnswer, settle
 from coordinator.net.topic_ids import TopicIds
-from coordinator.security.acl import AclSource, Operation
+from coordinator.security.acl import AclSource, ResourceType
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
-from protocol.api_keys import UNSERVED_GROUP_APIS
+from protocol.api_keys import STANDALONE_APIS, UNSERVED_GROUP_APIS
 from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import HeaderError, parse_request_header
@@ -51,6 +50,11 @@ from storage.eager_future import EagerFuture
 log = logging.getLogger(__name__)
 
 TRANSACTION_KEY = 1  # FindCoordinator KeyType (KIP-98)
+# AddOffsetsToTxn's checks, in Kafka's order (its row in `protocol.apis`).
+_ADD_OFFSETS_TXN_OP = authorization.needs(ApiKey.AddOffsetsToTxn, ResourceType.TRANSACTIONAL_ID)
+_ADD_OFFSETS_GROUP_OP = authorization.needs(ApiKey.AddOffsetsToTxn, ResourceType.GROUP)
+# What a ConsumerGroupHeartbeat's subscribed topics need: its regexes resolve to those.
+_SUBSCRIBED_TOPIC_OP = authorization.needs(ApiKey.ConsumerGroupHeartbeat, ResourceType.TOPIC)
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -141,7 +145,7 @@ class Dispatcher:
             return self._sasl_request(session, header, payload)
         if session.auth is not None:
             session.auth.admit(api_key)
-        if api_key in self._versions and not (api_key == ApiKey.Metadata and session.upstream is not None):
+        if api_key in self._versions and not (api_key in STANDALONE_APIS and session.upstream is not None):
             return self._local(session, header, payload, request_metrics)
         if api_key in UNSERVED_GROUP_APIS:
             # A group API kgc does not serve: upstream it would act on a group kgc holds.
@@ -161,12 +165,13 @@ class Dispatcher:
         version = header.api_version
         if self._authorizer is not None:
             caller = Caller(self._authorizer.current(), session.principal, session.conn.peer_host)
-            if not caller.transactional_id(Operation.WRITE, request.transactional_id):
-                return encode_response(header, _add_offsets_answer(
-                    version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), version)
-            if not caller.group(Operation.READ, request.group_id):
-                return encode_response(header, _add_offsets_answer(version, ErrorCode.GROUP_AUTHORIZATION_FAILED),
-                                       version)
+            if not caller.transactional_id(_ADD_OFFSETS_TXN_OP, request.transactional_id):
+                return encode_response(header, error_response(
+                    ApiKey.AddOffsetsToTxn, version, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                    version)
+            if not caller.group(_ADD_OFFSETS_GROUP_OP, request.group_id):
+                return encode_response(header, error_response(
+                    ApiKey.AddOffsetsToTxn, version, request, ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
         # A client stuck after it (coordinator/txn/commits.py) gets this connection, its
         # transaction coordinator's, closed: the only thing that makes it look again.
         added = asyncio.ensure_future(self._transactions.add_offsets(session.conn.listener_node_id, request,
@@ -182,7 +187,8 @@ class Dispatcher:
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE if done.cancelled() or done.exception() else done.result()
             if not done.cancelled() and done.exception() is not None:
                 log.warning("AddOffsetsToTxn failed: %r", done.exception())
-            frame.set_result(encode_response(header, _add_offsets_answer(version, code), version))
+            frame.set_result(encode_response(header, error_response(ApiKey.AddOffsetsToTxn, version, request, code),
+                                             version))
         added.add_done_callback(answer)
         return frame
 
@@ -314,7 +320,7 @@ class Dispatcher:
             # Before the service: a denied request changes nothing and learns nothing.
             caller = Caller(self._authorizer.current(), session.principal, session.conn.peer_host)
             if api_key == ApiKey.ConsumerGroupHeartbeat:      # its regexes resolve to what it may see
-                may_describe_topic = partial(caller.topic, Operation.DESCRIBE)
+                may_describe_topic = partial(caller.topic, _SUBSCRIBED_TOPIC_OP)
             guarded = authorization.guard(api_key, version, request, caller)
             if guarded.refusal is not None:
                 metrics.response(request_metrics, api_key, version, guarded.refusal)
@@ -378,10 +384,6 @@ class Dispatcher:
             raise ProtocolViolation(f"{name} v{header.api_version} is not served (we serve {served_text})") from exc
         metrics.response(request_metrics, header.api_key, header.api_version, response)
         return frame
-
-
-def _add_offsets_answer(version: int, code: ErrorCode) -> Any:
-    return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0, error_code=int(code))
 
 
 def _then(first: Callable[[Any], Any] | None, second: Callable[[Any], Any] | None) -> Callable[[Any], Any] | None:

@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.metadata import MetadataResponse
 
 from coordinator.node import CoordinatorNode
-from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS
-from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, api_versions_response
-from protocol.errors import ErrorCode
+from protocol.answers.local import api_versions_response, standalone_metadata
+from protocol.api_keys import LOCAL_VERSIONS, SASL_VERSIONS, STANDALONE_APIS
 
 CLUSTER_ID = "kgc-standalone"
 
@@ -31,7 +29,8 @@ class LocalAnswers:
             return local
         if self._gateway.cluster.api_versions:
             # Upstream known: Metadata is forwarded and rewritten, so upstream's range holds.
-            del local[ApiKey.Metadata]
+            for api_key in STANDALONE_APIS:
+                local.pop(api_key, None)
         return self._gateway.api_versions(local)
 
     def api_versions(self, request):
@@ -42,18 +41,4 @@ class LocalAnswers:
                                      finalized_features=features.finalized, features_epoch=features.epoch)
 
     def metadata(self, request):
-        """Standalone: kgc is the only broker and the cluster has no topics."""
-        version = request.version
-        broker = MetadataResponse.MetadataResponseBroker(
-            version=version, node_id=self._node.node_id, host=self._node.host,
-            port=self._node.port, rack=None)
-        topics = []
-        for topic in request.topics or ():
-            topics.append(MetadataResponse.MetadataResponseTopic(
-                version=version, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                name=topic.name, topic_id=topic.topic_id, is_internal=False, partitions=[],
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-        return MetadataResponse(
-            version=version, throttle_time_ms=0, brokers=[broker], cluster_id=CLUSTER_ID,
-            controller_id=self._node.node_id, topics=topics, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-            error_code=0)
+        return standalone_metadata(request.version, self._node, CLUSTER_ID, request)

@@ -10,19 +10,14 @@ for anyone.
 
 from __future__ import annotations
 
-from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 
+from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
-from protocol.messages import response_class
 
 AFTER_AUTHENTICATION = "SaslAuthenticate request received after successful authentication"
 
 
 def illegal_state(api_key: int, version: int, message: str | None = AFTER_AUTHENTICATION) -> ApiMessage:
     """SaslHandshake or SaslAuthenticate answered ILLEGAL_SASL_STATE in its own shape."""
-    cls = response_class(api_key)
-    if api_key == ApiKey.SaslHandshake:
-        return cls(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
-    return cls(version=version, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message,
-               auth_bytes=b"", session_lifetime_ms=0)
+    return error_response(api_key, version, None, ErrorCode.ILLEGAL_SASL_STATE, message)

@@ -30,19 +30,17 @@ from types import SimpleNamespace
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetFetchResponse
 
 from coordinator.group.topics import TopicImage
 from coordinator.net.authorization import Guarded
+from protocol.answers.offsets import offset_fetch_topic_error
 from protocol.api_keys import NEVER_VERSION
-from protocol.error_responses import UNKNOWN_OFFSET, error_response
+from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
 
 # The first version of each API that names topics by id.
 TOPIC_IDS_SINCE = {ApiKey.OffsetCommit: 10, ApiKey.OffsetFetch: 10, ApiKey.TxnOffsetCommit: 6}
 _UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
-_FetchedTopic = OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics
-_FetchedPartition = _FetchedTopic.OffsetFetchResponsePartitions
 
 
 class TopicIds:
@@ -122,7 +120,7 @@ def _fetch(version: int, request: Any, image: TopicImage) -> tuple[Guarded, bool
         if group.topics is not None:
             group.topics, unknown = _named(group.topics)
             any_unknown = any_unknown or bool(unknown)
-        refused.setdefault(group.group_id, []).append([_unknown_fetched(version, t) for t in unknown])
+        refused.setdefault(group.group_id, []).append([offset_fetch_topic_error(version, t, _UNKNOWN_TOPIC_ID) for t in unknown])
 
     def finish(response: Any) -> Any:
         for group in response.groups:
@@ -141,10 +139,3 @@ def _fetch(version: int, request: Any, image: TopicImage) -> tuple[Guarded, bool
             group.topics = topics
         return response
     return Guarded(request, finish), any_unknown
-
-
-def _unknown_fetched(version: int, topic: Any) -> Any:
-    return _FetchedTopic(version=version, topic_id=topic.topic_id, partitions=[
-        _FetchedPartition(version=version, partition_index=index, committed_offset=UNKNOWN_OFFSET,
-                          committed_leader_epoch=-1, metadata="", error_code=_UNKNOWN_TOPIC_ID)
-        for index in topic.partition_indexes])

@@ -1,11 +1,11 @@
 """The group coordinator service: one entry point for the group APIs.
 
-`handle(ctx, api_key, request)` checks what needs no state (a null group id cannot be
+`submit(ctx, api_key, request)` checks what needs no state (a null group id cannot be
 routed: INVALID_GROUP_ID), routes each group to its `__consumer_offsets` partition
 (`partition_for`, Kafka's placement), runs the shard's handler there through the
-runtime, and shapes the answer at the request's version. Requests naming several groups
-(OffsetFetch v8+, DescribeGroups, DeleteGroups) are split by partition, the partitions
-run concurrently, and the answers come back in request order. FindCoordinator needs no
+runtime, and has the answer shaped at the request's version (`protocol.answers`).
+Requests naming several groups (OffsetFetch v8+, DescribeGroups, DeleteGroups) are split
+by partition, the partitions run concurrently, and the answers come back in request order. FindCoordinator needs no
 partition at all: kgc is the coordinator of every group, even while loading.
 
 This module holds the only mapping from internal exceptions to error codes (Kafka's
@@ -29,21 +29,32 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
 
-from kafka.protocol.admin.groups import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetFetchResponse
-from kafka.protocol.metadata.find_coordinator import CoordinatorType, FindCoordinatorResponse
+from kafka.protocol.metadata.find_coordinator import CoordinatorType
 
 from coordinator.group.context import RequestContext
 from coordinator.group.describe import normalized_filter
 from coordinator.group.record_limits import check_group_id
-from coordinator.group.views import GroupDescription, OffsetFetchGroup
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
 from coordinator.service.adoption import Adoption
-from protocol.consumer_group_messages import ConsumerGroupDescribeResponse
-from protocol.error_responses import AUTHORIZED_OPERATIONS_OMITTED, error_response
+from protocol.answers.admin import (
+    delete_groups_response,
+    deleted_group,
+    describe_groups_response,
+    described_group,
+    list_groups_response,
+    listed_group,
+)
+from protocol.answers.consumer import consumer_group_describe_response, described_consumer_group_error
+from protocol.answers.coordinator import (
+    coordinator_entry,
+    find_coordinator_response,
+    find_coordinators_response,
+)
+from protocol.answers.offsets import offset_fetch_group, offset_fetch_groups_response
+from protocol.error_responses import error_response
 from protocol.errors import ApiError, ErrorCode
 from protocol.offset_fetch_codec import offset_fetch_response
 
@@ -252,28 +263,23 @@ class GroupCoordinatorService:
             node = self._locate(request.key)
             if node is None:
                 raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no kgc instance owns the group's partition yet")
-            return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                           error_message=None, node_id=node.node_id, host=node.host,
-                                           port=node.port)
+            return find_coordinator_response(version, node)
 
         def coordinator(key: str) -> Any:      # v4+ (KIP-699) batches keys
             node = self._locate(key)
             if node is None:
-                return FindCoordinatorResponse.Coordinator(
-                    version=version, key=key, node_id=-1, host="", port=-1,
-                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    error_message="no kgc instance owns the group's partition yet")
-            return FindCoordinatorResponse.Coordinator(version=version, key=key, node_id=node.node_id, host=node.host,
-                                                       port=node.port, error_code=ErrorCode.NONE, error_message=None)
+                return coordinator_entry(version, key, None, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                         "no kgc instance owns the group's partition yet")
+            return coordinator_entry(version, key, node)
 
         keys = request.coordinator_keys
         if len(keys) <= SLICE:
-            return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=list(map(coordinator, keys)))
+            return find_coordinators_response(version, list(map(coordinator, keys)))
         return asyncio.ensure_future(self._find_coordinators_sliced(version, keys, coordinator))
 
     @staticmethod
     async def _find_coordinators_sliced(version: int, keys: Sequence[str], coordinator: Callable[[str], Any]) -> Any:
-        return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=await _sliced(keys, coordinator))
+        return find_coordinators_response(version, await _sliced(keys, coordinator))
 
     # ---- OffsetFetch -----------------------------------------------------------------
 
@@ -299,8 +305,8 @@ class GroupCoordinatorService:
 
         outcomes = await self._per_partition(ApiKey.OffsetFetch, request.groups, lambda g: g.group_id, fetch)
         groups = request.groups
-        return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=await _sliced(
-            range(len(groups)), lambda i: _fetched_group_v8(version, groups[i].group_id, outcomes[i])))
+        return offset_fetch_groups_response(version, await _sliced(
+            range(len(groups)), lambda i: offset_fetch_group(version, groups[i].group_id, outcomes[i])))
 
     # ---- DescribeGroups / ListGroups / DeleteGroups ----------------------------------
 
@@ -312,8 +318,8 @@ class GroupCoordinatorService:
                 _answer_or_code(lambda g=g: shard.describe_group(ctx, g)) for g in group_ids])
 
         outcomes = await self._per_partition(ApiKey.DescribeGroups, request.groups, lambda g: g, describe)
-        return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=await _sliced(
-            range(len(outcomes)), lambda i: _described_group(version, request.groups[i], outcomes[i])))
+        return describe_groups_response(version, await _sliced(
+            range(len(outcomes)), lambda i: described_group(version, request.groups[i], outcomes[i])))
 
     async def _consumer_group_describe(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -326,11 +332,11 @@ class GroupCoordinatorService:
         groups = []
         for group_id, outcome in zip(request.group_ids, outcomes, strict=True):
             if not group_id.strip():
-                outcome = _consumer_group_error(version, "", ErrorCode.INVALID_GROUP_ID)
+                outcome = described_consumer_group_error(version, "", ErrorCode.INVALID_GROUP_ID)
             elif isinstance(outcome, ErrorCode):
-                outcome = _consumer_group_error(version, group_id, outcome)
+                outcome = described_consumer_group_error(version, group_id, outcome)
             groups.append(outcome)
-        return ConsumerGroupDescribeResponse(version=version, throttle_time_ms=0, groups=groups)
+        return consumer_group_describe_response(version, groups)
 
     async def _list_groups(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -353,10 +359,7 @@ class GroupCoordinatorService:
         if error is not None:
             raise error
         listed = [g for partition_listing in listings for g in partition_listing]
-        return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.NONE, groups=await _sliced(
-            listed, lambda g: ListGroupsResponse.ListedGroup(
-                version=version, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state,
-                group_type=g.group_type)))
+        return list_groups_response(version, await _sliced(listed, partial(listed_group, version)))
 
     async def _delete_groups(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
@@ -370,9 +373,8 @@ class GroupCoordinatorService:
         unique = list(dict.fromkeys(request.groups_names))
         codes = dict(zip(unique, await self._per_partition(ApiKey.DeleteGroups, unique, lambda g: g, delete),
                          strict=True))
-        return DeleteGroupsResponse(version=version, throttle_time_ms=0, results=await _sliced(
-            request.groups_names, lambda group_id: DeleteGroupsResponse.DeletableGroupResult(
-                version=version, group_id=group_id, error_code=codes[group_id])))
+        return delete_groups_response(version, await _sliced(
+            request.groups_names, lambda group_id: deleted_group(version, group_id, codes[group_id])))
 
 
 # The single-group writes, as `op(ctx, request, shard, handle)` for `partial`: the request
@@ -409,12 +411,6 @@ def _consumer_group_heartbeat(ctx: RequestContext, request: Any, shard: Any, han
 def _fetching_member(version: int, group: Any) -> tuple[str | None, int]:
     """OffsetFetch v9+ (KIP-848) names the member fetching, checked against a consumer group."""
     return (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
-
-
-def _consumer_group_error(version: int, group_id: str, code: ErrorCode) -> Any:
-    return ConsumerGroupDescribeResponse.DescribedGroup(
-        version=version, error_code=int(code), error_message=None, group_id=group_id, group_state="",
-        group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[], authorized_operations=-2**31)
 
 
 def _offset_fetch_one_group(ctx: RequestContext, request: Any, topics: list[tuple[str, list[int]]] | None,
@@ -459,34 +455,3 @@ def _requested_topics(topics: Sequence[Any] | None) -> list[tuple[str, list[int]
     if topics is None:
         return None
     return [(t.name, list(t.partition_indexes)) for t in topics]
-
-
-def _fetched_group_v8(version: int, group_id: str, outcome: OffsetFetchGroup | ErrorCode) -> Any:
-    group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
-    if isinstance(outcome, ErrorCode):
-        return group_cls(version=version, group_id=group_id, topics=[], error_code=outcome)
-    if outcome.error is not ErrorCode.NONE:
-        return group_cls(version=version, group_id=group_id, topics=[], error_code=outcome.error)
-    topic_cls = group_cls.OffsetFetchResponseTopics
-    partition_cls = topic_cls.OffsetFetchResponsePartitions
-    return group_cls(version=version, group_id=group_id, error_code=ErrorCode.NONE, topics=[
-        topic_cls(version=version, name=t.name, partitions=[
-            partition_cls(version=version, partition_index=p.partition, committed_offset=p.offset,
-                          committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
-            for p in t.partitions]) for t in outcome.topics])
-
-
-def _described_group(version: int, group_id: str, outcome: GroupDescription | ErrorCode) -> Any:
-    group_cls = DescribeGroupsResponse.DescribedGroup
-    if isinstance(outcome, ErrorCode):
-        return group_cls(version=version, error_code=outcome, error_message=None, group_id=group_id,
-                         group_state="", protocol_type="", protocol_data="", members=[],
-                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
-    member_cls = group_cls.DescribedGroupMember
-    return group_cls(
-        version=version, error_code=outcome.error, error_message=outcome.error_message, group_id=group_id,
-        group_state=outcome.state, protocol_type=outcome.protocol_type, protocol_data=outcome.protocol_data,
-        members=[member_cls(version=version, member_id=m.member_id, group_instance_id=m.group_instance_id,
-                            client_id=m.client_id, client_host=m.client_host, member_metadata=m.member_metadata,
-                            member_assignment=m.member_assignment) for m in outcome.members],
-        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

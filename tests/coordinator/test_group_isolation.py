@@ -4,8 +4,8 @@ it once (the join that used to raise inside `vote` completes)."""
 
 from __future__ import annotations
 
-from coordinator.group.classic.responses import JoinAnswer
 from coordinator.group.timer import expire_offsets_key, heartbeat_key, join_key, sync_key
+from protocol.answers.classic import JoinAnswer
 from protocol.errors import ApiError, ErrorCode
 from tests.support.builders import subscription
 from tests.support.group_context import GroupTestContext

@@ -7,8 +7,9 @@ import pytest
 from kafka.protocol.api_header import RequestHeader as KafkaPythonRequestHeader
 from kafka.protocol.api_key import ApiKey
 
+from protocol.answers.local import api_versions_response
 from protocol.api_keys import LOCAL_VERSIONS, is_flexible
-from protocol.error_responses import api_versions_response, error_response
+from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
 from protocol.framing import FrameReader
 from protocol.headers import parse_request_header

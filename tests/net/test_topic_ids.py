@@ -16,8 +16,8 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from coordinator.app import KgcApp
 from coordinator.group.topics import TopicImage, TopicMetadata
-from coordinator.group.txn_offsets import txn_offset_commit_response
 from coordinator.net.topic_ids import TopicIds
+from protocol.answers.transactions import txn_offset_commit_response
 from protocol.errors import ErrorCode
 from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
 from tests.support.builders import consumer_heartbeat_request, topic_id

@@ -1,8 +1,9 @@
 import pytest
 from kafka.protocol.api_key import ApiKey
 
+from protocol.answers.local import api_versions_response
 from protocol.api_keys import LOCAL_VERSIONS
-from protocol.error_responses import api_versions_error_response, api_versions_response, error_response
+from protocol.error_responses import api_versions_error_response, error_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import encode_response, response_class

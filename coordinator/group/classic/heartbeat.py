@@ -10,10 +10,10 @@ from kafka.protocol.consumer.group import HeartbeatRequest, LeaveGroupRequest
 
 from coordinator.common.result import EMPTY_RESULT, Result
 from coordinator.group.classic.manager import Membership
-from coordinator.group.classic.responses import heartbeat_response, leave_response
 from coordinator.group.classic.state import GroupState
 from coordinator.group.context import RequestContext
 from coordinator.group.timer import heartbeat_key
+from protocol.answers.classic import heartbeat_response, leave_response
 from protocol.api_keys import LOCAL_VERSIONS
 from protocol.errors import ErrorCode
 

@@ -27,10 +27,10 @@ from kafka.protocol.consumer.group import JoinGroupRequest
 from coordinator.common.result import EMPTY_RESULT, ReplyHandle, Result
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, Parked, Protocols
 from coordinator.group.classic.manager import Membership
-from coordinator.group.classic.responses import JoinAnswer, SyncAnswer, join_response, sync_response
 from coordinator.group.classic.state import GroupState
 from coordinator.group.context import RequestContext
 from coordinator.records import new_empty_group_metadata_record
+from protocol.answers.classic import JoinAnswer, SyncAnswer, join_response, sync_response
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

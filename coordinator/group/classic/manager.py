@@ -28,7 +28,6 @@ from collections.abc import Callable
 from coordinator.common.result import EMPTY_RESULT, Reply, Result
 from coordinator.common.timer import Timer
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember, discard_member_id
-from coordinator.group.classic.responses import JoinAnswer, SyncAnswer, join_response, sync_response
 from coordinator.group.classic.state import GroupState
 from coordinator.group.config import GroupConfig
 from coordinator.group.context import RequestContext
@@ -38,6 +37,7 @@ from coordinator.records import (
     MemberMetadata,
     new_group_metadata_record,
 )
+from protocol.answers.classic import JoinAnswer, SyncAnswer, join_response, sync_response
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from kafka.protocol.consumer.group import SyncGroupRequest
 from coordinator.common.result import EMPTY_RESULT, ReplyHandle, Result
 from coordinator.group.classic.group import Parked
 from coordinator.group.classic.manager import Membership
-from coordinator.group.classic.responses import SyncAnswer, sync_response
 from coordinator.group.classic.state import GroupState
 from coordinator.group.context import RequestContext
+from protocol.answers.classic import SyncAnswer, sync_response
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -74,14 +74,10 @@ from coordinator.records import (
     new_consumer_group_target_assignment_epoch_tombstone,
     new_consumer_group_target_assignment_tombstone,
 )
-from protocol.consumer_group_messages import ConsumerGroupHeartbeatResponse
+from protocol.answers.consumer import consumer_group_heartbeat_response
 from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
-
-_Assignment = ConsumerGroupHeartbeatResponse.Assignment
-_TopicPartitions = _Assignment.TopicPartitions
-
 
 def successor_of(departed: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
     """A departed static member's successor: its subscription and partitions, a new id."""
@@ -173,10 +169,9 @@ class ConsumerGroups:
         full = (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
                 and (request.subscribed_topic_names is not None or regex is not None))
         send = epoch == 0 or full or old is None or reconciled.assigned != old.assigned
-        response = ConsumerGroupHeartbeatResponse(
-            version=version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=reconciled.member_epoch, heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-            assignment=_wire_assignment(version, reconciled.assigned) if send else None)
+        response = consumer_group_heartbeat_response(
+            version, member_id, reconciled.member_epoch, self.config.consumer_heartbeat_interval_ms,
+            to_topic_partitions(reconciled.assigned) if send else None)
         return Result(records=tuple(records), response=response)
 
     def loaded_topics(self) -> TopicImage:
@@ -332,9 +327,7 @@ class ConsumerGroups:
             check_static_holder(group, request.instance_id, member_id)
         member = _known_member(group, member_id)
         epoch = request.member_epoch
-        response = ConsumerGroupHeartbeatResponse(
-            version=ctx.api_version, throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id,
-            member_epoch=epoch, heartbeat_interval_ms=0, assignment=None)
+        response = consumer_group_heartbeat_response(ctx.api_version, member_id, epoch, 0, None)
         if epoch == STATIC_LEAVE_EPOCH:
             # A static member leaving for a while keeps its partitions until its session ends.
             away = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation={})
@@ -561,7 +554,3 @@ def _member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]
             new_consumer_group_member_subscription_tombstone(group_id, member_id)]
 
 
-def _wire_assignment(version: int, assignment: Assignment):
-    return _Assignment(version=version, topic_partitions=[
-        _TopicPartitions(version=version, topic_id=topic_id, partitions=list(partitions))
-        for topic_id, partitions in to_topic_partitions(assignment)])
