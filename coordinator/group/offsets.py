@@ -37,6 +37,7 @@ one whose offsets are all gone is deleted with its records' tombstones.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -201,7 +202,8 @@ class OffsetManager:
             return self._commit_in_slices(version, request, errors, terms)
         records: list[CoordinatorRecord] = []
         for t_index, topic in enumerate(request.topics):
-            records += self._topic_records(t_index, _topic_name(version, topic), topic.partitions, errors, terms)
+            records += self._topic_records(t_index, _topic_name(version, topic), topic.partitions, errors, terms,
+                                           _topic_id(version, topic))
         return Result(records=tuple(records), response=offset_commit_response(version, request, errors))
 
     def _commit_in_slices(self, version: int, request: OffsetCommitRequest, errors: dict[tuple[int, int], int],
@@ -214,12 +216,13 @@ class OffsetManager:
         work = 0
         for t_index, topic in enumerate(request.topics):
             name = _topic_name(version, topic)
+            topic_id = _topic_id(version, topic)
             partitions = topic.partitions
             answers = response.topics[t_index].partitions
             for start in range(0, max(len(partitions), 1), COMMIT_SLICE):
                 piece = partitions[start:start + COMMIT_SLICE]
                 if terms is not None:
-                    records += self._topic_records(t_index, name, piece, errors, terms)
+                    records += self._topic_records(t_index, name, piece, errors, terms, topic_id)
                 answers += partition_answers(piece, t_index, errors, refusal)
                 work += len(piece) + 1
                 if work >= COMMIT_SLICE:
@@ -229,8 +232,10 @@ class OffsetManager:
 
     @staticmethod
     def _topic_records(t_index: int, name: str | None, partitions, errors: dict[tuple[int, int], int],
-                       terms: _CommitTerms) -> list[CoordinatorRecord]:
-        """The records committing `partitions` of one topic; refusals go to `errors`."""
+                       terms: _CommitTerms, topic_id: uuid.UUID | None = None) -> list[CoordinatorRecord]:
+        """The records committing `partitions` of one topic; refusals go to `errors`.
+        `topic_id`: the id the request named the topic by (v10+), kept in the values as
+        Kafka 4.1+ keeps it (`OffsetAndMetadata.fromRequest`)."""
         if name is None:
             for p in partitions:
                 errors[t_index, p.partition_index] = _UNKNOWN_TOPIC_ID
@@ -250,13 +255,14 @@ class OffsetManager:
                 # v1 may name a partition's commit time (-1: the coordinator's), which
                 # Kafka stored as given: it is what retention counts from. The records
                 # keep the request's order (the last of a partition listed twice wins).
-                records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
+                records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit,
+                                                     topic_id=topic_id)
                 records += new_offset_commit_records(group_id, name, [commit], p.commit_timestamp,
-                                                     expire_ms, **audit)
+                                                     expire_ms, **audit, topic_id=topic_id)
                 commits = []
             else:
                 commits.append(commit)
-        records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
+        records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit, topic_id=topic_id)
         return records
 
     def txn_commit(self, ctx: RequestContext, request, source_offset: int) -> Result:
@@ -279,7 +285,8 @@ class OffsetManager:
             source = ((SOURCE_HEADER, str(source_offset).encode()),)
             for t_index, topic in enumerate(request.topics):
                 records += [record._replace(headers=record.headers + source) for record in
-                            self._topic_records(t_index, topic.name, topic.partitions, errors, terms)]
+                            self._topic_records(t_index, topic.name, topic.partitions, errors, terms,
+                                                _txn_topic_id(version, topic))]
         else:
             log.debug("[group=%s] TxnOffsetCommit from %r (generation %d) refused with %s",
                       group_id, member_id, generation, error.name)
@@ -501,6 +508,16 @@ def _topic_name(version: int, topic) -> str | None:
     # v10 names topics by id; the edge (`net/topic_ids.py`) sets `name` from the id it
     # resolved and answers unknown ids itself, so a topic left without a name is one too.
     return getattr(topic, "name", None) or None
+
+
+def _topic_id(version: int, topic) -> uuid.UUID | None:
+    # The topic's id, when the commit named it by id (v10+). Kafka keeps it in the value.
+    return getattr(topic, "topic_id", None) if version >= 10 else None
+
+
+def _txn_topic_id(version: int, topic) -> uuid.UUID | None:
+    # TxnOffsetCommit names topics by id from v6 (KIP-1319).
+    return getattr(topic, "topic_id", None) if version >= 6 else None
 
 
 def _request_size(request: OffsetCommitRequest | OffsetDeleteRequest) -> int:

@@ -18,10 +18,12 @@ from coordinator.app import KgcApp
 from coordinator.group.topics import TopicImage, TopicMetadata
 from coordinator.group.txn_offsets import txn_offset_commit_response
 from coordinator.net.topic_ids import TopicIds
+from coordinator.offline.state import replay_state
+from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
 from tests.support.builders import consumer_heartbeat_request, topic_id
-from tests.support.kgc import running_kgc
+from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
 from tests.support.wire_client import WireClient
 
@@ -65,6 +67,25 @@ async def test_a_v10_commit_is_stored_by_name_and_fetched_by_id(client):
     # A v9 commit by name reads back by id.
     await client.call(commit(epoch, {"t": {2: 7}}, version=9))
     assert fetched(await client.call(fetch(epoch, {T: [2]}))) == {(T, 2): (7, 0)}
+
+
+async def test_a_v10_commit_keeps_the_topic_id_in_its_records_as_kafka_does(monkeypatch, tmp_path):
+    """Kafka 4.1+ writes the id a commit named its topic by into the value (OffsetCommitValue
+    v4, tagged field 0): the audit tells a recreated topic's offsets by it. A commit by
+    name has none."""
+    monkeypatch.setattr(KgcApp, "_topics", lambda self: IMAGE)
+    config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, data_dir=str(tmp_path))
+    async with running_kgc(config) as app:
+        client = await WireClient.open(app.port)
+        try:
+            epoch = await join(client)
+            assert committed(await client.call(commit(epoch, {T: {0: 5}}))) == {(T, 0): 0}
+            assert committed(await client.call(commit(epoch, {"t": {1: 6}}, version=9))) == {("t", 1): 0}
+        finally:
+            client.close()
+    offsets = replay_state(tmp_path).offsets
+    assert (offsets["g", "t", 0].offset, offsets["g", "t", 0].topic_id) == (5, T)
+    assert (offsets["g", "t", 1].offset, offsets["g", "t", 1].topic_id) == (6, None)
 
 
 async def test_an_unknown_topic_id_is_answered_alone(client):
