@@ -23,6 +23,7 @@ The final state (latest commit per key, the groups' last metadata) goes to
 from __future__ import annotations
 
 import struct
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -192,6 +193,7 @@ class _CommitValues:
         self.expire_timestamp = np.full(n, -1, np.int64)
         self.metadata = np.zeros(n, np.int64)             # codes into metadata_values; "" is 0
         self.metadata_values: list[str] = [""]
+        self.topic_ids: dict[int, uuid.UUID] = {}         # the values that recorded one (v4), by index
         fast = np.flatnonzero(length == _V3_NO_METADATA.itemsize)
         value = structs(buf, pos[fast], _V3_NO_METADATA)
         plain = (value["version"] == _V3) & (value["metadata_length"] == 0)
@@ -216,6 +218,8 @@ class _CommitValues:
             self.leader_epoch[i] = value.leader_epoch
             self.commit_timestamp[i] = value.commit_timestamp_ms
             self.expire_timestamp[i] = value.expire_timestamp_ms
+            if value.topic_id is not None:
+                self.topic_ids[i] = value.topic_id
             code = metadata_codes.setdefault(value.metadata, len(metadata_codes))
             if code == len(self.metadata_values):
                 self.metadata_values.append(value.metadata)
@@ -224,7 +228,7 @@ class _CommitValues:
     def value(self, i: int) -> OffsetCommitValue:
         return OffsetCommitValue(int(self.offset[i]), int(self.leader_epoch[i]),
                                  self.metadata_values[self.metadata[i]], int(self.commit_timestamp[i]),
-                                 int(self.expire_timestamp[i]))
+                                 int(self.expire_timestamp[i]), self.topic_ids.get(i))
 
 
 def _undecodable(audit: PartitionAudit, cols: PartitionColumns, row: int, error: str) -> None:
