@@ -595,11 +595,13 @@ def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
     return value
 
 
-# Loading decodes millions of OffsetCommit records: the shapes this coordinator writes
-# (key type 1, value v3) are read with two struct calls and no cursor. Anything else,
+# Loading decodes millions of OffsetCommit records: the shapes this coordinator and Kafka
+# write (key type 1, value v3, and v4 with or without the topic id) are read with a few
+# struct calls and no cursor. Anything else,
 # or anything that does not fit exactly, goes through `_Reader`, which words the error.
 _OFFSET_COMMIT_KEY_PREFIX = _I16.pack(OFFSET_COMMIT_KEY_TYPE)
 _OFFSET_COMMIT_V3_PREFIX = _I16.pack(OFFSET_COMMIT_VALUE_VERSION)
+_OFFSET_COMMIT_V4_PREFIX = _I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_TOPIC_ID)
 _V3_HEAD = struct.Struct(">hqih")       # version, offset, leader_epoch, metadata length
 _V3_MIN_SIZE = _V3_HEAD.size + _I64.size
 
@@ -620,6 +622,8 @@ def _plain_offset_commit_key(buf: bytes) -> OffsetCommitKey | None:
 
 
 def _plain_offset_commit_value(buf: bytes) -> OffsetCommitValue | None:
+    if buf[:2] == _OFFSET_COMMIT_V4_PREFIX:
+        return _plain_offset_commit_value_v4(buf)
     if len(buf) == _V3_MIN_SIZE and buf[:2] == _OFFSET_COMMIT_V3_PREFIX:
         # No metadata, the usual commit: one unpack.
         _version, offset, leader_epoch, n, commit_timestamp_ms = _V3_NO_METADATA.unpack(buf)
@@ -637,6 +641,29 @@ def _plain_offset_commit_value(buf: bytes) -> OffsetCommitValue | None:
     except UnicodeDecodeError:
         return None
     return OffsetCommitValue(offset, leader_epoch, metadata, _I64.unpack_from(buf, end)[0])
+
+
+def _plain_offset_commit_value_v4(buf: bytes) -> OffsetCommitValue | None:
+    """v4 (Kafka 4.1+ writes it for every commit without a retention) with metadata under
+    127 bytes (a one-byte length) and no tagged field but the topic id."""
+    size = len(buf)
+    n = buf[_V4_HEAD.size] - 1 if size > _V4_HEAD.size else -1
+    end = _V4_HEAD.size + 1 + n
+    if not 0 <= n < 0x7F or end + _I64.size >= size:
+        return None
+    tags = buf[end + _I64.size:]
+    if tags == _NO_TAGS:
+        topic_id = None
+    elif len(tags) == len(_TOPIC_ID_TAG) + 16 and tags[:len(_TOPIC_ID_TAG)] == _TOPIC_ID_TAG:
+        topic_id = _topic_id(bytes(tags[len(_TOPIC_ID_TAG):]))
+    else:
+        return None
+    try:
+        metadata = bytes(buf[_V4_HEAD.size + 1:end]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    _version, offset, leader_epoch = _V4_HEAD.unpack_from(buf)
+    return OffsetCommitValue(offset, leader_epoch, metadata, _I64.unpack_from(buf, end)[0], -1, topic_id)
 
 
 # GroupMetadata values (one per rebalance; an audit of a large log reads hundreds of

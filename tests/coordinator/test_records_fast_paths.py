@@ -134,6 +134,35 @@ def test_damaged_values_decode_as_the_reference_reads_them_or_are_refused(data, 
         assert got is None
 
 
+def cursor_offset_value(buf: bytes) -> OffsetCommitValue:
+    """The cursor's reading (`_Reader`), which the struct fast paths must agree with."""
+    r = codec._Reader(buf)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordDecodeError(f"unknown value version {version}")
+    r.flexible = version >= 4
+    value = codec._decode_offset_commit_value(r, version)
+    r.done()
+    return value
+
+
+@settings(max_examples=300)
+@given(data=st.data(), offset=int64, epoch=int32, metadata=names, ts=int64,
+       topic_id=st.none() | st.uuids())
+def test_v4_values_intact_or_damaged_decode_as_the_cursor_reads_them_or_are_refused(data, offset, epoch, metadata,
+                                                                                      ts, topic_id):
+    valid = kafka_v4(offset, epoch, metadata, ts, topic_id)
+    buf = data.draw(st.just(valid) | damaged(valid))
+    got, expected = outcome(lambda b: records.deserialize_value(OffsetCommitKey("g", "t", 0), b), cursor_offset_value,
+                            buf)
+    assert got == expected
+    plain = codec._plain_offset_commit_value(buf)
+    assert plain is None or plain == expected
+    if buf == valid and len(metadata.encode()) < 127:
+        assert plain == OffsetCommitValue(offset, epoch, metadata, ts, -1, topic_id if topic_id and topic_id.int
+                                          else None)     # read by the fast path
+
+
 def test_the_audit_headers_of_one_commit_are_one_shared_tuple():
     value = OffsetCommitValue(1, -1, "", 5)
     a, b = (records.new_offset_commit_record("g", "t", p, value, member_id="m", generation=2, client_id="c",
