@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from kafka.protocol.consumer.group import (
@@ -346,11 +346,15 @@ class OffsetManager:
     # ------------------------------------------------------------ fetch
 
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
-              member: tuple[str | None, int] = (None, -1), require_stable: bool = False) -> OffsetFetchGroup:
+              member: tuple[str | None, int] = (None, -1), require_stable: bool = False,
+              topic_ids: Mapping[str, uuid.UUID] | None = None) -> OffsetFetchGroup:
         """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka).
         `member` (v9+: member id, member epoch) is checked against a consumer group. With
         `require_stable`, a partition with a pending transactional offset reads as
-        UNSTABLE_OFFSET_COMMIT (Kafka's `fetchOffsets` with `lastCommittedOffset` MAX)."""
+        UNSTABLE_OFFSET_COMMIT (Kafka's `fetchOffsets` with `lastCommittedOffset` MAX).
+        `topic_ids` (v10+: the ids the topics were asked by): an offset committed with
+        another id, to a topic of the same name since deleted, reads as -1 (Kafka 4.1+'s
+        `isMismatchedTopicId`)."""
         group = self.groups.get(group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
@@ -370,6 +374,9 @@ class OffsetManager:
         out = []
         for topic, partitions in topics:
             fetched = _fetched(stored.get(topic, {}), partitions)
+            asked_id = topic_ids.get(topic) if topic_ids else None
+            if asked_id is not None:
+                fetched = _of_topic_id(stored.get(topic, {}), fetched, asked_id)
             if unstable:
                 fetched = [OffsetFetchPartition(p.partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
                            if (topic, p.partition) in unstable else p for p in fetched]
@@ -486,6 +493,18 @@ def _expiration_base(group: ClassicGroup) -> Callable[[OffsetCommitValue], int] 
 
 def _commit_time(value: OffsetCommitValue) -> int:
     return value.commit_timestamp_ms
+
+
+def _of_topic_id(stored: dict[int, OffsetCommitValue], fetched: list[OffsetFetchPartition],
+                 topic_id: uuid.UUID) -> list[OffsetFetchPartition]:
+    """`fetched` without the offsets committed with another topic id than `topic_id`."""
+    out = []
+    for p in fetched:
+        value = stored.get(p.partition)
+        recorded = None if value is None else value.topic_id
+        out.append(p if recorded is None or recorded == topic_id else _new_tuple(OffsetFetchPartition, (
+            p.partition, -1, -1, "", _NONE)))
+    return out
 
 
 def _fetched(stored: dict[int, OffsetCommitValue], partitions: list[int]) -> list[OffsetFetchPartition]:

@@ -88,6 +88,32 @@ async def test_a_v10_commit_keeps_the_topic_id_in_its_records_as_kafka_does(monk
     assert (offsets["g", "t", 1].offset, offsets["g", "t", 1].topic_id) == (6, None)
 
 
+async def test_an_offset_of_a_topic_since_recreated_reads_as_none_by_the_new_id(monkeypatch):
+    """Kafka 4.1+ (OffsetMetadataManager.isMismatchedTopicId): an OffsetFetch by id of an
+    offset committed with another id, to the topic of that name before it was deleted and
+    created again, answers -1; by name (no id asked) or for all topics it reads the offset."""
+    reborn = uuid.uuid5(uuid.NAMESPACE_URL, "t, created again")
+    images = [IMAGE]
+    monkeypatch.setattr(KgcApp, "_topics", lambda self: images[-1])
+    async with running_kgc() as app:
+        client = await WireClient.open(app.port)
+        try:
+            simple = {"member_id": "", "group_id": "simple"}
+            assert committed(await client.call(commit(-1, {T: {0: 5, 1: 6}}, **simple))) == {(T, 0): 0, (T, 1): 0}
+            images.append(TopicImage.of(2, [TopicMetadata(reborn, "t", 4), TopicMetadata(U, "u", 2)]))
+            by_id = fetch(-1, {reborn: [0, 1]}, member_id=None, group_id="simple")
+            assert fetched(await client.call(by_id)) == {(reborn, 0): (-1, 0), (reborn, 1): (-1, 0)}
+            by_name = fetch(-1, {"t": [0, 1]}, member_id=None, version=9, group_id="simple")
+            assert fetched(await client.call(by_name)) == {("t", 0): (5, 0), ("t", 1): (6, 0)}
+            everything = fetch(-1, None, member_id=None, group_id="simple")
+            assert fetched(await client.call(everything)) == {(reborn, 0): (5, 0), (reborn, 1): (6, 0)}
+            # a commit to the topic now, by its id, reads back by it
+            assert committed(await client.call(commit(-1, {reborn: {0: 2}}, **simple))) == {(reborn, 0): 0}
+            assert fetched(await client.call(by_id)) == {(reborn, 0): (2, 0), (reborn, 1): (-1, 0)}
+        finally:
+            client.close()
+
+
 async def test_an_unknown_topic_id_is_answered_alone(client):
     epoch = await join(client)
     answer = await client.call(commit(epoch, {NOWHERE: {0: 1, 1: 1}, T: {0: 9}}))
