@@ -37,7 +37,8 @@ one whose offsets are all gone is deleted with its records' tombstones.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetDeleteRequest
@@ -194,7 +195,8 @@ class OffsetManager:
             return self._commit_in_slices(version, request, errors, terms)
         records: list[CoordinatorRecord] = []
         for t_index, topic in enumerate(request.topics):
-            records += self._topic_records(t_index, _topic_name(version, topic), topic.partitions, errors, terms)
+            records += self._topic_records(t_index, _topic_name(version, topic), topic.partitions, errors, terms,
+                                           _topic_id(version, topic))
         return Result(records=tuple(records), response=offset_commit_response(version, request, errors))
 
     def _commit_in_slices(self, version: int, request: OffsetCommitRequest, errors: dict[tuple[int, int], int],
@@ -207,12 +209,13 @@ class OffsetManager:
         work = 0
         for t_index, topic in enumerate(request.topics):
             name = _topic_name(version, topic)
+            topic_id = _topic_id(version, topic)
             partitions = topic.partitions
             answers = response.topics[t_index].partitions
             for start in range(0, max(len(partitions), 1), COMMIT_SLICE):
                 piece = partitions[start:start + COMMIT_SLICE]
                 if terms is not None:
-                    records += self._topic_records(t_index, name, piece, errors, terms)
+                    records += self._topic_records(t_index, name, piece, errors, terms, topic_id)
                 answers += partition_answers(piece, t_index, errors, refusal)
                 work += len(piece) + 1
                 if work >= COMMIT_SLICE:
@@ -222,8 +225,10 @@ class OffsetManager:
 
     @staticmethod
     def _topic_records(t_index: int, name: str | None, partitions, errors: dict[tuple[int, int], int],
-                       terms: _CommitTerms) -> list[CoordinatorRecord]:
-        """The records committing `partitions` of one topic; refusals go to `errors`."""
+                       terms: _CommitTerms, topic_id: uuid.UUID | None = None) -> list[CoordinatorRecord]:
+        """The records committing `partitions` of one topic; refusals go to `errors`.
+        `topic_id`: the id the request named the topic by (v10+), kept in the values as
+        Kafka 4.1+ keeps it (`OffsetAndMetadata.fromRequest`)."""
         if name is None:
             for p in partitions:
                 errors[t_index, p.partition_index] = _UNKNOWN_TOPIC_ID
@@ -243,13 +248,14 @@ class OffsetManager:
                 # v1 may name a partition's commit time (-1: the coordinator's), which
                 # Kafka stored as given: it is what retention counts from. The records
                 # keep the request's order (the last of a partition listed twice wins).
-                records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
+                records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit,
+                                                     topic_id=topic_id)
                 records += new_offset_commit_records(group_id, name, [commit], p.commit_timestamp,
-                                                     expire_ms, **audit)
+                                                     expire_ms, **audit, topic_id=topic_id)
                 commits = []
             else:
                 commits.append(commit)
-        records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit)
+        records += new_offset_commit_records(group_id, name, commits, now, expire_ms, **audit, topic_id=topic_id)
         return records
 
     def txn_commit(self, ctx: RequestContext, request, source_offset: int) -> Result:
@@ -272,7 +278,8 @@ class OffsetManager:
             source = ((SOURCE_HEADER, str(source_offset).encode()),)
             for t_index, topic in enumerate(request.topics):
                 records += [record._replace(headers=record.headers + source) for record in
-                            self._topic_records(t_index, topic.name, topic.partitions, errors, terms)]
+                            self._topic_records(t_index, topic.name, topic.partitions, errors, terms,
+                                                _txn_topic_id(version, topic))]
         else:
             log.debug("[group=%s] TxnOffsetCommit from %r (generation %d) refused with %s",
                       group_id, member_id, generation, error.name)
@@ -332,11 +339,15 @@ class OffsetManager:
     # ------------------------------------------------------------ fetch
 
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
-              member: tuple[str | None, int] = (None, -1), require_stable: bool = False) -> OffsetFetchGroup:
+              member: tuple[str | None, int] = (None, -1), require_stable: bool = False,
+              topic_ids: Mapping[str, uuid.UUID] | None = None) -> OffsetFetchGroup:
         """A missing group, or a missing offset, reads as offset -1 with no error (as Kafka).
         `member` (v9+: member id, member epoch) is checked against a consumer group. With
         `require_stable`, a partition with a pending transactional offset reads as
-        UNSTABLE_OFFSET_COMMIT (Kafka's `fetchOffsets` with `lastCommittedOffset` MAX)."""
+        UNSTABLE_OFFSET_COMMIT (Kafka's `fetchOffsets` with `lastCommittedOffset` MAX).
+        `topic_ids` (v10+: the ids the topics were asked by): an offset committed with
+        another id, to a topic of the same name since deleted, reads as -1 (Kafka 4.1+'s
+        `isMismatchedTopicId`)."""
         group = self.groups.get(group_id)
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
@@ -356,6 +367,9 @@ class OffsetManager:
         out = []
         for topic, partitions in topics:
             fetched = _fetched(stored.get(topic, {}), partitions)
+            asked_id = topic_ids.get(topic) if topic_ids else None
+            if asked_id is not None:
+                fetched = _of_topic_id(stored.get(topic, {}), fetched, asked_id)
             if unstable:
                 fetched = [OffsetFetchPartition(p.partition, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
                            if (topic, p.partition) in unstable else p for p in fetched]
@@ -472,6 +486,18 @@ def _commit_time(value: OffsetCommitValue) -> int:
     return value.commit_timestamp_ms
 
 
+def _of_topic_id(stored: dict[int, OffsetCommitValue], fetched: list[OffsetFetchPartition],
+                 topic_id: uuid.UUID) -> list[OffsetFetchPartition]:
+    """`fetched` without the offsets committed with another topic id than `topic_id`."""
+    out = []
+    for p in fetched:
+        value = stored.get(p.partition)
+        recorded = None if value is None else value.topic_id
+        out.append(p if recorded is None or recorded == topic_id else _new_tuple(OffsetFetchPartition, (
+            p.partition, -1, -1, "", _NONE)))
+    return out
+
+
 def _fetched(stored: dict[int, OffsetCommitValue], partitions: list[int]) -> list[OffsetFetchPartition]:
     """`partitions`' committed offsets in `stored`, -1 for none. The hot part of a large
     OffsetFetch, one partition per iteration: the tuples are built without
@@ -492,6 +518,16 @@ def _topic_name(version: int, topic) -> str | None:
     # v10 names topics by id; the edge (`net/topic_ids.py`) sets `name` from the id it
     # resolved and answers unknown ids itself, so a topic left without a name is one too.
     return getattr(topic, "name", None) or None
+
+
+def _topic_id(version: int, topic) -> uuid.UUID | None:
+    # The topic's id, when the commit named it by id (v10+). Kafka keeps it in the value.
+    return getattr(topic, "topic_id", None) if version >= 10 else None
+
+
+def _txn_topic_id(version: int, topic) -> uuid.UUID | None:
+    # TxnOffsetCommit names topics by id from v6 (KIP-1319).
+    return getattr(topic, "topic_id", None) if version >= 6 else None
 
 
 def _request_size(request: OffsetCommitRequest | OffsetDeleteRequest) -> int:

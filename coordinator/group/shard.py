@@ -26,7 +26,8 @@ The service checks a null group id before routing; every other request rule, inc
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+import uuid
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import replace
 
 from kafka.protocol.consumer.group import (
@@ -184,10 +185,12 @@ class GroupShard:
     # ------------------------------------------------------------ multi-group and read APIs
 
     def fetch_offsets(self, ctx: RequestContext, group_id: str, topics: list[tuple[str, list[int]]] | None,
-                      require_stable: bool, member: tuple[str | None, int] = (None, -1)) -> OffsetFetchGroup:
+                      require_stable: bool, member: tuple[str | None, int] = (None, -1),
+                      topic_ids: Mapping[str, uuid.UUID] | None = None) -> OffsetFetchGroup:
         """Committed offsets; `topics=None` means all of the group's. With `require_stable`,
-        a partition with a pending transactional offset reads UNSTABLE_OFFSET_COMMIT."""
-        return self.offsets.fetch(group_id, topics, member, require_stable)
+        a partition with a pending transactional offset reads UNSTABLE_OFFSET_COMMIT. With
+        `topic_ids` (asked by id), an offset committed with another id reads -1."""
+        return self.offsets.fetch(group_id, topics, member, require_stable, topic_ids)
 
     def txn_commit_offsets(self, ctx: RequestContext, request, source_offset: int) -> Result:
         """TxnOffsetCommit, once its participant record is at `source_offset` upstream."""

@@ -37,12 +37,15 @@ having metadata until their type-3 record is deleted. And:
 - empty groups past retention: Empty since (current_state_timestamp, or the time of
   its last GroupMetadata when that is unknown) at least the retention ago;
 - given the upstream cluster's log start/end offsets: committed offsets below the log
-  start (deleted before the group read them) or above the log end, and the lag.
+  start (deleted before the group read them) or above the log end, and the lag; offsets
+  of topics the cluster no longer has; and, given its topic ids, offsets whose commit
+  recorded another id than the topic's now (it was deleted and created again since).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -65,6 +68,8 @@ log = logging.getLogger(__name__)
 
 # (topic, partition) -> (log start offset, log end offset) on the upstream cluster.
 LogOffsets = Mapping[tuple[str, int], tuple[int, int]]
+# topic -> its id on the upstream cluster (Metadata v10+), for the topics it has.
+TopicIds = Mapping[str, uuid.UUID]
 
 HISTORY_COLUMNS = ("log_partition", "record_offset", "timestamp_ms", "group", "topic", "partition",
                    "offset", "leader_epoch", "metadata", "commit_timestamp_ms", "expire_timestamp_ms",
@@ -175,6 +180,7 @@ class PartitionAudit:
     since_ms: int | None = None            # report what records from then on show
     until_ms: int | None = None            # read no record from then on
     keep_history: bool = True
+    topic_ids: TopicIds | None = None       # the upstream's topic ids, with log_offsets
     findings: list[Finding] = field(default_factory=list)
     offsets: dict[tuple[str, str, int], Committed] = field(default_factory=dict)
     groups: dict[str, GroupRecord] = field(default_factory=dict)
@@ -385,6 +391,12 @@ class PartitionAudit:
                 self._final_finding(FindingType.OFFSET_OF_DELETED_TOPIC, group, topic, partition, committed,
                                     "the cluster has no such topic")
                 continue
+            recreated = self._recreated(topic, committed)
+            if recreated is not None:
+                self._final_finding(FindingType.OFFSET_OF_RECREATED_TOPIC, group, topic, partition, committed,
+                                    f"committed to topic id {committed.value.topic_id}; the cluster's {topic} "
+                                    f"is topic id {recreated}")
+                continue
             bounds = log_offsets.get((topic, partition))
             if bounds is None:
                 continue
@@ -395,6 +407,15 @@ class PartitionAudit:
             elif committed.value.offset > end:
                 self._final_finding(FindingType.OFFSET_ABOVE_LOG_END, group, topic, partition, committed,
                                     f"log ends at {end}", previous_offset=end)
+
+    def _recreated(self, topic: str, committed: Committed) -> uuid.UUID | None:
+        """The cluster's id of `topic` when the commit recorded another (the topic was
+        deleted and created again since); None when it did not, or either is unknown."""
+        recorded = committed.value.topic_id
+        if recorded is None or not self.topic_ids:
+            return None
+        live = self.topic_ids.get(topic)
+        return live if live is not None and live != recorded else None
 
     @staticmethod
     def _empty_since(record: GroupRecord) -> int | None:
@@ -437,7 +458,7 @@ class PartitionAudit:
         value, w = committed.value, committed.writer
         start = end = lag = None
         bounds = self.log_offsets.get((topic, partition)) if self.log_offsets is not None else None
-        if bounds is not None:
+        if bounds is not None and self._recreated(topic, committed) is None:    # else another topic's bounds
             start, end = bounds
             if value.offset <= end:
                 lag = end - value.offset
@@ -448,6 +469,7 @@ class PartitionAudit:
             "record_offset": committed.record_offset, "timestamp_ms": committed.timestamp_ms,
             "member_id": w.member_id, "generation": w.generation, "client_id": w.client_id,
             "client_host": w.client_host, "log_start_offset": start, "log_end_offset": end, "lag": lag,
+            "topic_id": None if value.topic_id is None else str(value.topic_id),
         }
 
     def _group_rows(self) -> list[dict]:

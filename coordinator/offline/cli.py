@@ -209,7 +209,7 @@ def run_audit(args) -> int:
     if problem := setup_problem(args, needs=("pyarrow", "numpy")):   # the report's tables and charts
         print(f"kgc audit: {problem}", file=sys.stderr)
         return 2
-    log_offsets = None
+    log_offsets = topic_ids = None
     if args.bootstrap and not args.upstream:
         # The live checks come from the cluster the topic is read from.
         args.upstream = args.bootstrap.split(",")[0]
@@ -225,7 +225,7 @@ def run_audit(args) -> int:
             print(f"kgc audit: --kafka-option {e}", file=sys.stderr)
             return 2
         try:
-            log_offsets = UpstreamOffsets(args.upstream, security=security).log_offsets()
+            log_offsets, topic_ids = UpstreamOffsets(args.upstream, security=security).log_offsets_and_topic_ids()
         except UpstreamError as e:
             print(f"kgc audit: cannot read log offsets from --upstream {args.upstream}: {e}", file=sys.stderr)
             return 1
@@ -255,13 +255,14 @@ def run_audit(args) -> int:
             from coordinator.offline.runner import audit_topic
 
             try:
-                run = audit_topic(engine.spark, source, args.out, _options(args), log_offsets, args.upstream, plan)
+                run = audit_topic(engine.spark, source, args.out, _options(args), log_offsets, args.upstream, plan,
+                                  topic_ids=topic_ids)
             except ConnectorMissing as e:
                 print(f"kgc audit: {e}", file=sys.stderr)
                 return 2
         else:
             run = audit(args.data_dir, args.out, _options(args), engine.task_map, log_offsets, args.upstream,
-                        progress_label="audit")
+                        progress_label="audit", topic_ids=topic_ids)
     finally:
         engine.close()
     summary = run.summary

@@ -4,8 +4,9 @@ and the same findings as `PartitionAudit.add` record by record, computed with nu
 Keys and header values repeat (a partition holds thousands of groups, millions of
 commits): each distinct key and header value is decoded once, by `coordinator.records`
 and `audit.Writer`'s rules, and the records refer to it by index. OffsetCommit values of
-the shape kgc and Kafka write (v3 without metadata) are read as columns; any other value,
-and every GroupMetadata value (one per rebalance), is decoded by `coordinator.records`.
+the shapes kgc and Kafka write (v3 without metadata; v4 without metadata, with or without
+the topic id) are read as columns; any other value, and every GroupMetadata value (one per
+rebalance), is decoded by `coordinator.records`.
 Then, per record, what the replay would have said:
 
 - offset regression: sorted by key (stably, so in offset order within a key), a commit
@@ -23,10 +24,12 @@ The final state (latest commit per key, the groups' last metadata) goes to
 from __future__ import annotations
 
 import struct
+import uuid
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 from coordinator import records
 from coordinator.offline.audit import (
@@ -49,6 +52,14 @@ _COMMIT, _GROUP, _OTHER, _BAD, _CONSUMER = 0, 1, 2, 3, 4
 _V3 = records.OFFSET_COMMIT_VALUE_VERSION
 _V3_NO_METADATA = packed({"version": (0, ">i2"), "offset": (2, ">i8"), "leader_epoch": (10, ">i4"),
                           "metadata_length": (14, ">i2"), "commit_timestamp": (16, ">i8")}, 24)   # metadata ""
+# v4 (flexible; what Kafka 4.1+ writes), metadata "": a one-byte compact length (1), then the
+# tagged fields: none (24 bytes, as v3), or only the topic id (tag 0, 16 bytes: 42 bytes).
+_V4 = records.OFFSET_COMMIT_VALUE_VERSION_WITH_TOPIC_ID
+_V4_FIELDS = {"version": (0, ">i2"), "offset": (2, ">i8"), "leader_epoch": (10, ">i4"), "metadata_length": (14, "u1"),
+              "commit_timestamp": (15, ">i8"), "tags": (23, "u1")}
+_V4_NO_METADATA = packed(_V4_FIELDS, 24)
+_V4_TOPIC_ID = packed({**_V4_FIELDS, "tag": (24, "u1"), "tag_size": (25, "u1")}, 42)
+_V4_TOPIC_ID_AT = 26
 
 
 def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
@@ -192,15 +203,30 @@ class _CommitValues:
         self.expire_timestamp = np.full(n, -1, np.int64)
         self.metadata = np.zeros(n, np.int64)             # codes into metadata_values; "" is 0
         self.metadata_values: list[str] = [""]
-        fast = np.flatnonzero(length == _V3_NO_METADATA.itemsize)
-        value = structs(buf, pos[fast], _V3_NO_METADATA)
-        plain = (value["version"] == _V3) & (value["metadata_length"] == 0)
-        fast = fast[plain]
-        self.offset[fast] = value["offset"][plain]
-        self.leader_epoch[fast] = value["leader_epoch"][plain]
-        self.commit_timestamp[fast] = value["commit_timestamp"][plain]
+        self.topic_id = np.full(n, -1, np.int64)          # codes into topic_id_values; -1: none recorded
+        self.topic_id_values: list[uuid.UUID] = []
         slow = np.ones(n, bool)
-        slow[fast] = False
+        size24 = np.flatnonzero(length == _V3_NO_METADATA.itemsize)
+        value = structs(buf, pos[size24], _V3_NO_METADATA)
+        plain = (value["version"] == _V3) & (value["metadata_length"] == 0)
+        self._fast(size24[plain], value, plain, slow)
+        size24 = size24[~plain]
+        value = structs(buf, pos[size24], _V4_NO_METADATA)
+        plain = (value["version"] == _V4) & (value["metadata_length"] == 1) & (value["tags"] == 0)
+        self._fast(size24[plain], value, plain, slow)
+        size42 = np.flatnonzero(length == _V4_TOPIC_ID.itemsize)
+        value = structs(buf, pos[size42], _V4_TOPIC_ID)
+        plain = ((value["version"] == _V4) & (value["metadata_length"] == 1) & (value["tags"] == 1)
+                 & (value["tag"] == 0) & (value["tag_size"] == 16))
+        with_id = size42[plain]
+        self._fast(with_id, value, plain, slow)
+        if with_id.size:
+            # Few topics, many commits: each distinct id once.
+            raw_ids = sliding_window_view(buf, 16)[pos[with_id] + _V4_TOPIC_ID_AT]
+            distinct, inverse = np.unique(raw_ids, axis=0, return_inverse=True)
+            ids = [uuid.UUID(bytes=row.tobytes()) for row in distinct]
+            codes = np.asarray([self._topic_id_code(i) for i in ids] + [-1], np.int64)
+            self.topic_id[with_id] = codes[inverse.reshape(-1)]
         slow &= ~self.tombstone
         metadata_codes = {"": 0}
         raw = buf.data
@@ -216,15 +242,33 @@ class _CommitValues:
             self.leader_epoch[i] = value.leader_epoch
             self.commit_timestamp[i] = value.commit_timestamp_ms
             self.expire_timestamp[i] = value.expire_timestamp_ms
+            self.topic_id[i] = self._topic_id_code(value.topic_id)
             code = metadata_codes.setdefault(value.metadata, len(metadata_codes))
             if code == len(self.metadata_values):
                 self.metadata_values.append(value.metadata)
             self.metadata[i] = code
 
+    def _fast(self, rows: np.ndarray, value: dict[str, np.ndarray], plain: np.ndarray, slow: np.ndarray) -> None:
+        """The values at `rows`, read as columns (`value`'s fields where `plain`)."""
+        self.offset[rows] = value["offset"][plain]
+        self.leader_epoch[rows] = value["leader_epoch"][plain]
+        self.commit_timestamp[rows] = value["commit_timestamp"][plain]
+        slow[rows] = False
+
+    def _topic_id_code(self, topic_id: uuid.UUID | None) -> int:
+        if topic_id is None or not topic_id.int:     # Kafka's zero uuid: none recorded
+            return -1
+        try:
+            return self.topic_id_values.index(topic_id)
+        except ValueError:
+            self.topic_id_values.append(topic_id)
+            return len(self.topic_id_values) - 1
+
     def value(self, i: int) -> OffsetCommitValue:
+        code = int(self.topic_id[i])
         return OffsetCommitValue(int(self.offset[i]), int(self.leader_epoch[i]),
                                  self.metadata_values[self.metadata[i]], int(self.commit_timestamp[i]),
-                                 int(self.expire_timestamp[i]))
+                                 int(self.expire_timestamp[i]), self.topic_id_values[code] if code >= 0 else None)
 
 
 def _undecodable(audit: PartitionAudit, cols: PartitionColumns, row: int, error: str) -> None:

@@ -34,18 +34,19 @@ class FindingType(enum.StrEnum):
     OFFSET_BELOW_LOG_START = "offset_below_log_start"        # records deleted before the group read them
     OFFSET_ABOVE_LOG_END = "offset_above_log_end"            # impossible
     OFFSET_OF_DELETED_TOPIC = "offset_of_deleted_topic"      # the topic is gone from the cluster
+    OFFSET_OF_RECREATED_TOPIC = "offset_of_recreated_topic"  # committed to a topic of that name since deleted
 
 
 INTEGRITY_TYPES = frozenset({FindingType.BAD_CRC, FindingType.TORN_BATCH, FindingType.CORRUPT_BATCH,
                              FindingType.NON_INCREASING_OFFSETS, FindingType.UNDECODABLE_RECORD})
 # Findings only an audit given the upstream cluster (--upstream) can make.
 UPSTREAM_TYPES = frozenset({FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END,
-                            FindingType.OFFSET_OF_DELETED_TOPIC})
+                            FindingType.OFFSET_OF_DELETED_TOPIC, FindingType.OFFSET_OF_RECREATED_TOPIC})
 # Findings about an offset's final state: one per (group, topic, partition).
 PER_OFFSET_TYPES = frozenset({FindingType.ORPHANED_OFFSET, FindingType.OFFSET_OF_DELETED_GROUP,
                               FindingType.OFFSET_PAST_RETENTION,
                               FindingType.OFFSET_BELOW_LOG_START, FindingType.OFFSET_ABOVE_LOG_END,
-                              FindingType.OFFSET_OF_DELETED_TOPIC})
+                              FindingType.OFFSET_OF_DELETED_TOPIC, FindingType.OFFSET_OF_RECREATED_TOPIC})
 
 
 @dataclass(frozen=True, slots=True)

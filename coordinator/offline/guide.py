@@ -81,6 +81,11 @@ GUIDES: dict[FindingType, Guide] = {
         "a committed offset of a topic the cluster no longer has: the topic was deleted under the group",
         "if the topic is gone for good, delete the group's offsets of it (kgc groups delete-offsets); if it "
         "comes back under the same name, its new log starts at 0 and this offset is wrong for it"),
+    FindingType.OFFSET_OF_RECREATED_TOPIC: Guide(
+        "a committed offset of a topic since deleted and created again under the same name: the commit "
+        "recorded the old topic's id (commits naming topics by id, OffsetCommit v10, record it)",
+        "the offset points into the old topic's log, not the new one's: reset the group's offsets of the "
+        "topic (kgc groups reset-offsets) or delete them (kgc groups delete-offsets)"),
 }
 
 

@@ -315,7 +315,8 @@ def _metadata_json(v: records.GroupMetadataValue) -> dict[str, Any]:
 
 def _offset_json(v: records.OffsetCommitValue) -> dict[str, Any]:
     return {"offset": v.offset, "leader_epoch": v.leader_epoch, "metadata": v.metadata,
-            "commit_timestamp_ms": v.commit_timestamp_ms, "expire_timestamp_ms": v.expire_timestamp_ms}
+            "commit_timestamp_ms": v.commit_timestamp_ms, "expire_timestamp_ms": v.expire_timestamp_ms,
+            **({} if v.topic_id is None else {"topic_id": str(v.topic_id)})}
 
 
 def _key_json(key: records.RecordKey) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from coordinator.offline.audit import AuditResult, LogOffsets, PartitionAudit
+from coordinator.offline.audit import AuditResult, LogOffsets, PartitionAudit, TopicIds
 from coordinator.offline.compact import CompactionRefused, compact_partition
 from coordinator.offline.findings import Finding
 from coordinator.offline.scan import PartitionScan, ScannedBatch
@@ -53,6 +53,7 @@ class PartitionTask:
     options: Options
     report_dir: str | None = None           # audit into this report dir
     log_offsets: LogOffsets | None = None
+    topic_ids: TopicIds | None = None       # the upstream's topic ids, with log_offsets
     compact_dir: str | None = None          # compact into this new data dir
 
 
@@ -129,7 +130,7 @@ def audit_batches(task: PartitionTask, batches: Iterable[ScannedBatch]) -> Parti
 def partition_audit(task: PartitionTask) -> PartitionAudit:
     options = task.options
     return PartitionAudit(task.partition, options.now_ms, options.offsets_retention_ms, task.log_offsets,
-                          since_ms=options.since_ms, until_ms=options.until_ms)
+                          since_ms=options.since_ms, until_ms=options.until_ms, topic_ids=task.topic_ids)
 
 
 def audited_into(result: PartitionResult, audited: AuditResult, task: PartitionTask) -> None:

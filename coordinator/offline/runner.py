@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from coordinator.offline.audit import LogOffsets
+from coordinator.offline.audit import LogOffsets, TopicIds
 from coordinator.offline.job import Options, PartitionResult, PartitionTask, run_partition
 from coordinator.offline.scan import segment_files
 from storage.file_store import partition_dirs
@@ -76,20 +76,21 @@ class AuditRun:
 
 def audit(data_dir: str | Path, report_dir: str | Path, options: Options, task_map: TaskMap = local_map,
           log_offsets: LogOffsets | None = None, upstream: str | None = None,
-          progress_label: str | None = None) -> AuditRun:
+          progress_label: str | None = None, topic_ids: TopicIds | None = None) -> AuditRun:
     from coordinator.offline.report import write_report
 
     started = time.perf_counter()
     report_dir = Path(report_dir).resolve()
     _prepare_output(report_dir)
-    tasks = [replace(t, report_dir=str(report_dir), log_offsets=log_offsets) for t in plan(data_dir, options)]
+    tasks = [replace(t, report_dir=str(report_dir), log_offsets=log_offsets, topic_ids=topic_ids)
+             for t in plan(data_dir, options)]
     results = _run(task_map, tasks, progress_label)
     summary = write_report(report_dir, results, data_dir=str(data_dir), options=options, upstream=upstream)
     return AuditRun(results, summary, time.perf_counter() - started)
 
 
 def audit_topic(spark, source, report_dir: str | Path, options: Options, log_offsets: LogOffsets | None = None,
-                upstream: str | None = None, plan=None) -> AuditRun:
+                upstream: str | None = None, plan=None, topic_ids: TopicIds | None = None) -> AuditRun:
     """`audit` of a Kafka topic (`kafka_source.TopicSource`) read through Spark's Kafka
     source instead of a data dir: the same per-partition audit and the same report. With
     an `incremental.Plan`, the read it says (from a previous report's offsets on, with its
@@ -100,7 +101,8 @@ def audit_topic(spark, source, report_dir: str | Path, options: Options, log_off
     started = time.perf_counter()
     report_dir = Path(report_dir).resolve()
     _prepare_output(report_dir)
-    template = PartitionTask(-1, source.topic, options, report_dir=str(report_dir), log_offsets=log_offsets)
+    template = PartitionTask(-1, source.topic, options, report_dir=str(report_dir), log_offsets=log_offsets,
+                             topic_ids=topic_ids)
     read = None if plan is None else replace(plan.read, keep_records=str(incremental.records_dir(report_dir)))
     topic = kafka_source.audit_topic(spark, source, template, read)
     kafka = None

@@ -37,7 +37,7 @@ FINAL_OFFSETS = pa.schema([
     ("commit_timestamp_ms", pa.int64()), ("expire_timestamp_ms", pa.int64()), ("record_offset", pa.int64()),
     ("timestamp_ms", pa.int64()), ("member_id", pa.string()), ("generation", pa.int32()),
     ("client_id", pa.string()), ("client_host", pa.string()), ("log_start_offset", pa.int64()),
-    ("log_end_offset", pa.int64()), ("lag", pa.int64()),
+    ("log_end_offset", pa.int64()), ("lag", pa.int64()), ("topic_id", pa.string()),
 ])
 
 GROUPS = pa.schema([

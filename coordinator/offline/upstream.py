@@ -3,8 +3,8 @@
 A few round trips with kafka-python's protocol classes on kgc's own upstream connections
 (with the cluster's TLS and SASL settings, `kafka_security`), no client library state:
 ApiVersions (to pick versions both sides speak), Metadata for all topics (to find each
-partition's leader), then per leader one ListOffsets for the earliest (-2) and one for the
-latest (-1) offset of its partitions. A partition whose leader is unknown or that answers
+partition's leader, and from v10 each topic's id), then per leader one ListOffsets for the
+earliest (-2) and one for the latest (-1) offset of its partitions. A partition whose leader is unknown or that answers
 with an error is left out, with a warning: the audit then reports no lag for it rather than
 a wrong one.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
@@ -38,9 +39,11 @@ LATEST = -1
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 # ListOffsets v1 is the oldest Kafka 4 serves; Metadata v1 the first that takes null for
-# "all topics". Newer versions add nothing this needs, so stay with well-trodden ones.
+# "all topics", v10 the first that answers each topic's id (for offsets of a topic deleted
+# and created again since: the commit recorded the old id). Newer ListOffsets versions add
+# nothing this needs, so stay with well-trodden ones.
 LIST_OFFSETS_VERSIONS = (1, 5)
-METADATA_VERSIONS = (1, 8)
+METADATA_VERSIONS = (1, 12)
 
 
 class UpstreamError(Exception):
@@ -71,13 +74,18 @@ class UpstreamOffsets:
         self._correlation_ids = itertools.count(1)
 
     def log_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
-        _cluster_id, offsets = asyncio.run(self._log_offsets(None, READ_UNCOMMITTED))
-        return offsets
+        return self.log_offsets_and_topic_ids()[0]
+
+    def log_offsets_and_topic_ids(self) -> tuple[dict[tuple[str, int], tuple[int, int]], dict[str, uuid.UUID]]:
+        """`log_offsets`, and each topic's id from the same Metadata answer (none from a
+        cluster that answers Metadata below v10, or with the zero id)."""
+        _cluster_id, offsets, topic_ids = asyncio.run(self._log_offsets(None, READ_UNCOMMITTED))
+        return offsets, topic_ids
 
     def topic_offsets(self, topic: str) -> TopicOffsets:
         """`topic`'s partitions, each whole or the call fails (a partition without a leader
         cannot be read either); UpstreamError if the cluster has no such topic."""
-        cluster_id, offsets = asyncio.run(self._log_offsets([topic], READ_COMMITTED))
+        cluster_id, offsets, _topic_ids = asyncio.run(self._log_offsets([topic], READ_COMMITTED))
         partitions = {p: bounds for (_topic, p), bounds in offsets.items()}
         if not partitions:
             raise UpstreamError(f"the cluster has no topic {topic} (or this user may not describe it)")
@@ -96,8 +104,8 @@ class UpstreamOffsets:
             for conn in connections.values():
                 await conn.close()
 
-    async def _read(self, call_at, topics: list[str] | None,
-                    isolation_level: int) -> tuple[str | None, dict[tuple[str, int], tuple[int, int]]]:
+    async def _read(self, call_at, topics: list[str] | None, isolation_level: int
+                    ) -> tuple[str | None, dict[tuple[str, int], tuple[int, int]], dict[str, uuid.UUID]]:
         versions = await self._api_versions(call_at)
         try:
             metadata_version = pick_version(METADATA_VERSIONS, versions.get(MetadataRequest.API_KEY), "Metadata")
@@ -111,10 +119,14 @@ class UpstreamOffsets:
             allow_auto_topic_creation=False), MetadataResponse)
         brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
         by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        topic_ids: dict[str, uuid.UUID] = {}
         for topic in metadata.topics:
             if topic.error_code:
                 log.warning("upstream: topic %s: error %d", topic.name, topic.error_code)
                 continue
+            topic_id = getattr(topic, "topic_id", None)
+            if isinstance(topic_id, uuid.UUID) and topic_id.int:
+                topic_ids[topic.name] = topic_id
             for partition in topic.partitions:
                 if partition.leader_id in brokers:
                     by_leader[partition.leader_id].append((topic.name, partition.partition_index))
@@ -128,7 +140,7 @@ class UpstreamOffsets:
             for tp in partitions:
                 if tp in starts and tp in ends:
                     offsets[tp] = (starts[tp], ends[tp])
-        return getattr(metadata, "cluster_id", None), offsets
+        return getattr(metadata, "cluster_id", None), offsets, topic_ids
 
     async def _api_versions(self, call_at) -> dict[int, tuple[int, int]]:
         response = await call_at(self.bootstrap, ApiVersionsRequest[0](), ApiVersionsResponse)

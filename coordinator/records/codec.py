@@ -40,7 +40,8 @@ OffsetCommitValue by version:
     1  offset int64, metadata string, commit_timestamp int64, expire_timestamp int64
     2  offset int64, metadata string, commit_timestamp int64
     3  offset int64, leader_epoch int32, metadata string, commit_timestamp int64
-    4  v3, flexible
+    4  v3, flexible; tagged 0: topic_id uuid (Kafka 4.1+ writes it when the commit
+       named the topic by id: OffsetCommit v10+)
 
 GroupMetadataValue by version:
 
@@ -51,8 +52,11 @@ GroupMetadataValue by version:
         subscription bytes, assignment bytes
     v4 is v3, flexible.
 
-We write what Kafka 4.x writes: OffsetCommitValue v3 (v1 when the commit carried an
-explicit retention, so that the expire timestamp survives) and GroupMetadataValue v3.
+We write OffsetCommitValue v3 (v1 when the commit carried an explicit retention, so that
+the expire timestamp survives; v4 with the topic id when the commit named its topic by
+id, as Kafka 4.1+ does) and GroupMetadataValue v3. Kafka 4.1+ writes v4 for every commit
+without a retention (its tagged fields empty when there is no id); kgc keeps v3 there,
+which every Kafka reads, and reads both.
 Absent fields decode to Kafka's defaults: leader_epoch -1, expire_timestamp -1,
 current_state_timestamp -1, group_instance_id None and rebalance_timeout -1 (replay
 reads -1 as "use the session timeout").
@@ -82,6 +86,7 @@ from coordinator.records.types import (
     OFFSET_COMMIT_LEGACY_KEY_TYPE,
     OFFSET_COMMIT_VALUE_VERSION,
     OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY,
+    OFFSET_COMMIT_VALUE_VERSION_WITH_TOPIC_ID,
     AdoptedGroupKey,
     AdoptedGroupValue,
     ClassicMemberMetadata,
@@ -130,6 +135,9 @@ _I64_I32 = struct.Struct(">qi")
 _I8 = struct.Struct(">b")
 _UUID = struct.Struct(">16s")
 _V3_NO_METADATA = struct.Struct(">hqihq")    # an OffsetCommitValue v3 with empty metadata
+_V4_HEAD = struct.Struct(">hqi")             # v4: version, offset, leader epoch (then metadata...)
+# v4's tagged fields when it has the topic id: one field, tag 0, 16 bytes (then the uuid).
+_TOPIC_ID_TAG = b"\x01\x00\x10"
 
 
 # ---------------------------------------------------------------- encoding
@@ -174,10 +182,14 @@ def serialize_value(value: RecordValue | None) -> bytes | None:
     if value is None:
         return None
     if type(value) is OffsetCommitValue:
-        offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms = value
+        offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms, topic_id = value
         if expire_timestamp_ms != -1:
+            # v1 has no topic id (Kafka drops it there too: the field is ignorable).
             return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY) + _I64.pack(offset)
                     + _string(metadata) + _I64.pack(commit_timestamp_ms) + _I64.pack(expire_timestamp_ms))
+        if topic_id is not None and topic_id.int:
+            return (_V4_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_TOPIC_ID, offset, leader_epoch)
+                    + wire.string(metadata, True) + _I64.pack(commit_timestamp_ms) + _TOPIC_ID_TAG + topic_id.bytes)
         if not metadata:
             return _V3_NO_METADATA.pack(OFFSET_COMMIT_VALUE_VERSION, offset, leader_epoch, 0, commit_timestamp_ms)
         return (_I16.pack(OFFSET_COMMIT_VALUE_VERSION) + _I64_I32.pack(offset, leader_epoch)
@@ -398,8 +410,26 @@ def _decode_offset_commit_value(r: _Reader, version: int) -> OffsetCommitValue:
     metadata = r.string()
     commit_timestamp_ms = r.int64()
     expire_timestamp_ms = r.int64() if version == 1 else -1
-    r.skip_tagged_fields()
-    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms)
+    topic_id = None
+    if r.flexible:
+        tags = r.tagged_fields()
+        raw_id = tags.get(_TOPIC_ID_FIELD)
+        if raw_id is not None:
+            if len(raw_id) != 16:
+                raise RecordDecodeError(f"OffsetCommitValue topic id of {len(raw_id)} bytes, not 16")
+            topic_id = _topic_id(bytes(raw_id))
+    return OffsetCommitValue(offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms, topic_id)
+
+
+_TOPIC_ID_FIELD = 0       # OffsetCommitValue's tagged field 0 (v4+): topicId
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_id(raw: bytes) -> uuid.UUID | None:
+    # A log holds few topics and many commits to each: one UUID per topic. Kafka's zero
+    # uuid (its default, never written by Kafka) is no id.
+    topic_id = uuid.UUID(bytes=raw)
+    return topic_id if topic_id.int else None
 
 
 def _decode_member(r: _Reader, version: int) -> MemberMetadata:
@@ -565,11 +595,13 @@ def deserialize_value(key: RecordKey, value_bytes: bytes) -> RecordValue:
     return value
 
 
-# Loading decodes millions of OffsetCommit records: the shapes this coordinator writes
-# (key type 1, value v3) are read with two struct calls and no cursor. Anything else,
+# Loading decodes millions of OffsetCommit records: the shapes this coordinator and Kafka
+# write (key type 1, value v3, and v4 with or without the topic id) are read with a few
+# struct calls and no cursor. Anything else,
 # or anything that does not fit exactly, goes through `_Reader`, which words the error.
 _OFFSET_COMMIT_KEY_PREFIX = _I16.pack(OFFSET_COMMIT_KEY_TYPE)
 _OFFSET_COMMIT_V3_PREFIX = _I16.pack(OFFSET_COMMIT_VALUE_VERSION)
+_OFFSET_COMMIT_V4_PREFIX = _I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_TOPIC_ID)
 _V3_HEAD = struct.Struct(">hqih")       # version, offset, leader_epoch, metadata length
 _V3_MIN_SIZE = _V3_HEAD.size + _I64.size
 
@@ -590,6 +622,8 @@ def _plain_offset_commit_key(buf: bytes) -> OffsetCommitKey | None:
 
 
 def _plain_offset_commit_value(buf: bytes) -> OffsetCommitValue | None:
+    if buf[:2] == _OFFSET_COMMIT_V4_PREFIX:
+        return _plain_offset_commit_value_v4(buf)
     if len(buf) == _V3_MIN_SIZE and buf[:2] == _OFFSET_COMMIT_V3_PREFIX:
         # No metadata, the usual commit: one unpack.
         _version, offset, leader_epoch, n, commit_timestamp_ms = _V3_NO_METADATA.unpack(buf)
@@ -607,6 +641,29 @@ def _plain_offset_commit_value(buf: bytes) -> OffsetCommitValue | None:
     except UnicodeDecodeError:
         return None
     return OffsetCommitValue(offset, leader_epoch, metadata, _I64.unpack_from(buf, end)[0])
+
+
+def _plain_offset_commit_value_v4(buf: bytes) -> OffsetCommitValue | None:
+    """v4 (Kafka 4.1+ writes it for every commit without a retention) with metadata under
+    127 bytes (a one-byte length) and no tagged field but the topic id."""
+    size = len(buf)
+    n = buf[_V4_HEAD.size] - 1 if size > _V4_HEAD.size else -1
+    end = _V4_HEAD.size + 1 + n
+    if not 0 <= n < 0x7F or end + _I64.size >= size:
+        return None
+    tags = buf[end + _I64.size:]
+    if tags == _NO_TAGS:
+        topic_id = None
+    elif len(tags) == len(_TOPIC_ID_TAG) + 16 and tags[:len(_TOPIC_ID_TAG)] == _TOPIC_ID_TAG:
+        topic_id = _topic_id(bytes(tags[len(_TOPIC_ID_TAG):]))
+    else:
+        return None
+    try:
+        metadata = bytes(buf[_V4_HEAD.size + 1:end]).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    _version, offset, leader_epoch = _V4_HEAD.unpack_from(buf)
+    return OffsetCommitValue(offset, leader_epoch, metadata, _I64.unpack_from(buf, end)[0], -1, topic_id)
 
 
 # GroupMetadata values (one per rebalance; an audit of a large log reads hundreds of

@@ -8,6 +8,8 @@ caller gives others (an adopted group's); the KIP-848 records carry none.
 
 from __future__ import annotations
 
+import uuid
+
 from coordinator.records.headers import adoption_headers, audit_headers
 from coordinator.records.types import (
     AdoptedGroupKey,
@@ -49,15 +51,18 @@ _new_tuple = tuple.__new__    # skips the NamedTuples' Python-level __new__
 
 def new_offset_commit_records(group: str, topic: str, commits: list[tuple[int, int, int, str]],
                               commit_timestamp_ms: int, expire_timestamp_ms: int, *, member_id: str,
-                              generation: int, client_id: str, client_host: str) -> list[CoordinatorRecord]:
+                              generation: int, client_id: str, client_host: str,
+                              topic_id: uuid.UUID | None = None) -> list[CoordinatorRecord]:
     """`new_offset_commit_record` for each (partition, offset, leader epoch, metadata) of
     one commit to one topic: the OffsetCommit hot path, so the shared audit headers are
-    looked up once and the tuples built without their constructors' Python calls."""
+    looked up once and the tuples built without their constructors' Python calls.
+    `topic_id`: the topic's id when the commit named it by id (kept in the value, as Kafka
+    does)."""
     headers = audit_headers(member_id, generation, client_id, client_host)
     return [_new_tuple(CoordinatorRecord, (
                 _new_tuple(OffsetCommitKey, (group, topic, partition)),
                 _new_tuple(OffsetCommitValue, (offset, leader_epoch, metadata, commit_timestamp_ms,
-                                               expire_timestamp_ms)),
+                                               expire_timestamp_ms, topic_id)),
                 headers))
             for partition, offset, leader_epoch, metadata in commits]
 

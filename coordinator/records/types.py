@@ -30,6 +30,8 @@ ADOPTED_GROUP_VALUE_VERSION = 0
 CONSUMER_GROUP_VALUE_VERSION = 0
 
 OFFSET_COMMIT_VALUE_VERSION = 3
+# The flexible version, with the topic id (a tagged field): what Kafka 4.1+ writes.
+OFFSET_COMMIT_VALUE_VERSION_WITH_TOPIC_ID = 4
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 FLEXIBLE_VERSION = 4
@@ -64,6 +66,10 @@ class OffsetCommitValue(NamedTuple):
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int = -1
+    # The id of the topic committed to, when the commit named it by id (OffsetCommit v10+,
+    # TxnOffsetCommit v6+): Kafka's tagged field 0 of value v4. None: not recorded (Kafka's
+    # zero uuid).
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)

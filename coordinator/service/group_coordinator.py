@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import Any
@@ -300,7 +301,8 @@ class GroupCoordinatorService:
         def fetch(partition: int, groups: list[Any]) -> Awaitable[list[Any]]:
             return self._runtime.read(partition, lambda shard: [
                 _answer_or_code(lambda g=g: shard.fetch_offsets(ctx, g.group_id, _requested_topics(g.topics),
-                                                                require_stable, _fetching_member(version, g)))
+                                                                require_stable, _fetching_member(version, g),
+                                                                _requested_topic_ids(version, g.topics)))
                 for g in groups])
 
         outcomes = await self._per_partition(ApiKey.OffsetFetch, request.groups, lambda g: g.group_id, fetch)
@@ -455,3 +457,11 @@ def _requested_topics(topics: Sequence[Any] | None) -> list[tuple[str, list[int]
     if topics is None:
         return None
     return [(t.name, list(t.partition_indexes)) for t in topics]
+
+
+def _requested_topic_ids(version: int, topics: Sequence[Any] | None) -> dict[str, uuid.UUID] | None:
+    """OffsetFetch v10+: the id each topic was asked by (the edge named it), by name."""
+    if version < 10 or topics is None:
+        return None
+    return {t.name: t.topic_id for t in topics if t.name and t.topic_id is not None and t.topic_id.int}
+

@@ -1,5 +1,7 @@
 """The `__consumer_offsets` codec, byte for byte against hand-computed layouts."""
 
+import uuid
+
 import pytest
 
 from coordinator.records import (
@@ -71,6 +73,7 @@ def test_tombstones_serialize_to_null_and_decode_to_none():
     OffsetCommitValue(0, -1, "", 0),
     OffsetCommitValue(2**63 - 1, 2**31 - 1, "ünïcode 😀", -1),
     OffsetCommitValue(-1, -1, "x", 3, 7),      # v1 has no leader epoch: only -1 survives it
+    OffsetCommitValue(7, 2, "ünïcode 😀", 9, -1, uuid.UUID("7c9d5b1e-2f0a-4c3b-9e8d-1a2b3c4d5e6f")),
     GroupMetadataValue("", 0, None, None, -1, ()),
     GroupMetadataValue("consumer", 3, "range", "a", 9, (
         MemberMetadata("a", "inst", "cid", "/10.0.0.5", 1, 2, b"", b"\x00" * 300),
@@ -90,8 +93,40 @@ def test_offset_commit_values_v0_and_v2_decode_with_defaults():
 
 def test_offset_commit_value_v4_is_flexible_and_skips_unknown_tags():
     raw = (H("0004" "000000000000002a" "00000003") + compact("md") + H("0000000000000064")
-           + H("01" "00" "02" "beef"))
+           + H("01" "05" "02" "beef"))
     assert deserialize(OFFSET_KEY_BYTES, raw)[1] == OffsetCommitValue(42, 3, "md", 100, -1)
+
+
+# Kafka 4.4's generated OffsetCommitValue (kafka-group-coordinator-4.4.0.jar), written with
+# MessageUtil.toVersionPrefixedBytes: offset 42, leader epoch 3, metadata "md", commit time
+# 100, topicId AAECAwQFBgcICQoLDA0ODw (bytes 00..0f), at v4; and without the id (metadata "").
+TOPIC_ID = uuid.UUID(bytes=bytes(range(16)))
+KAFKA_V4_WITH_TOPIC_ID = H("0004000000000000002a00000003036d640000000000000064010010000102030405060708090a0b0c0d0e0f")
+KAFKA_V4_WITHOUT_TOPIC_ID = H("0004000000000000002a0000000301000000000000006400")
+
+
+def test_offset_commit_value_v4_carries_the_topic_id_in_tagged_field_0_as_kafka_writes_it():
+    value = OffsetCommitValue(42, 3, "md", 100, -1, TOPIC_ID)
+    assert serialize_value(value) == KAFKA_V4_WITH_TOPIC_ID
+    assert deserialize(OFFSET_KEY_BYTES, KAFKA_V4_WITH_TOPIC_ID)[1] == value
+    assert deserialize(OFFSET_KEY_BYTES, KAFKA_V4_WITHOUT_TOPIC_ID)[1] == OffsetCommitValue(42, 3, "", 100)
+
+
+def test_a_topic_id_is_not_written_where_kafka_has_no_field_for_it():
+    # v1 (a commit with a retention) has no topic id; Kafka drops it (the field is ignorable).
+    with_expiry = OffsetCommitValue(10, -1, "m", 1000, 2000, TOPIC_ID)
+    assert serialize_value(with_expiry) == serialize_value(with_expiry._replace(topic_id=None))
+    # Kafka's zero uuid is its "no id": neither written nor read as one.
+    zero = OffsetCommitValue(10, 5, "m", 1000, -1, uuid.UUID(int=0))
+    assert serialize_value(zero) == OFFSET_V3_BYTES
+    raw = KAFKA_V4_WITH_TOPIC_ID[:-16] + bytes(16)
+    assert deserialize(OFFSET_KEY_BYTES, raw)[1].topic_id is None
+
+
+def test_a_topic_id_field_of_the_wrong_size_is_refused():
+    raw = KAFKA_V4_WITHOUT_TOPIC_ID[:-1] + H("01" "00" "02" "beef")
+    with pytest.raises(RecordDecodeError, match="topic id of 2 bytes"):
+        deserialize(OFFSET_KEY_BYTES, raw)
 
 
 def test_legacy_offset_key_type_0_decodes_as_an_offset_commit():

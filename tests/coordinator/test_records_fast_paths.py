@@ -44,6 +44,31 @@ def reference_value(buf: bytes) -> OffsetCommitValue:
     return OffsetCommitValue(offset, epoch, metadata, ts)
 
 
+def kafka_v4(offset: int, epoch: int, metadata: str, ts: int, topic_id) -> bytes:
+    """OffsetCommitValue v4 as Kafka's schema lays it out (OffsetCommitValue.json, 4.4):
+    flexible, so a compact string (length + 1 as an unsigned varint), and the tagged
+    fields: topicId, tag 0, a uuid, written only when not the zero uuid."""
+    raw = metadata.encode()
+    n, length = len(raw) + 1, b""
+    while n >= 0x80:
+        length += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    length += bytes([n])
+    tags = b"\x00" if topic_id is None else b"\x01\x00\x10" + topic_id.bytes
+    return struct.pack(">hqi", 4, offset, epoch) + length + raw + struct.pack(">q", ts) + tags
+
+
+@given(offset=int64, epoch=int32, metadata=names, ts=int64, topic_id=st.uuids().filter(lambda u: u.int != 0))
+def test_offset_commit_values_with_a_topic_id_round_trip_in_kafkas_v4_layout(offset, epoch, metadata, ts, topic_id):
+    value = OffsetCommitValue(offset, epoch, metadata, ts, -1, topic_id)
+    encoded = records.serialize_value(value)
+    assert encoded == kafka_v4(offset, epoch, metadata, ts, topic_id)
+    assert records.deserialize_value(OffsetCommitKey("g", "t", 0), encoded) == value
+    # Kafka 4.1+ writes v4 without an id too (a commit naming its topic): no id read.
+    assert records.deserialize_value(OffsetCommitKey("g", "t", 0), kafka_v4(offset, epoch, metadata, ts, None)) \
+        == value._replace(topic_id=None)
+
+
 @given(group=names, topic=names, partition=int32)
 def test_offset_commit_keys_round_trip_in_the_reference_layout(group, topic, partition):
     key = OffsetCommitKey(group, topic, partition)
@@ -107,6 +132,35 @@ def test_damaged_values_decode_as_the_reference_reads_them_or_are_refused(data, 
         assert got == expected
     elif buf[:2] == b"\x00\x03":
         assert got is None
+
+
+def cursor_offset_value(buf: bytes) -> OffsetCommitValue:
+    """The cursor's reading (`_Reader`), which the struct fast paths must agree with."""
+    r = codec._Reader(buf)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise RecordDecodeError(f"unknown value version {version}")
+    r.flexible = version >= 4
+    value = codec._decode_offset_commit_value(r, version)
+    r.done()
+    return value
+
+
+@settings(max_examples=300)
+@given(data=st.data(), offset=int64, epoch=int32, metadata=names, ts=int64,
+       topic_id=st.none() | st.uuids())
+def test_v4_values_intact_or_damaged_decode_as_the_cursor_reads_them_or_are_refused(data, offset, epoch, metadata,
+                                                                                      ts, topic_id):
+    valid = kafka_v4(offset, epoch, metadata, ts, topic_id)
+    buf = data.draw(st.just(valid) | damaged(valid))
+    got, expected = outcome(lambda b: records.deserialize_value(OffsetCommitKey("g", "t", 0), b), cursor_offset_value,
+                            buf)
+    assert got == expected
+    plain = codec._plain_offset_commit_value(buf)
+    assert plain is None or plain == expected
+    if buf == valid and len(metadata.encode()) < 127:
+        assert plain == OffsetCommitValue(offset, epoch, metadata, ts, -1, topic_id if topic_id and topic_id.int
+                                          else None)     # read by the fast path
 
 
 def test_the_audit_headers_of_one_commit_are_one_shared_tuple():

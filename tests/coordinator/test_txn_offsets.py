@@ -33,13 +33,14 @@ P = partition_for(GROUP)
 PID, EPOCH = 4000, 3
 
 
-def txn_commit(offset: int, version: int = 3, generation: int = -1, member: str = "") -> TxnOffsetCommitRequest:
+def txn_commit(offset: int, version: int = 3, generation: int = -1, member: str = "",
+               topic_id: uuid.UUID | None = None) -> TxnOffsetCommitRequest:
     cls = TxnOffsetCommitRequest[version]
     topic = cls.TxnOffsetCommitRequestTopic
     # From v6 the wire names the topic by id; the edge (net/topic_ids.py) has named it by then.
     return cls(transactional_id="tx", group_id=GROUP, producer_id=PID, producer_epoch=EPOCH,
                generation_id=generation, member_id=member, group_instance_id=None, topics=[
-                   topic(name="in", topic_id=None, partitions=[topic.TxnOffsetCommitRequestPartition(
+                   topic(name="in", topic_id=topic_id, partitions=[topic.TxnOffsetCommitRequestPartition(
                        partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
                        committed_metadata="")])])
 
@@ -226,3 +227,17 @@ async def test_a_generation_for_a_group_that_does_not_exist_is_named_from_v6(tmp
     async with Partition(tmp_path) as part:
         assert await part.stage(4, source=1, version=version, generation=2, member="m") == [expected]
         assert await part.tail_start() is None
+
+
+async def test_a_v6_commit_keeps_the_topic_id_it_named_the_topic_by(tmp_path):
+    # Kafka's commitTransactionalOffset: OffsetAndMetadata.fromRequest(topic.topicId(), ...),
+    # written as OffsetCommitValue v4 with the id; before v6 the topic has no id.
+    from coordinator.offline.state import replay_state
+
+    topic_id = uuid.UUID("0e3a2c54-9f1b-4c7d-8a6e-5b4c3d2e1f00")
+    async with Partition(tmp_path) as part:
+        assert await part.stage(7, source=100, version=6, topic_id=topic_id) == [ErrorCode.NONE]
+        assert await part.marker(MARKER_COMMIT, at=101) is True
+        assert await part.fetch(stable=True) == (7, 0)
+    committed = replay_state(tmp_path).offsets[GROUP, "in", 0]
+    assert (committed.offset, committed.topic_id) == (7, topic_id)

@@ -17,11 +17,13 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from coordinator.app import KgcApp
 from coordinator.group.topics import TopicImage, TopicMetadata
 from coordinator.net.topic_ids import TopicIds
+from coordinator.offline.state import replay_state
+from coordinator.settings import ServerConfig
 from protocol.answers.transactions import txn_offset_commit_response
 from protocol.errors import ErrorCode
 from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
 from tests.support.builders import consumer_heartbeat_request, topic_id
-from tests.support.kgc import running_kgc
+from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.topic_id_offsets import commit, committed, fetch, fetched
 from tests.support.wire_client import WireClient
 
@@ -65,6 +67,51 @@ async def test_a_v10_commit_is_stored_by_name_and_fetched_by_id(client):
     # A v9 commit by name reads back by id.
     await client.call(commit(epoch, {"t": {2: 7}}, version=9))
     assert fetched(await client.call(fetch(epoch, {T: [2]}))) == {(T, 2): (7, 0)}
+
+
+async def test_a_v10_commit_keeps_the_topic_id_in_its_records_as_kafka_does(monkeypatch, tmp_path):
+    """Kafka 4.1+ writes the id a commit named its topic by into the value (OffsetCommitValue
+    v4, tagged field 0): the audit tells a recreated topic's offsets by it. A commit by
+    name has none."""
+    monkeypatch.setattr(KgcApp, "_topics", lambda self: IMAGE)
+    config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, data_dir=str(tmp_path))
+    async with running_kgc(config) as app:
+        client = await WireClient.open(app.port)
+        try:
+            epoch = await join(client)
+            assert committed(await client.call(commit(epoch, {T: {0: 5}}))) == {(T, 0): 0}
+            assert committed(await client.call(commit(epoch, {"t": {1: 6}}, version=9))) == {("t", 1): 0}
+        finally:
+            client.close()
+    offsets = replay_state(tmp_path).offsets
+    assert (offsets["g", "t", 0].offset, offsets["g", "t", 0].topic_id) == (5, T)
+    assert (offsets["g", "t", 1].offset, offsets["g", "t", 1].topic_id) == (6, None)
+
+
+async def test_an_offset_of_a_topic_since_recreated_reads_as_none_by_the_new_id(monkeypatch):
+    """Kafka 4.1+ (OffsetMetadataManager.isMismatchedTopicId): an OffsetFetch by id of an
+    offset committed with another id, to the topic of that name before it was deleted and
+    created again, answers -1; by name (no id asked) or for all topics it reads the offset."""
+    reborn = uuid.uuid5(uuid.NAMESPACE_URL, "t, created again")
+    images = [IMAGE]
+    monkeypatch.setattr(KgcApp, "_topics", lambda self: images[-1])
+    async with running_kgc() as app:
+        client = await WireClient.open(app.port)
+        try:
+            simple = {"member_id": "", "group_id": "simple"}
+            assert committed(await client.call(commit(-1, {T: {0: 5, 1: 6}}, **simple))) == {(T, 0): 0, (T, 1): 0}
+            images.append(TopicImage.of(2, [TopicMetadata(reborn, "t", 4), TopicMetadata(U, "u", 2)]))
+            by_id = fetch(-1, {reborn: [0, 1]}, member_id=None, group_id="simple")
+            assert fetched(await client.call(by_id)) == {(reborn, 0): (-1, 0), (reborn, 1): (-1, 0)}
+            by_name = fetch(-1, {"t": [0, 1]}, member_id=None, version=9, group_id="simple")
+            assert fetched(await client.call(by_name)) == {("t", 0): (5, 0), ("t", 1): (6, 0)}
+            everything = fetch(-1, None, member_id=None, group_id="simple")
+            assert fetched(await client.call(everything)) == {(reborn, 0): (5, 0), (reborn, 1): (6, 0)}
+            # a commit to the topic now, by its id, reads back by it
+            assert committed(await client.call(commit(-1, {reborn: {0: 2}}, **simple))) == {(reborn, 0): 0}
+            assert fetched(await client.call(by_id)) == {(reborn, 0): (2, 0), (reborn, 1): (-1, 0)}
+        finally:
+            client.close()
 
 
 async def test_an_unknown_topic_id_is_answered_alone(client):

@@ -19,7 +19,17 @@ from coordinator.offline.scan import segment_files
 from coordinator.offline.tables import read_history
 from storage.api import CONTROL_COMMIT, TxnBatch
 from storage.format import encode_batch
-from tests.offline.conftest import CLEAN, DIRTY, KAFKA_WRITTEN, consumer_group_record, offset_commit_record
+from tests.offline.conftest import (
+    CLEAN,
+    DIRTY,
+    KAFKA_WRITTEN,
+    RECREATED_FINDINGS,
+    RECREATED_LOG_OFFSETS,
+    RECREATED_TOPIC_IDS,
+    consumer_group_record,
+    offset_commit_record,
+    recreated_topic_log,
+)
 
 
 def identities(run) -> set[tuple]:
@@ -165,7 +175,7 @@ def test_a_log_kafka_wrote_is_judged_by_what_its_records_carry(tmp_path):
     # Stale generations need the generation header; everything else is still judged (but
     # the generator deletes no topic: test_an_offset_of_a_topic_the_cluster_lacks).
     assert kinds == set(FindingType) - {FindingType.STALE_GENERATION_COMMIT, FindingType.OFFSET_OF_DELETED_TOPIC,
-                                        FindingType.OPEN_TRANSACTION}
+                                        FindingType.OFFSET_OF_RECREATED_TOPIC, FindingType.OPEN_TRANSACTION}
     findings = [f for r in run.results for f in r.findings]
     simple = [f for f in findings if f.group and f.group.startswith("simple-")]
     assert simple and all(f.type is FindingType.ORPHANED_OFFSET and "assign()" in f.detail for f in simple)
@@ -187,6 +197,36 @@ def test_an_offset_of_a_topic_the_cluster_lacks(tmp_path):
     unbounded = audit(tmp_path / "data", tmp_path / "unbounded", Options(now_ms=2), log_offsets={("t", 1): (0, 9)},
                       upstream="test")
     assert [f for r in unbounded.results for f in r.findings if f.type in UPSTREAM_TYPES] == []
+
+
+def test_an_offset_whose_commit_recorded_the_old_id_of_a_recreated_topic(tmp_path):
+    """A commit naming its topic by id keeps the id (OffsetCommitValue v4): one whose id is
+    not the cluster's id of that name now was committed before the topic was deleted and
+    created again. Its bounds are the new topic's, so it is not judged by them; without
+    the cluster's ids (Metadata before v10) it is not judged by id either."""
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, recreated_topic_log(), 1))
+    run = audit(tmp_path / "data", tmp_path / "report", Options(now_ms=2), log_offsets=RECREATED_LOG_OFFSETS,
+                upstream="test", topic_ids=RECREATED_TOPIC_IDS)
+    found = [f for r in run.results for f in r.findings]
+    assert {(f.type.value, f.group, f.topic, f.partition, f.committed_offset) for f in found} == RECREATED_FINDINGS
+    [old] = [f for f in found if f.group == "old"]
+    assert old.detail == ("committed to topic id 00000000-0000-4000-8000-00000000000a; the cluster's t is "
+                          "topic id 00000000-0000-4000-8000-00000000000b")
+    rows = {r["group"]: r for r in pq.read_table(tmp_path / "report" / "final_offsets.parquet").to_pylist()}
+    assert (rows["old"]["topic_id"], rows["old"]["lag"], rows["old"]["log_end_offset"]) == \
+        ("00000000-0000-4000-8000-00000000000a", None, None)
+    assert (rows["new"]["topic_id"], rows["new"]["lag"]) == ("00000000-0000-4000-8000-00000000000b", 6)
+    assert rows["by-name"]["topic_id"] is None
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["findings"]["offset_of_recreated_topic"] == 2
+    assert "offset_of_recreated_topic" in (tmp_path / "report" / "report.html").read_text()
+    without_ids = audit(tmp_path / "data", tmp_path / "no-ids", Options(now_ms=2), log_offsets=RECREATED_LOG_OFFSETS,
+                        upstream="test")
+    assert {(f.type.value, f.group) for r in without_ids.results for f in r.findings} == {
+        ("offset_of_deleted_topic", "gone"), ("offset_above_log_end", "new-past-end"),
+        ("offset_above_log_end", "old-past-end")}
 
 
 def test_groups_of_kafka_4_protocols_are_not_orphans(tmp_path):

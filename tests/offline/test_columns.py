@@ -43,7 +43,17 @@ from storage.format import (
     encode_batch,
     encode_stored_batch,
 )
-from tests.offline.conftest import CLEAN, DIRTY, KAFKA_WRITTEN, consumer_group_record, offset_commit_record
+from tests.offline.conftest import (
+    CLEAN,
+    DIRTY,
+    KAFKA_WRITTEN,
+    RECREATED_FINDINGS,
+    RECREATED_LOG_OFFSETS,
+    RECREATED_TOPIC_IDS,
+    consumer_group_record,
+    offset_commit_record,
+    recreated_topic_log,
+)
 
 
 def reference(partition: int, directory) -> tuple[list, list, tuple]:
@@ -242,6 +252,45 @@ def test_kafka_4_group_records_are_judged_the_same(tmp_path):
     assert {f.type.value for f in columns.results[0].findings} == {"offset_of_deleted_group", "undecodable_record",
                                                                     "orphaned_offset"}
     assert columns.summary == reference.summary
+
+
+def test_offsets_of_a_recreated_topic_are_judged_the_same(tmp_path, monkeypatch):
+    """Commits that recorded a topic id (OffsetCommitValue v4), some of them the id of a
+    topic since recreated, and v4 values as Kafka 4.1+ writes them without one: the same
+    findings, final offsets (with the id) and tables from both scanners; the columns read
+    v4 values without metadata as columns, not one by one."""
+    from coordinator import records
+
+    decoded_one_by_one: list[int] = []
+    deserialize_value = records.deserialize_value
+
+    def counted(key, value: bytes):
+        decoded_one_by_one.append(len(value))
+        return deserialize_value(key, value)
+
+    partition = tmp_path / "data" / "__consumer_offsets-0"
+    partition.mkdir(parents=True)
+    (partition / "00000000000000000000.log").write_bytes(encode_batch(0, recreated_topic_log(), 1))
+    monkeypatch.setattr(records, "deserialize_value", counted)
+    columns = audit(tmp_path / "data", tmp_path / "columns", Options(now_ms=2, scanner="columns"),
+                    log_offsets=RECREATED_LOG_OFFSETS, upstream="test", topic_ids=RECREATED_TOPIC_IDS)
+    assert decoded_one_by_one == [43]           # the one value with metadata (and an id)
+    monkeypatch.undo()
+    reference = audit(tmp_path / "data", tmp_path / "records", Options(now_ms=2, scanner="records"),
+                      log_offsets=RECREATED_LOG_OFFSETS, upstream="test", topic_ids=RECREATED_TOPIC_IDS)
+    new, old = columns.results[0], reference.results[0]
+    assert sorted(map(repr, new.findings)) == sorted(map(repr, old.findings))
+    assert {(f.type.value, f.group, f.topic, f.partition, f.committed_offset) for f in new.findings} == \
+        RECREATED_FINDINGS
+    assert sorted(map(repr, new.final_offsets)) == sorted(map(repr, old.final_offsets))
+    ids = {r["group"]: r["topic_id"] for r in new.final_offsets}
+    assert (ids["old"], ids["kafka-by-id"], ids["kafka-by-name"], ids["kafka-zero-id"]) == (
+        "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b", None, None)
+    assert columns.summary == {**reference.summary, "data_dir": columns.summary["data_dir"]}
+    for table in ("findings", "final_offsets", "groups"):
+        assert pq.read_table(tmp_path / "columns" / f"{table}.parquet").equals(
+            pq.read_table(tmp_path / "records" / f"{table}.parquet"))
+    assert read_history(tmp_path / "columns").equals(read_history(tmp_path / "records"))
 
 
 def test_member_epochs_are_judged_the_same(tmp_path):

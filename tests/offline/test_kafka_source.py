@@ -32,10 +32,14 @@ from tests.support.spark_cluster import standalone_spark, submit  # noqa: E402
 from tests.support.topic_audit import (  # noqa: E402
     audited,
     commit,
+    copy_offsets_log,
     findings,
+    java_commit_by_id,
     kgc_audit,
     member,
     produce,
+    recreate,
+    topic_ids,
     wait_until,
 )
 
@@ -44,6 +48,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300
 EVENTS = "events"          # 2 partitions, 10 records each
 EXPIRING = "expiring"      # records deleted by retention before "late" reads them
 DOOMED = "doomed"          # deleted under group "doomed"
+REBORN = "reborn"          # deleted and created again after a Java client committed to it by id
+REBORN_KGC = "reborn-kgc"  # the same, committed through kgc
 RETENTION = {"log.retention.check.interval.ms": "500", "log.segment.delete.delay.ms": "0",
              "log.initial.task.delay.ms": "0"}
 
@@ -53,7 +59,8 @@ def cluster(tmp_path_factory):
     with KafkaCluster(tmp_path_factory.mktemp("kafka-audit"), settings=RETENTION) as cluster:
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
         try:
-            admin.create_topics([NewTopic(EVENTS, 2, 1), NewTopic(DOOMED, 1, 1),
+            admin.create_topics([NewTopic(EVENTS, 2, 1), NewTopic(DOOMED, 1, 1), NewTopic(REBORN, 1, 1),
+                                 NewTopic(REBORN_KGC, 1, 1),
                                  NewTopic(EXPIRING, 1, 1, topic_configs={"retention.ms": "1000",
                                                                          "segment.ms": "300"})])
         finally:
@@ -198,6 +205,11 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
                 regress.commit(offsets=[Tp(EVENTS, 0, offset)], asynchronous=False)
         finally:
             regress.close()
+        # and a Java client that commits by topic id (v10) to a topic then deleted and created
+        # again: kgc removes no offsets of a deleted topic, and the record keeps the old id
+        produce(cluster.bootstrap, REBORN_KGC, 0, 3)
+        java_commit_by_id(kgc.bootstrap, "state-reborn", REBORN_KGC, 0, 2)
+        recreate(cluster.bootstrap, REBORN_KGC)
         # and a transaction whose offsets kgc holds, still open while the audit runs
         member = Consumer({"bootstrap.servers": kgc.bootstrap, "group.id": "state-txn", "enable.auto.commit": False})
         producer = Producer({"bootstrap.servers": kgc.bootstrap, "transactional.id": "state-audit-txn",
@@ -217,3 +229,33 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
     # then it finds the regression, and the transaction left open
     assert ("offset_regression", "state-regress", EVENTS, 0, 3) in found
     assert "open_transaction" in {f[0] for f in found}, found
+    assert {f for f in found if f[1] == "state-reborn"} == {("offset_of_recreated_topic", "state-reborn", REBORN_KGC,
+                                                              0, 2)}
+
+
+def test_an_offset_kafka_recorded_by_topic_id_before_the_topic_was_recreated(cluster, tmp_path):
+    """A Java client commits to a topic by id (OffsetCommit v10) straight to Kafka, which
+    writes the id into the record (OffsetCommitValue v4); the topic is deleted and created
+    again. Kafka 4.4 then tombstones the offset (OffsetMetadataManager.onTopicsDeleted), so
+    its live log has nothing to report; the log as it was before (a copy restored, a
+    coordinator that missed the cleanup) has the offset of the old topic, reported as such."""
+    from coordinator.offline.state import replay_state
+
+    bootstrap = cluster.bootstrap
+    produce(bootstrap, REBORN, 0, 3)
+    java_commit_by_id(bootstrap, "reborn", REBORN, 0, 2)
+    old = topic_ids(bootstrap)[REBORN]
+    before = copy_offsets_log(cluster, tmp_path / "before")
+    committed = replay_state(before).offsets["reborn", REBORN, 0]
+    assert (committed.offset, committed.topic_id) == (2, old)
+
+    new = recreate(bootstrap, REBORN)
+    wait_until(lambda: ("reborn", REBORN, 0) not in replay_state(copy_offsets_log(
+        cluster, tmp_path / f"after-{time.monotonic_ns()}")).offsets, "Kafka kept the deleted topic's offset")
+
+    report = tmp_path / "report"
+    result = kgc_audit(str(before), "--engine", "python", "--upstream", bootstrap, "--out", str(report))
+    assert {f for f in audited(result, report) if f[1] == "reborn"} == {
+        ("offset_of_recreated_topic", "reborn", REBORN, 0, 2)}
+    [row] = [r for r in pq.read_table(report / "findings.parquet").to_pylist() if r["group"] == "reborn"]
+    assert row["detail"] == f"committed to topic id {old}; the cluster's {REBORN} is topic id {new}"

@@ -40,6 +40,34 @@ def test_columns_from_arrow_audit_as_the_data_dir_does(tmp_path):
     assert found > 0
 
 
+def test_offsets_of_a_recreated_topic_from_arrow_as_from_the_data_dir(tmp_path):
+    """Commits that recorded topic ids, one of them a recreated topic's: the Arrow path's
+    two scanners find what the data dir's audit finds."""
+    from storage.format import encode_batch
+    from tests.offline.conftest import (
+        RECREATED_FINDINGS,
+        RECREATED_LOG_OFFSETS,
+        RECREATED_TOPIC_IDS,
+        recreated_topic_log,
+    )
+
+    directory = tmp_path / "data" / "__consumer_offsets-0"
+    directory.mkdir(parents=True)
+    (directory / "00000000000000000000.log").write_bytes(encode_batch(0, recreated_topic_log(), 1))
+    options = Options(now_ms=2)
+    upstream = {"log_offsets": RECREATED_LOG_OFFSETS, "topic_ids": RECREATED_TOPIC_IDS}
+    on_disk = run_partition(PartitionTask(0, str(directory), options, report_dir=str(tmp_path / "disk"), **upstream))
+    assert {(f.type.value, f.group, f.topic, f.partition, f.committed_offset) for f in on_disk.findings} == \
+        RECREATED_FINDINGS
+    for scanner in ("columns", "records"):
+        template = PartitionTask(-1, "t", replace(options, scanner=scanner), report_dir=str(tmp_path / scanner),
+                                 **upstream)
+        [out] = kafka_source._audit_partition(iter(as_spark_rows(0, directory)), template, "t")
+        from_topic = pickle.loads(out.column("result")[0].as_py())
+        assert comparable(from_topic) == comparable(on_disk), scanner
+        assert sorted(map(repr, from_topic.findings)) == sorted(map(repr, on_disk.findings)), scanner
+
+
 def state_topic_rows(records: list) -> list:
     """(offset, key, value) rows of a state topic partition, as Spark's source hands them."""
     return pa.Table.from_pydict({

@@ -21,13 +21,14 @@ from storage.format import encode_batch
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 TOPIC = "audit-events"
+RECREATED = "audit-recreated"
 NOW_MS = 1_790_000_000_000
 
 
-def produce(bootstrap: str, counts: dict[int, int]) -> None:
+def produce(bootstrap: str, counts: dict[int, int], topic: str = TOPIC) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        admin.create_topics([NewTopic(TOPIC, len(counts), 1)])
+        admin.create_topics([NewTopic(topic, len(counts), 1)])
     finally:
         admin.close()
     producer = KafkaProducer(bootstrap_servers=bootstrap)
@@ -35,7 +36,7 @@ def produce(bootstrap: str, counts: dict[int, int]) -> None:
         for partition, count in counts.items():
             for _ in range(count):
                 # One record per batch: this Tansu build advances its log end per batch.
-                producer.send(TOPIC, b"x", partition=partition).get(timeout=10)
+                producer.send(topic, b"x", partition=partition).get(timeout=10)
     finally:
         producer.close()
 
@@ -71,3 +72,34 @@ def test_log_offsets_lag_and_offsets_past_the_log_end(tansu, tmp_path):
     findings = pq.read_table(report / "findings.parquet").to_pylist()
     assert [(f["type"], f["partition"], f["committed_offset"], f["previous_offset"], f["member_id"])
             for f in findings] == [("offset_above_log_end", 1, 7, 3, "m-1")]
+
+
+def test_an_offset_that_recorded_another_id_than_the_topics_now(tansu, tmp_path):
+    """`kgc audit --upstream` takes each topic's id from the cluster's Metadata (v10+): a
+    commit that recorded another id for the topic's name was made before the topic was
+    deleted and created again."""
+    import uuid
+
+    bootstrap = f"{tansu.host}:{tansu.port}"
+    produce(bootstrap, {0: 5, 1: 3}, RECREATED)
+    offsets, topic_ids = UpstreamOffsets(bootstrap).log_offsets_and_topic_ids()
+    assert offsets[RECREATED, 0] == (0, 5)
+    live = topic_ids[RECREATED]
+    assert live.int != 0
+    old = uuid.UUID(int=live.int ^ 1)
+    commits = [records.new_offset_commit_record("audited", RECREATED, p, OffsetCommitValue(o, -1, "", NOW_MS, -1, i),
+                                                member_id="m-1", generation=1, client_id="c-1")
+               for p, o, i in ((0, 2, old), (1, 1, live))]
+    directory = tmp_path / "data" / "__consumer_offsets-3"
+    directory.mkdir(parents=True)
+    (directory / "00000000000000000000.log").write_bytes(encode_batch(0, [
+        LogRecord(records.serialize_key(r.key), records.serialize_value(r.value), r.headers) for r in commits], NOW_MS))
+    report = tmp_path / "report"
+    assert main(["audit", str(tmp_path / "data"), "--out", str(report), "--upstream", bootstrap,
+                 "--engine", "python", "--now-ms", str(NOW_MS)]) == 0
+    findings = pq.read_table(report / "findings.parquet").to_pylist()
+    assert [(f["type"], f["partition"], f["committed_offset"]) for f in findings
+            if f["type"] != "orphaned_offset"] == [("offset_of_recreated_topic", 0, 2)]
+    final = {row["partition"]: row for row in pq.read_table(report / "final_offsets.parquet").to_pylist()}
+    assert (final[0]["topic_id"], final[0]["lag"]) == (str(old), None)
+    assert (final[1]["topic_id"], final[1]["lag"]) == (str(live), 2)

@@ -3,14 +3,19 @@ and `kgc audit` run on it as a user runs it (its own process and Spark session).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
+
+from coordinator.offline.upstream import UpstreamOffsets
 
 AUDIT_TIMEOUT_S = 180
 
@@ -59,3 +64,59 @@ def findings(report: Path) -> set[tuple]:
 def audited(result: subprocess.CompletedProcess, report: Path) -> set[tuple]:
     assert result.returncode == 0, result.stdout + result.stderr
     return findings(report)
+
+
+def java_commit_by_id(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
+    """The Java client (kafka-clients 4.4, tests/java/JavaMember.java) with
+    group.protocol=consumer commits `offset` of `topic`-`partition`: its CommitRequestManager
+    names topics by id when it knows them all, so the coordinator gets OffsetCommit v10."""
+    from tests.support.java_client import JavaProcess
+
+    java = JavaProcess(bootstrap, group, topic, {"group.protocol": "consumer", "metadata.max.age.ms": "1000"})
+    try:
+        deadline = time.monotonic() + 60
+        while partition not in java.ask("assignment")["assignment"]:
+            assert time.monotonic() < deadline, f"{group} got no assignment"
+            java.ask("poll 500")
+        assert java.ask(f"commit {partition}={offset}")["committed"] == {str(partition): offset}
+    finally:
+        java.close()
+
+
+def topic_ids(bootstrap: str) -> dict[str, uuid.UUID]:
+    return UpstreamOffsets(bootstrap).log_offsets_and_topic_ids()[1]
+
+
+def recreate(bootstrap: str, topic: str, partitions: int = 1) -> uuid.UUID:
+    """Deletes `topic` and creates it again under the same name; its new id."""
+    old = topic_ids(bootstrap)[topic]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([topic])
+        wait_until(lambda: topic not in topic_ids(bootstrap), f"{topic} still listed")
+        # Deletion finishes asynchronously: creating again is refused until it has.
+        wait_until(lambda: _created(admin, topic, partitions), f"{topic} not created again")
+    finally:
+        admin.close()
+    wait_until(lambda: topic in topic_ids(bootstrap), f"{topic} not listed again")
+    new = topic_ids(bootstrap)[topic]
+    assert new != old
+    return new
+
+
+def _created(admin: KafkaAdminClient, topic: str, partitions: int) -> bool:
+    from kafka.errors import TopicAlreadyExistsError
+
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    except TopicAlreadyExistsError:
+        return False
+    return True
+
+
+def copy_offsets_log(cluster, out: Path) -> Path:
+    """The broker's `__consumer_offsets` partition directories, copied to `out`."""
+    out.mkdir(parents=True)
+    for directory in (cluster.nodes[0].directory / "data").glob("__consumer_offsets-*"):
+        shutil.copytree(directory, out / directory.name)
+    return out
