@@ -19,7 +19,7 @@ from coordinator.offline.scan import segment_files
 from coordinator.offline.tables import read_history
 from storage.api import CONTROL_COMMIT, TxnBatch
 from storage.format import encode_batch
-from tests.offline.conftest import (
+from tests.support.audit_logs import (
     CLEAN,
     DIRTY,
     KAFKA_WRITTEN,

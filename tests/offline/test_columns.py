@@ -43,7 +43,7 @@ from storage.format import (
     encode_batch,
     encode_stored_batch,
 )
-from tests.offline.conftest import (
+from tests.support.audit_logs import (
     CLEAN,
     DIRTY,
     KAFKA_WRITTEN,

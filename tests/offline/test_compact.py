@@ -18,7 +18,7 @@ from coordinator.offline.scan import PartitionScan, segment_files
 from coordinator.offline.state import replay_state
 from coordinator.runtime.loader import KafkaRecordSerde, load_partition
 from storage.file_store import FileLogStore, partition_dirs
-from tests.offline.conftest import CLEAN, DAY_MS
+from tests.support.audit_logs import CLEAN, DAY_MS
 from tests.support.clock import ManualClock
 from tests.support.manual_timer import ManualTimer
 

@@ -17,7 +17,7 @@ from coordinator.offline.job import Options
 from coordinator.offline.report import FINDINGS_COLOR, LAG_COLOR, PALETTE
 from coordinator.offline.runner import audit
 from coordinator.offline.timeline import COMMITS_COLOR, FINDING_COLOR, REBALANCE_COLOR
-from tests.offline.conftest import DIRTY
+from tests.support.audit_logs import DIRTY
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed (pip install -e '.[dev]')")
 

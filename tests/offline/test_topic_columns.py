@@ -44,7 +44,7 @@ def test_offsets_of_a_recreated_topic_from_arrow_as_from_the_data_dir(tmp_path):
     """Commits that recorded topic ids, one of them a recreated topic's: the Arrow path's
     two scanners find what the data dir's audit finds."""
     from storage.format import encode_batch
-    from tests.offline.conftest import (
+    from tests.support.audit_logs import (
         RECREATED_FINDINGS,
         RECREATED_LOG_OFFSETS,
         RECREATED_TOPIC_IDS,
