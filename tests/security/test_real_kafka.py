@@ -20,7 +20,6 @@ from kafka.protocol.sasl import SaslAuthenticateRequest
 
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
-from tests.conftest import KAFKA_USERS
 from tests.support.admin import new_name
 from tests.support.authorization_requests import fetch, join
 from tests.support.blocking_socket import pipelined
@@ -67,9 +66,9 @@ async def kgc_in_front(kafka, tmp_path, mode: str):
     acl_file(tmp_path / "acls.toml", allow("User:alice", "all", "group", "secure-", "prefixed"),
              allow("User:alice", "read", "topic", "*"), allow("User:bob", "all", "group", "secure-", "prefixed"),
              allow("User:bob", "read", "topic", "*"))
-    (tmp_path / "kgc-password").write_text(KAFKA_USERS["kgc"])
+    (tmp_path / "kgc-password").write_text(kafka.security.users["kgc"])
     own_logins = ({"sasl_mode": "terminate", "sasl_credentials_file": credentials_file(
-        tmp_path / "credentials.toml", {u: KAFKA_USERS[u] for u in ("alice", "bob")})} if mode == "terminate"
+        tmp_path / "credentials.toml", {u: kafka.security.users[u] for u in ("alice", "bob")})} if mode == "terminate"
         else {"sasl_mode": "passthrough"})
     config = ServerConfig(
         host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=(("127.0.0.1", kafka.port),),
@@ -85,7 +84,7 @@ async def kgc_in_front(kafka, tmp_path, mode: str):
 
 
 def security(kafka, user: str, mechanism: str = "SCRAM-SHA-512") -> ClientSecurity:
-    return ClientSecurity("SASL_SSL", mechanism, user, KAFKA_USERS[user], ca_file=kafka.security.pki.ca_file)
+    return ClientSecurity("SASL_SSL", mechanism, user, kafka.security.users[user], ca_file=kafka.security.pki.ca_file)
 
 
 @pytest.mark.parametrize("mode", ["passthrough", "terminate"])
@@ -108,7 +107,7 @@ async def test_clients_consume_and_commit_through_kgc_in_front_of_secured_kafka(
 
         def committed():
             with KafkaSocket(app.port, context=kafka.security.pki.client_context()) as s:
-                assert s.login_scram("alice", KAFKA_USERS["alice"]).error_code == ErrorCode.NONE
+                assert s.login_scram("alice", kafka.security.users["alice"]).error_code == ErrorCode.NONE
                 return s.call(fetch(group, [topic])).topics[0].partitions[0].committed_offset
         assert await asyncio.to_thread(committed) == RECORDS
 
@@ -172,7 +171,7 @@ async def test_in_passthrough_kafkas_refusal_comes_before_the_close_early_frames
                 s.sock.sendall((64 * 2**20).to_bytes(4, "big") + b"\0" * 65_536)    # before any login
                 assert s.closed_by_peer()
             with KafkaSocket(app.port, context=context) as s:
-                assert s.login_plain("alice", KAFKA_USERS["alice"]).error_code == ErrorCode.NONE
+                assert s.login_plain("alice", kafka.security.users["alice"]).error_code == ErrorCode.NONE
                 cls = TxnOffsetCommitRequest[3]
                 topic = cls.TxnOffsetCommitRequestTopic
                 commit = cls(transactional_id="tx", group_id="secure-group", producer_id=1, producer_epoch=0,
