@@ -224,7 +224,7 @@ class Ownership:
             except (UpstreamUnavailable, TimeoutError, OSError, _Rejoin) as exc:
                 log.info("ownership: %s; joining %s again", exc, self.group_id)
                 if isinstance(exc, _Removed):
-                    await self._give_up(str(exc))
+                    self._give_up(str(exc))
                 if not isinstance(exc, _Rejoin):
                     await self._drop_connection()
                     await asyncio.sleep(backoff)
@@ -364,23 +364,31 @@ class Ownership:
         found = await self._cluster.find_coordinator(self.group_id, _GROUP_KEY)
         return await self._cluster.own_connection(found.host, found.port)
 
-    async def _give_up(self, why: str) -> None:
+    def _give_up(self, why: str) -> None:
         """Removed from the group: release every partition (drained), so that one given back
-        later is read again from the state topic, and claim none when joining again."""
-        if self._applying is not None:
-            await asyncio.gather(self._applying, return_exceptions=True)
+        later is read again from the state topic, and claim none when joining again. The
+        release runs in the chain of generation applies (the next one waits for it), not in
+        the member's loop, which rejoins meanwhile."""
         if not self.owned:
             return
         lost, self.owned = self.owned, frozenset()
         log.warning("ownership: %s; this instance was removed from %s, so it gives up its %d partitions",
                     why, self.group_id, len(lost))
-        started = self._clock()
-        await self._on_change(frozenset())
-        change = Change(self.generation, time.time(), frozenset(), lost, len(self.members),
-                        self._clock() - started, f"this instance removed ({why})")
-        self.history.append(change)
-        del self.history[:-100]
-        metrics.ownership_changed(0, len(lost), change.took_ms / 1000)
+        before = self._applying
+        members = len(self.members)
+
+        async def release() -> None:
+            if before is not None:
+                await asyncio.gather(before, return_exceptions=True)
+            started = self._clock()
+            await self._on_change(frozenset())
+            change = Change(self.generation, time.time(), frozenset(), lost, members, self._clock() - started,
+                            f"this instance removed ({why})")
+            self.history.append(change)
+            del self.history[:-100]
+            metrics.ownership_changed(0, len(lost), change.took_ms / 1000)
+            log.info("ownership: gave up %d partitions in %.0f ms", len(lost), change.took_ms)
+        self._applying = asyncio.get_running_loop().create_task(release(), name="kgc-ownership-give-up")
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -390,6 +398,8 @@ class Ownership:
 
 def _cause(before: tuple[Instance, ...], after: list[Instance]) -> str:
     """What changed the membership: the instances that joined and left, by address."""
+    if not before:
+        return f"this instance joined, {len(after)} in all"
     def names(instances) -> set[str]:
         return {f"{i.host}:{i.port}" for i in instances}
     joined, left = sorted(names(after) - names(before)), sorted(names(before) - names(after))

@@ -5,21 +5,26 @@ its partitions, the members go on, and every acknowledged commit is there."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
+from coordinator.partitioning import partition_for
 from protocol.errors import ErrorCode
 from tests.support.admin import create_topic, new_name, offsets_once_owned, produce_sequenced
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc_instances import instances, owner_of, shared_by
 from tests.support.security import KafkaSocket
 from tests.support.simple_group_offsets import simple_commit
+from tests.support.wire_client import RawMember, WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -101,6 +106,12 @@ def test_an_instance_paused_past_its_session_answers_nothing_from_memory_when_it
         paused = owner_of(live, group)
         others = [i for i in live if i is not paused]
         simple_commit(paused.address, group, topic, {0: 5})
+        # and a member of another group of the same partition whose session ends while the
+        # owner sleeps, so that the sleeper's timer for it fires, and tries to write, the
+        # moment it wakes
+        neighbour = next(g for g in (f"{group}-{n}" for n in range(1000)) if partition_for(g) == partition_for(group))
+        asyncio.run(silent_member(paused, neighbour))
+        joined = time.monotonic()
         fetch = OffsetFetchRequest[7](group_id=group, require_stable=False, topics=[
             OffsetFetchRequest[7].OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
         with KafkaSocket(int(paused.address.rsplit(":", 1)[1]), timeout_s=30) as connection:
@@ -114,6 +125,7 @@ def test_an_instance_paused_past_its_session_answers_nothing_from_memory_when_it
                 assert all(f"left {paused.address}" in i.ownership()["changes"][-1]["cause"] for i in others)
                 # and a client's OffsetFetch is waiting for the sleeper when it wakes
                 connection.send(fetch)
+                time.sleep(max(0.0, joined + MEMBER_SESSION_MS / 1000 + 1 - time.monotonic()))
             finally:
                 os.kill(paused.process.proc.pid, signal.SIGCONT)
             answer = connection.receive(fetch)
@@ -128,3 +140,19 @@ def test_an_instance_paused_past_its_session_answers_nothing_from_memory_when_it
         assert all(i.ownership()["serving"] for i in live)
         for instance in live:
             assert offsets_once_owned(instance.address, group) == {0: 9}
+        # and the sleeper's failed write did not make it claim the partition back, which would
+        # have fenced the instance that owns it now
+        for other in others:
+            assert "another kgc instance claimed it" not in Path(other.log_path).read_text()
+
+
+MEMBER_SESSION_MS = 10_000
+
+
+async def silent_member(instance, group: str) -> None:
+    """A classic member that joins through `instance`, then never heartbeats again."""
+    client = await WireClient.open(int(instance.address.rsplit(":", 1)[1]))
+    try:
+        await RawMember(client, group, session_timeout_ms=MEMBER_SESSION_MS).until_stable()
+    finally:
+        client.close()

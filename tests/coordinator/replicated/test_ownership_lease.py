@@ -94,7 +94,7 @@ async def test_an_instance_serves_until_a_session_timeout_after_its_last_answere
     upstream.answer(HeartbeatRequest, code(ErrorCode.NONE), after_ms=1_000)
     await settle(upstream)
     assert ownership.owned == frozenset(range(50)) and changes == [frozenset(range(50))]
-    assert ownership.history[-1].cause == "joined 127.0.0.1:9092"
+    assert ownership.history[-1].cause == "this instance joined, 1 in all"
     heartbeat_sent = clock.now_ms() - 1_000     # the script moved the clock while answering
     # when its next heartbeat goes unanswered, it serves until the session timeout counted
     # from when the last answered one was sent, not a moment longer
