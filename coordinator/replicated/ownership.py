@@ -317,9 +317,7 @@ class Ownership:
             await self._on_change(mine)
             change = Change(generation, time.time(), mine - previous, previous - mine, count,
                             self._clock() - started, cause)
-            self.history.append(change)
-            del self.history[:-100]
-            metrics.ownership_changed(len(mine), len(change.gained) + len(change.lost), change.took_ms / 1000)
+            self._record(change, len(mine))
             if change.gained or change.lost:
                 log.info("ownership: generation %d applied in %.0f ms (%s): gained %s, lost %s", generation,
                          change.took_ms, cause, sorted(change.gained), sorted(change.lost))
@@ -384,11 +382,14 @@ class Ownership:
             await self._on_change(frozenset())
             change = Change(self.generation, time.time(), frozenset(), lost, members, self._clock() - started,
                             f"this instance removed ({why})")
-            self.history.append(change)
-            del self.history[:-100]
-            metrics.ownership_changed(0, len(lost), change.took_ms / 1000)
+            self._record(change, 0)
             log.info("ownership: gave up %d partitions in %.0f ms", len(lost), change.took_ms)
         self._applying = asyncio.get_running_loop().create_task(release(), name="kgc-ownership-give-up")
+
+    def _record(self, change: Change, owned: int) -> None:
+        self.history.append(change)
+        del self.history[:-100]
+        metrics.ownership_changed(owned, len(change.gained) + len(change.lost), change.took_ms / 1000)
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
