@@ -218,9 +218,7 @@ class KgcApp:
                                        session_timeout_ms=cfg.ownership_session_timeout_ms)
             if gateway is not None:
                 gateway.address_for = self.broker_address
-            # A paused instance whose lease lapsed must not claim a partition back (its claim
-            # would fence the instance that owns it now), whatever its map still says.
-            self.store.owns = lambda partition: partition in self.ownership.owned and self.ownership.serving()
+            self.store.owns = self.ownership.holds
             self.runtime.serving = self.ownership.serving
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
                                                locate=self._locate if self.ownership is not None else None)

@@ -172,6 +172,11 @@ class Ownership:
         it from the group yet (see the module's docstring)."""
         return self._clock() < self._lease_until
 
+    def holds(self, partition: int) -> bool:
+        """Whether `partition` is this instance's now: the map gives it here and the lease holds
+        (a lapsed instance must not claim it back: its claim would fence the owner of now)."""
+        return partition in self.owned and self.serving()
+
     def _renew(self, sent: int, span_ms: int) -> None:
         self._lease_until = sent + span_ms
 
