@@ -84,6 +84,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from coordinator.version import kgc_version
 from protocol.api_keys import known_versions
 from protocol.errors import ErrorCode
+from protocol.offset_fetch_codec import TUPLE_ERROR_CODE as _TUPLE_ERROR_CODE
+from protocol.topics_frame import PartitionTuples
 
 REGISTRY = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)
@@ -387,7 +389,8 @@ def _partition_codes(topics: Any, tally: Tally[int]) -> int:
     partition as `_collect_codes` would."""
     ok_total = 0
     for topic in topics:
-        codes = list(map(_ERROR_CODE, topic.partitions))
+        partitions = topic.partitions
+        codes = list(map(_TUPLE_ERROR_CODE if type(partitions) is PartitionTuples else _ERROR_CODE, partitions))
         ok = codes.count(_NONE)
         ok_total += ok
         if ok != len(codes):

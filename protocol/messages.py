@@ -98,6 +98,10 @@ def decode_request(api_key: int, version: int, payload: bytes | bytearray | memo
         request = offset_commit_codec.decode_offset_commit_request(version, data)
         if request is not None:
             return request
+    elif api_key == _OFFSET_FETCH and 0 <= version <= offset_fetch_codec.MAX_REQUEST_VERSION:
+        request = offset_fetch_codec.decode_offset_fetch_request(version, data)
+        if request is not None:
+            return request
     classes = _CLASSES.get(api_key)
     if classes is None:
         raise MalformedRequest(f"no codec for api key {api_key}")
@@ -134,6 +138,7 @@ def encode_response(header: RequestHeader, response: ApiMessage, version: int) -
         frame = offset_fetch_codec.offset_fetch_response_frame(header.correlation_id, version, response)
         if frame is not None:
             return frame
+        response = offset_fetch_codec.materialized(response)
     if response.API_KEY != header.api_key:
         raise ValueError(f"{response.name} does not answer api key {header.api_key}")
     if response.version is None:

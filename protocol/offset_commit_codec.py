@@ -37,8 +37,8 @@ from operator import attrgetter
 
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
+from protocol.field_reader import MALFORMED, ClassicReader, FlexibleReader, Malformed
 from protocol.topics_frame import topics_response_frame
-from protocol.wire import WireError, read_uvarint
 
 MIN_REQUEST_VERSION = 0
 MAX_REQUEST_VERSION = 9       # v10 (topic ids) takes kafka-python's path
@@ -49,7 +49,6 @@ _RequestPartition = _RequestTopic.OffsetCommitRequestPartition
 _ResponseTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 _ResponsePartition = _ResponseTopic.OffsetCommitResponsePartition
 
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 # partition_index, committed_offset, [v6+] committed_leader_epoch, [v1] commit_timestamp,
@@ -61,61 +60,20 @@ _PARTITION_FLEXIBLE = struct.Struct(">iqiB")
 _new = object.__new__
 
 
-class _Malformed(Exception):
-    """Anything but the common case: kafka-python must judge these bytes."""
-
-
 def decode_offset_commit_request(version: int, data: memoryview) -> OffsetCommitRequest | None:
     """The request, or None when kafka-python must decide (see the module docstring)."""
     try:
         if version >= 8:
             return _decode(version, data, _Flexible(data))
         return _decode(version, data, _Classic(data))
-    except (_Malformed, WireError, IndexError, struct.error, UnicodeDecodeError):
+    except MALFORMED:
         return None
 
 
-class _Classic:
-    """Non-flexible fields: int16 string lengths, int32 array counts, no tagged fields."""
+class _Classic(ClassicReader):
+    """Non-flexible fields, and a commit's partitions."""
 
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: memoryview):
-        self.data = data
-        self.pos = 0
-
-    def _string_size(self) -> int:
-        """A string's length, -1 for null."""
-        size = _INT16.unpack_from(self.data, self.pos)[0]
-        if size < -1:
-            raise _Malformed
-        self.pos += 2
-        return size
-
-    def string(self, nullable: bool = False) -> str | None:
-        size = self._string_size()
-        if size == -1:
-            if not nullable:
-                raise _Malformed
-            return None
-        data, pos = self.data, self.pos
-        end = pos + size
-        if end > len(data):
-            raise _Malformed
-        self.pos = end
-        return str(data[pos:end], "utf-8")
-
-    def count(self) -> int:
-        n = _INT32.unpack_from(self.data, self.pos)[0]
-        if n < 0:
-            raise _Malformed
-        self.pos += 4
-        return n
-
-    def fixed(self, s: struct.Struct) -> tuple:
-        values = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return values
+    __slots__ = ()
 
     def partitions(self, version: int, count: int) -> list:
         # The per-partition loop, inlined: one unpack for the fixed fields and the
@@ -140,7 +98,7 @@ class _Classic:
             pos += step
             if size > 0:
                 if pos + size > end:
-                    raise _Malformed
+                    raise Malformed
                 p.committed_metadata = str(data[pos:pos + size], "utf-8")
                 pos += size
             elif size == 0:
@@ -148,33 +106,16 @@ class _Classic:
             elif size == -1:
                 p.committed_metadata = None
             else:
-                raise _Malformed
+                raise Malformed
             out.append(p)
         self.pos = pos
         return out
 
-    def tags(self) -> None:
-        pass
 
-
-class _Flexible(_Classic):
-    """Flexible fields: unsigned-varint lengths of n+1 (0 = null), an empty tagged-field
-    section closing every struct."""
+class _Flexible(FlexibleReader):
+    """Flexible fields, and a commit's partitions."""
 
     __slots__ = ()
-
-    def _uvarint(self) -> int:
-        value, self.pos = read_uvarint(self.data, self.pos)
-        return value
-
-    def _string_size(self) -> int:
-        return self._uvarint() - 1      # a compact length: 0 is null
-
-    def count(self) -> int:
-        n = self._uvarint() - 1
-        if n < 0:
-            raise _Malformed
-        return n
 
     def partitions(self, version: int, count: int) -> list:
         # As `_Classic.partitions` (flexible versions all carry the leader epoch), with a
@@ -197,22 +138,17 @@ class _Flexible(_Classic):
             elif size > 1:
                 size -= 1
                 if pos + size > end:
-                    raise _Malformed
+                    raise Malformed
                 p.committed_metadata = str(data[pos:pos + size], "utf-8")
                 pos += size
             else:
                 p.committed_metadata = "" if size else None
             if data[pos] != 0:      # anything but an empty tagged-field section
-                raise _Malformed
+                raise Malformed
             pos += 1
             out.append(p)
         self.pos = pos
         return out
-
-    def tags(self) -> None:
-        if self.data[self.pos] != 0:     # anything but an empty tagged-field section
-            raise _Malformed
-        self.pos += 1
 
 
 def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
@@ -241,8 +177,7 @@ def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
         topics.append(topic)
     request.topics = topics
     r.tags()
-    if r.pos != len(data):
-        raise _Malformed
+    r.end()
     return request
 
 

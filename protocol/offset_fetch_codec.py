@@ -1,12 +1,14 @@
-"""Hand-written response codec for OffsetFetch (API 9) v0-7: one group per request.
+"""Hand-written codecs for OffsetFetch (API 9) v0-7: one group per request.
 
 A consumer fetches the offsets of every partition it owns in one request, so
 kafka-python's generic path built one object per partition through
 `DataContainer.__init__` and walked them again in its generated encoder: most of the
-OffsetFetch path's CPU. As `protocol.offset_commit_codec` does for commits, this builds the
-response objects bare (the attributes kafka-python's constructor sets) and packs them
-with one struct call per topic when no partition carries metadata (the common case),
-one per partition otherwise.
+OffsetFetch path's CPU. Here the response and its topics are built bare (the attributes
+kafka-python's constructor sets), each topic's partitions stay the tuples the group layer
+answered (`PartitionTuples`), and the frame packs them with one struct call per topic when
+no partition carries metadata (the common case), one per partition otherwise.
+kafka-python's partition objects are made only when kafka-python must encode the answer
+(`materialized`).
 
 The frame is byte-identical to kafka-python's (tests/protocol/test_offset_fetch_codec.py
 checks every version over generated responses); anything else (tagged fields, values a
@@ -19,6 +21,13 @@ groups) takes kafka-python's path.
              int32, metadata nullable string, error_code int16; [v2+] error_code int16
     v6-7 are flexible: compact strings and arrays, a tagged-field section per struct,
     and response header v1.
+
+The request's partitions are one int32 array per topic, decoded with one unpack
+(`decode_offset_fetch_request`); as OffsetCommit's decoder, it answers None for anything
+but a well-formed body (`protocol.field_reader`), and kafka-python judges that.
+
+    request  group_id string, topics [] ([v2+] nullable: every topic): name string,
+             partition_indexes []int32; [v7+] require_stable bool
 """
 
 from __future__ import annotations
@@ -26,30 +35,70 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Iterable
-from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
-from kafka.protocol.consumer.group import OffsetFetchResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 
-from protocol.topics_frame import topics_response_frame
+from protocol.field_reader import MALFORMED, ClassicReader, FlexibleReader, Malformed
+from protocol.topics_frame import PartitionTuples, topics_response_frame
 from protocol.wire import encode_uvarint
 
-MAX_RESPONSE_VERSION = 7      # v8+ (several groups) takes kafka-python's path
+MAX_REQUEST_VERSION = 7       # v8+ (several groups) takes kafka-python's path
+MAX_RESPONSE_VERSION = 7
 
+_RequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic
 _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
 _new = object.__new__
 
 
+def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRequest | None:
+    """The request v0-7 as kafka-python's decoder builds it, or None when kafka-python must
+    judge the bytes."""
+    try:
+        r = FlexibleReader(data) if version >= 6 else ClassicReader(data)
+        request = _new(OffsetFetchRequest)
+        request._version = version
+        request.tags = None
+        request.unknown_tags = None
+        request.group_id = r.string()
+        n = r.nullable_count() if version >= 2 else r.count()
+        if n is None:
+            request.topics = None
+        else:
+            topics = []
+            for _ in range(n):
+                topic = _new(_RequestTopic)
+                topic._version = version
+                topic.tags = None
+                topic.unknown_tags = None
+                topic.name = r.string()
+                topic.partition_indexes = r.int32s(r.count())
+                r.tags()
+                topics.append(topic)
+            request.topics = topics
+        if version >= 7:
+            flag = r.data[r.pos]
+            if flag > 1:
+                raise Malformed
+            request.require_stable = flag == 1
+            r.pos += 1
+        r.tags()
+        r.end()
+    except MALFORMED:
+        return None
+    return request
+
+
 def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tuple[int, int, int, str | None, int]]]],
                           error_code: int = 0) -> OffsetFetchResponse:
-    """What `OffsetFetchResponse(version=version, throttle_time_ms=0, error_code=error_code,
-    topics=[Topic(version=version, name=..., partitions=[Partition(version=version,
-    partition_index=..., committed_offset=..., committed_leader_epoch=..., metadata=...,
-    error_code=...)])])` builds, without its per-object cost. `topics` holds (name,
-    partitions), each partition a (partition_index, committed_offset,
-    committed_leader_epoch, metadata, error_code) tuple."""
+    """`OffsetFetchResponse(version=version, throttle_time_ms=0, error_code=error_code,
+    topics=[Topic(version=version, name=..., partitions=...)])` without its per-object
+    cost. `topics` holds (name, partitions), each partition a (partition_index,
+    committed_offset, committed_leader_epoch, metadata, error_code) tuple; a topic keeps
+    them as `PartitionTuples`, which the frame packs as they are (`materialized` makes
+    kafka-python's objects of them, for when kafka-python must encode the answer)."""
     response = _new(OffsetFetchResponse)
     response._header = None
     response._min_version = None
@@ -66,8 +115,21 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
         topic.tags = None
         topic.unknown_tags = None
         topic.name = name
+        topic.partitions = PartitionTuples(partitions)
+        out.append(topic)
+    response.topics = out
+    return response
+
+
+def materialized(response: OffsetFetchResponse) -> OffsetFetchResponse:
+    """`response` with kafka-python's partition objects in place of `PartitionTuples`:
+    what its constructors build, for its generic encoder."""
+    version = response._version
+    for topic in response.topics:
+        if type(topic.partitions) is not PartitionTuples:
+            continue
         answers = []
-        for index, offset, epoch, metadata, error in partitions:
+        for index, offset, epoch, metadata, error in topic.partitions:
             p = _new(_Partition)
             p._version = version
             p.tags = None
@@ -79,8 +141,6 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
             p.error_code = error
             answers.append(p)
         topic.partitions = answers
-        out.append(topic)
-    response.topics = out
     return response
 
 
@@ -94,17 +154,33 @@ def offset_fetch_response_frame(correlation_id: int, version: int, response: Off
 
 
 def _pack_partitions(parts: list[bytes], version: int, partitions: list) -> None:
-    if version < 6 and list(map(_METADATA, partitions)).count("") == len(partitions):
-        # No metadata anywhere: its int16 length 0 is two pad bytes in one pack.
-        fields = _FIELDS_V5 if version >= 5 else _FIELDS_V0
-        parts.append(_no_metadata(len(partitions), version >= 5).pack(*chain.from_iterable(map(fields, partitions))))
-    else:
+    """A topic's partitions, from the tuples kgc builds (`PartitionTuples`) or from
+    kafka-python's objects read as the same tuples: one pack for the whole topic when
+    no partition carries metadata, else one per partition."""
+    if type(partitions) is not PartitionTuples:
+        partitions = list(map(_AS_TUPLE, partitions))
+    if list(map(_METADATA, partitions)).count("") != len(partitions):
         _pack_each(parts, version, partitions)
+        return
+    # The pack's arguments laid out column by column, each column one C-level pass.
+    if version >= 6:    # (index, offset, epoch, compact length 1 of "", error), tags after
+        columns = (_INDEX, _OFFSET, _EPOCH, None, _ERROR)
+        layout = _no_metadata_flexible(len(partitions))
+    else:
+        columns = (_INDEX, _OFFSET, _EPOCH, _ERROR) if version >= 5 else (_INDEX, _OFFSET, _ERROR)
+        layout = _no_metadata(len(partitions), version >= 5)
+    width = len(columns)
+    args: list = [1] * (width * len(partitions))
+    for i, column in enumerate(columns):
+        if column is not None:
+            args[i::width] = map(column, partitions)
+    parts.append(layout.pack(*args))
 
 
-_METADATA = attrgetter("metadata")
-_FIELDS_V5 = attrgetter("partition_index", "committed_offset", "committed_leader_epoch", "error_code")
-_FIELDS_V0 = attrgetter("partition_index", "committed_offset", "error_code")
+# A partition as a tuple in the order of its fields on the wire.
+_AS_TUPLE = attrgetter("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error_code")
+_INDEX, _OFFSET, _EPOCH, _METADATA, _ERROR = map(itemgetter, range(5))
+TUPLE_ERROR_CODE = _ERROR    # a partition tuple's error_code, for the metrics' count
 # partition_index, committed_offset, [v5+] committed_leader_epoch, then the metadata:
 # int16 length (classic) or its compact uvarint length, one byte below 128 (flexible)
 _HEAD_V5 = struct.Struct(">iqih")
@@ -120,8 +196,8 @@ _WHOLE_V0 = struct.Struct(">iqhh")
 _WHOLE_FLEXIBLE = struct.Struct(">iqiBhx")
 
 
-def _pack_each(parts: list[bytes], version: int, partitions: list) -> None:
-    """One pack per partition (two and the string when it carries metadata)."""
+def _pack_each(parts: list[bytes], version: int, partitions: list[tuple]) -> None:
+    """One pack per partition tuple (two and the string when it carries metadata)."""
     flexible = version >= 6
     if flexible:
         head, whole, tail, empty, null = _HEAD_FLEXIBLE, _WHOLE_FLEXIBLE, _TAIL_FLEXIBLE, 1, 0
@@ -130,12 +206,10 @@ def _pack_each(parts: list[bytes], version: int, partitions: list) -> None:
             _HEAD_V0, _WHOLE_V0, _TAIL, 0, -1)
     with_epoch = version >= 5
     append = parts.append
-    for p in partitions:
-        metadata = p.metadata
-        fixed = ((p.partition_index, p.committed_offset, p.committed_leader_epoch) if with_epoch
-                 else (p.partition_index, p.committed_offset))
+    for index, offset, epoch, metadata, error in partitions:
+        fixed = (index, offset, epoch) if with_epoch else (index, offset)
         if metadata == "" or metadata is None:
-            append(whole.pack(*fixed, empty if metadata == "" else null, p.error_code))
+            append(whole.pack(*fixed, empty if metadata == "" else null, error))
             continue
         if type(metadata) is not str:
             raise TypeError("metadata is not a str")
@@ -146,10 +220,16 @@ def _pack_each(parts: list[bytes], version: int, partitions: list) -> None:
         else:
             append(head.pack(*fixed, size + 1 if flexible else size))
         append(data)
-        append(tail.pack(p.error_code))
+        append(tail.pack(error))
 
 
 @functools.lru_cache(maxsize=256)
 def _no_metadata(count: int, with_epoch: bool) -> struct.Struct:
     # One pack for a topic's partitions when none carries metadata (int16 length 0).
     return struct.Struct(">" + ("iqi2xh" if with_epoch else "iq2xh") * count)
+
+
+@functools.lru_cache(maxsize=256)
+def _no_metadata_flexible(count: int) -> struct.Struct:
+    # The same for flexible versions: metadata "" is the compact length 1.
+    return struct.Struct(">" + "iqiBhx" * count)

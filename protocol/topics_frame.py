@@ -4,6 +4,11 @@ int32], topics []: name string, partitions [] (packed by the codec), [error_code
 
 Answers None, for kafka-python to encode (or refuse) instead, when a flexible struct
 carries tagged fields or a value is not one the field can hold.
+
+A topic's partitions are either kafka-python's objects or, as kgc builds its own answers,
+`PartitionTuples`: plain tuples in the order of the partition's fields on the wire. A
+large answer is packed straight from those; kafka-python's objects are made from them
+only when kafka-python must encode the answer after all.
 """
 
 from __future__ import annotations
@@ -20,6 +25,13 @@ _INT32 = struct.Struct(">i")
 _FRAME_HEAD = struct.Struct(">ii")
 _TAGS = attrgetter("tags")
 _UNKNOWN_TAGS = attrgetter("unknown_tags")
+
+class PartitionTuples(list):
+    """A topic's partition answers as tuples of the partition's fields, in wire order
+    (each codec names its order). They carry no tagged fields."""
+
+    __slots__ = ()
+
 
 # Appends the encoding of a topic's partitions (for flexible versions, each closed by
 # its empty tagged-field section) to the frame's parts.
@@ -41,8 +53,9 @@ def topics_response_frame(correlation_id: int, version: int, response: Any, *, f
         parts.append(count(len(topics), flexible))
         for topic in topics:
             partitions = topic.partitions
-            if flexible and (topic.tags or topic.unknown_tags
-                             or any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions))):
+            if flexible and (topic.tags or topic.unknown_tags or (
+                    type(partitions) is not PartitionTuples
+                    and (any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions))))):
                 return None     # only flexible versions carry tagged fields
             parts += (_string(topic.name, flexible), count(len(partitions), flexible))
             pack_partitions(parts, version, partitions)

@@ -1,7 +1,9 @@
-"""The hand-written OffsetFetch v0-7 response codec against kafka-python, over generated
-responses: a built response holds every attribute kafka-python's constructor sets, frames
-are byte-identical to kafka-python's generic path, and what it does not cover is left to
-kafka-python. Also the metrics' count of an OffsetFetch's codes against their generic walk."""
+"""The hand-written OffsetFetch v0-7 codecs against kafka-python, over generated
+messages: a decoded request holds every attribute kafka-python's decoder sets and a
+damaged one is judged as kafka-python judges it; a built response holds every attribute
+kafka-python's constructor sets, frames are byte-identical to kafka-python's generic
+path, and what it does not cover is left to kafka-python. Also the metrics' count of an
+OffsetFetch's codes against their generic walk."""
 
 from __future__ import annotations
 
@@ -9,14 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer.group import OffsetFetchResponse
+from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 
 from coordinator import metrics
 from protocol import offset_fetch_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
-from protocol.messages import encode_response
-from tests.support.codec_oracle import attributes
+from protocol.messages import MalformedRequest, decode_request, encode_response
+from protocol.topics_frame import PartitionTuples
+from tests.support.codec_oracle import attributes, damaged, generic_decode
 
 VERSIONS = st.integers(0, offset_fetch_codec.MAX_RESPONSE_VERSION)
 TEXT = st.text(max_size=200)       # past 126 bytes a compact length takes two varint bytes
@@ -26,6 +29,57 @@ CODES = st.sampled_from(list(ErrorCode)) | st.integers(-(2**15), 2**15 - 1)
 
 _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
+
+
+@st.composite
+def requests(draw):
+    version = draw(VERSIONS)
+    topic = OffsetFetchRequest.OffsetFetchRequestTopic
+    topics = [topic(name=draw(TEXT), partition_indexes=draw(st.lists(INT32, max_size=8)))
+              for _ in range(draw(st.integers(0, 3)))]
+    if version >= 2 and draw(st.booleans()):
+        topics = None       # every topic the group has offsets for
+    return OffsetFetchRequest(version=version, group_id=draw(TEXT), topics=topics,
+                              require_stable=draw(st.booleans()))
+
+
+@settings(max_examples=400, deadline=None)
+@given(requests())
+def test_a_decoded_request_is_what_kafka_python_decodes(request):
+    body = bytes(request.encode())
+    fast = offset_fetch_codec.decode_offset_fetch_request(request.version, memoryview(body))
+    assert fast is not None, "a well-formed request takes the fast path"
+    assert generic_decode(ApiKey.OffsetFetch, request.version, body) == ("ok", attributes(fast))
+    assert bytes(fast.encode()) == body
+    assert attributes(decode_request(ApiKey.OffsetFetch, request.version, body)) == attributes(fast)
+
+
+@settings(max_examples=400, deadline=None)
+@given(requests(), st.data())
+def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
+    body = damaged(bytes(request.encode()), data)
+    expected = generic_decode(ApiKey.OffsetFetch, request.version, body)
+    fast = offset_fetch_codec.decode_offset_fetch_request(request.version, memoryview(body))
+    if fast is not None:
+        assert expected == ("ok", attributes(fast))
+    try:
+        outcome = "ok", attributes(decode_request(ApiKey.OffsetFetch, request.version, body))
+    except MalformedRequest:
+        outcome = "malformed"
+    if expected[0] == "ok":
+        assert outcome == expected
+    elif expected[0] == "trailing bytes":
+        assert outcome[0] == "ok"      # ignored, as Kafka does
+    else:
+        assert outcome == "malformed"
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 6, 7])
+def test_a_null_group_id_is_refused_as_before(version):
+    body = bytes(OffsetFetchRequest(version=version, group_id=None, topics=[]).encode())
+    assert offset_fetch_codec.decode_offset_fetch_request(version, memoryview(body)) is None
+    with pytest.raises(MalformedRequest, match="non-nullable field OffsetFetchRequest.GroupId"):
+        decode_request(ApiKey.OffsetFetch, version, body)
 
 
 @st.composite
@@ -57,7 +111,9 @@ def _expected_frame(correlation_id: int, version: int, topics, error_code: int =
 @given(VERSIONS, answers(), CODES)
 def test_a_built_response_is_what_kafka_python_builds(version, topics, error_code):
     built = offset_fetch_codec.offset_fetch_response(version, topics, error_code)
-    assert attributes(built) == attributes(_kafka_python_response(version, topics, error_code))
+    assert all(type(t.partitions) is PartitionTuples for t in built.topics)    # packed as they are
+    assert attributes(offset_fetch_codec.materialized(built)) == attributes(
+        _kafka_python_response(version, topics, error_code))
 
 
 @settings(max_examples=500, deadline=None)
@@ -113,6 +169,25 @@ def test_values_kafka_python_refuses_are_left_to_it(version, field, value):
         assert encode_response(header, response, version) == expected
 
 
+@pytest.mark.parametrize("version", [1, 5, 7])
+@pytest.mark.parametrize("partition", [(0, 2**63, 2, "", 0), (0, 1, 2, "", 2**15), (0, 1, 2, b"bytes", 0),
+                                       (None, 1, 2, "m", 0)])
+def test_a_built_answer_kafka_python_refuses_is_left_to_it_as_objects(version, partition):
+    """A value the hand codec cannot pack sends a built answer (partition tuples) to
+    kafka-python's encoder as its objects, which encodes or refuses it as it always has."""
+    topics = [("t", [(1, 1, 2, "", 0), partition])]
+    built = offset_fetch_codec.offset_fetch_response(version, topics)
+    assert offset_fetch_codec.offset_fetch_response_frame(1, version, built) is None
+    header = RequestHeader(ApiKey.OffsetFetch, version, 1, "c", 0)
+    try:
+        expected = _expected_frame_of(_kafka_python_response(version, topics), version)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            encode_response(header, built, version)
+    else:
+        assert encode_response(header, built, version) == expected
+
+
 def _expected_frame_of(response: OffsetFetchResponse, version: int) -> bytes:
     body = bytes(response.encode())
     header = (1).to_bytes(4, "big") + (b"\x00" if version >= 6 else b"")
@@ -124,7 +199,8 @@ def _expected_frame_of(response: OffsetFetchResponse, version: int) -> bytes:
 def test_the_metrics_count_an_answers_codes_as_the_generic_walk_does(version, topics, error_code, built):
     response = (offset_fetch_codec.offset_fetch_response(version, topics, error_code) if built
                 else _kafka_python_response(version, topics, error_code))
+    counted = metrics.response_codes(ApiKey.OffsetFetch, version, response)
     walked: metrics.Tally[int] = metrics.Tally()
     for path in metrics._error_paths(OffsetFetchResponse, version):
-        metrics._collect_codes(response, path, walked)
-    assert metrics.response_codes(ApiKey.OffsetFetch, version, response) == (walked, 0)
+        metrics._collect_codes(offset_fetch_codec.materialized(response), path, walked)
+    assert counted == (walked, 0)

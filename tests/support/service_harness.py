@@ -20,8 +20,10 @@ from coordinator.group.shard import group_shard_factory
 from coordinator.node import CoordinatorNode
 from coordinator.runtime.runtime import CoordinatorRuntime
 from coordinator.service.group_coordinator import GroupCoordinatorService
+from protocol.api_keys import response_header_version
 from protocol.errors import ErrorCode
-from protocol.messages import decode_request, response_class
+from protocol.headers import RequestHeader
+from protocol.messages import decode_request, encode_response, response_class
 from storage.memory_store import MemoryLogStore
 
 
@@ -57,10 +59,13 @@ class Coordinator:
             await self.runtime.wait_loaded()
 
     async def call(self, api_key: int, version: int, request, client_id: str = "client"):
-        """Encode, decode, handle, encode, decode: what a client would read."""
+        """Encode, decode, handle, encode, decode: what a client would read. The answer is
+        encoded as kgc encodes it (`encode_response`, hand codecs included)."""
         decoded = decode_request(api_key, version, request.encode(version=version))
         response = await handled(self.service, RequestContext(version, client_id), api_key, decoded)
-        return response_class(api_key).decode(response.encode(version=version), version=version)
+        frame = encode_response(RequestHeader(api_key, version, 1, client_id, 0), response, version)
+        body = frame[8 + response_header_version(api_key, version):]     # size, correlation id, [tags]
+        return response_class(api_key).decode(body, version=version)
 
     def send(self, api_key: int, version: int, request, client_id: str = "client") -> asyncio.Task:
         return asyncio.ensure_future(self.call(api_key, version, request, client_id))
