@@ -37,6 +37,7 @@ from operator import attrgetter
 
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
+from protocol.bare import bare, bare_message
 from protocol.field_reader import MALFORMED, ClassicReader, FlexibleReader, Malformed
 from protocol.topics_frame import topics_response_frame
 
@@ -57,7 +58,6 @@ _PARTITION_V6 = struct.Struct(">iqih")
 _PARTITION_V2 = struct.Struct(">iqh")
 _PARTITION_V1 = struct.Struct(">iqqh")
 _PARTITION_FLEXIBLE = struct.Struct(">iqiB")
-_new = object.__new__
 
 
 def decode_offset_commit_request(version: int, data: memoryview) -> OffsetCommitRequest | None:
@@ -85,10 +85,7 @@ class _Classic(ClassicReader):
         unpack, step = layout.unpack_from, layout.size
         out = []
         for _ in range(count):
-            p = _new(_RequestPartition)
-            p._version = version
-            p.tags = None
-            p.unknown_tags = None
+            p = bare(_RequestPartition, version)
             if with_epoch:
                 p.partition_index, p.committed_offset, p.committed_leader_epoch, size = unpack(data, pos)
             elif with_timestamp:
@@ -125,10 +122,7 @@ class _Flexible(FlexibleReader):
         unpack = _PARTITION_FLEXIBLE.unpack_from
         out = []
         for _ in range(count):
-            p = _new(_RequestPartition)
-            p._version = version
-            p.tags = None
-            p.unknown_tags = None
+            p = bare(_RequestPartition, version)
             p.partition_index, p.committed_offset, p.committed_leader_epoch, size = unpack(data, pos)
             pos += 17
             if size >= 0x80:        # a metadata string of 127 bytes or more: the slow way
@@ -153,10 +147,7 @@ class _Flexible(FlexibleReader):
 
 def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
     # The attributes kafka-python's compiled decoder sets, in-version fields only.
-    request = _new(OffsetCommitRequest)
-    request._version = version
-    request.tags = None
-    request.unknown_tags = None
+    request = bare(OffsetCommitRequest, version)
     request.group_id = r.string()
     if version >= 1:    # v0 leaves them unset: they read as the schema's -1 and ""
         request.generation_id_or_member_epoch = r.fixed(_INT32)[0]
@@ -167,10 +158,7 @@ def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
         request.retention_time_ms = r.fixed(_INT64)[0]
     topics = []
     for _ in range(r.count()):
-        topic = _new(_RequestTopic)
-        topic._version = version
-        topic.tags = None
-        topic.unknown_tags = None
+        topic = bare(_RequestTopic, version)
         topic.name = r.string()
         topic.partitions = r.partitions(version, r.count())
         r.tags()
@@ -197,21 +185,12 @@ def offset_commit_response(version: int, request: OffsetCommitRequest,
 def offset_commit_response_shell(version: int, request: OffsetCommitRequest) -> OffsetCommitResponse:
     """The answer to `request` with one topic per requested topic, in order, each with
     no partition yet: `partition_answers` fills them (a slice at a time, if need be)."""
-    response = _new(OffsetCommitResponse)
-    response._header = None
-    response._min_version = None
-    response._max_version = None
-    response._version = version
-    response.tags = None
-    response.unknown_tags = None
+    response = bare_message(OffsetCommitResponse, version)
     if version >= 3:
         response.throttle_time_ms = 0
     topics = []
     for topic in request.topics:
-        out = _new(_ResponseTopic)
-        out._version = None
-        out.tags = None
-        out.unknown_tags = None
+        out = bare(_ResponseTopic, None)
         if version >= 10:
             out.topic_id = topic.topic_id
         else:
@@ -227,10 +206,7 @@ def partition_answers(partitions, t_index: int, errors: Mapping[tuple[int, int],
     """The answers to requested `partitions` of the topic at `t_index`, as `offset_commit_response`."""
     answers = []
     for p in partitions:
-        answer = _new(_ResponsePartition)
-        answer._version = None
-        answer.tags = None
-        answer.unknown_tags = None
+        answer = bare(_ResponsePartition, None)
         answer.partition_index = index = p.partition_index
         answer.error_code = errors.get((t_index, index), default) if errors else default
         answers.append(answer)

@@ -39,6 +39,7 @@ from operator import attrgetter, itemgetter
 
 from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 
+from protocol.bare import bare, bare_message
 from protocol.field_reader import MALFORMED, ClassicReader, FlexibleReader, Malformed
 from protocol.topics_frame import PartitionTuples, topics_response_frame
 from protocol.wire import encode_uvarint
@@ -50,7 +51,6 @@ _RequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic
 _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
-_new = object.__new__
 
 
 def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRequest | None:
@@ -58,10 +58,7 @@ def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRe
     judge the bytes."""
     try:
         r = FlexibleReader(data) if version >= 6 else ClassicReader(data)
-        request = _new(OffsetFetchRequest)
-        request._version = version
-        request.tags = None
-        request.unknown_tags = None
+        request = bare(OffsetFetchRequest, version)
         request.group_id = r.string()
         n = r.nullable_count() if version >= 2 else r.count()
         if n is None:
@@ -69,10 +66,7 @@ def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRe
         else:
             topics = []
             for _ in range(n):
-                topic = _new(_RequestTopic)
-                topic._version = version
-                topic.tags = None
-                topic.unknown_tags = None
+                topic = bare(_RequestTopic, version)
                 topic.name = r.string()
                 topic.partition_indexes = r.int32s(r.count())
                 r.tags()
@@ -99,21 +93,12 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
     committed_offset, committed_leader_epoch, metadata, error_code) tuple; a topic keeps
     them as `PartitionTuples`, which the frame packs as they are (`materialized` makes
     kafka-python's objects of them, for when kafka-python must encode the answer)."""
-    response = _new(OffsetFetchResponse)
-    response._header = None
-    response._min_version = None
-    response._max_version = None
-    response._version = version
-    response.tags = None
-    response.unknown_tags = None
+    response = bare_message(OffsetFetchResponse, version)
     response.throttle_time_ms = 0
     response.error_code = error_code
     out = []
     for name, partitions in topics:
-        topic = _new(_Topic)
-        topic._version = version
-        topic.tags = None
-        topic.unknown_tags = None
+        topic = bare(_Topic, version)
         topic.name = name
         topic.partitions = PartitionTuples(partitions)
         out.append(topic)
@@ -130,10 +115,7 @@ def materialized(response: OffsetFetchResponse) -> OffsetFetchResponse:
             continue
         answers = []
         for index, offset, epoch, metadata, error in topic.partitions:
-            p = _new(_Partition)
-            p._version = version
-            p.tags = None
-            p.unknown_tags = None
+            p = bare(_Partition, version)
             p.partition_index = index
             p.committed_offset = offset
             p.committed_leader_epoch = epoch

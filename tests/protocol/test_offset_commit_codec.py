@@ -15,7 +15,13 @@ from protocol import offset_commit_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
-from tests.support.codec_oracle import attributes, damaged, generic_decode
+from tests.support.codec_oracle import (
+    attributes,
+    check_damaged_decode,
+    check_fast_decode,
+    damaged,
+    generic_decode,
+)
 
 REQUEST_VERSIONS = st.integers(offset_commit_codec.MIN_REQUEST_VERSION, offset_commit_codec.MAX_REQUEST_VERSION)
 TEXT = st.text(max_size=200)       # past 127 bytes a compact length takes two varint bytes
@@ -48,32 +54,13 @@ def requests(draw):
 @settings(max_examples=400, deadline=None)
 @given(requests())
 def test_a_decoded_request_is_what_kafka_python_decodes(request):
-    body = bytes(request.encode())
-    fast = offset_commit_codec.decode_offset_commit_request(request.version, memoryview(body))
-    assert fast is not None, "a well-formed request takes the fast path"
-    assert generic_decode(ApiKey.OffsetCommit, request.version, body) == ("ok", attributes(fast))
-    assert bytes(fast.encode()) == body
-    assert attributes(decode_request(ApiKey.OffsetCommit, request.version, body)) == attributes(fast)
+    check_fast_decode(ApiKey.OffsetCommit, offset_commit_codec.decode_offset_commit_request, request)
 
 
 @settings(max_examples=400, deadline=None)
 @given(requests(), st.data())
 def test_a_damaged_request_is_judged_as_kafka_python_judges_it(request, data):
-    body = damaged(bytes(request.encode()), data)
-    expected = generic_decode(ApiKey.OffsetCommit, request.version, body)
-    fast = offset_commit_codec.decode_offset_commit_request(request.version, memoryview(body))
-    if fast is not None:
-        assert expected == ("ok", attributes(fast))
-    try:
-        outcome = "ok", attributes(decode_request(ApiKey.OffsetCommit, request.version, body))
-    except MalformedRequest:
-        outcome = "malformed"
-    if expected[0] == "ok":
-        assert outcome == expected
-    elif expected[0] == "trailing bytes":
-        assert outcome[0] == "ok"      # ignored, as Kafka does
-    else:
-        assert outcome == "malformed"
+    check_damaged_decode(ApiKey.OffsetCommit, offset_commit_codec.decode_offset_commit_request, request.version, damaged(bytes(request.encode()), data))
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 7, 8, 9])

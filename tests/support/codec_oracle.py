@@ -3,10 +3,14 @@ stores on the objects it builds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from hypothesis import strategies as st
 from kafka.protocol.data_container import DataContainer
 
 from protocol import messages
+from protocol.messages import MalformedRequest
 
 UNSET = "<unset>"
 
@@ -54,3 +58,34 @@ def damaged(body: bytes, data: st.DataObject) -> bytes:
             index = data.draw(st.integers(0, len(damaged) - 1))
             damaged[index] = data.draw(st.integers(0, 255))
     return bytes(damaged)
+
+
+def check_fast_decode(api_key: int, fast_decode: Callable[[int, memoryview], Any], request: Any) -> None:
+    """A well-formed `request` takes the hand decoder's path and reads as kafka-python
+    reads it, through `decode_request` too; the decoded request encodes to the same bytes."""
+    body = bytes(request.encode())
+    fast = fast_decode(request.version, memoryview(body))
+    assert fast is not None, "a well-formed request takes the fast path"
+    assert generic_decode(api_key, request.version, body) == ("ok", attributes(fast))
+    assert bytes(fast.encode()) == body
+    assert attributes(messages.decode_request(api_key, request.version, body)) == attributes(fast)
+
+
+def check_damaged_decode(api_key: int, fast_decode: Callable[[int, memoryview], Any], version: int,
+                         body: bytes) -> None:
+    """A damaged body is judged as kafka-python judges it: what the hand decoder reads, it
+    reads alike; trailing bytes are ignored (as Kafka does); anything else is malformed."""
+    expected = generic_decode(api_key, version, body)
+    fast = fast_decode(version, memoryview(body))
+    if fast is not None:
+        assert expected == ("ok", attributes(fast))
+    try:
+        outcome: object = "ok", attributes(messages.decode_request(api_key, version, body))
+    except MalformedRequest:
+        outcome = "malformed"
+    if expected[0] == "ok":
+        assert outcome == expected
+    elif expected[0] == "trailing bytes":
+        assert isinstance(outcome, tuple) and outcome[0] == "ok"
+    else:
+        assert outcome == "malformed"
