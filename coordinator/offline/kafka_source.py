@@ -140,6 +140,12 @@ def read_topic(spark, source: TopicSource, read: TopicRead | None = None):
               .option("endingOffsets", "latest" if read.ending is None else _offsets_json(source.topic, read.ending))
               .option("includeHeaders", "true")
               .option("kafka.isolation.level", "read_committed")
+              # A task reads a bounded range and stops at its end. With the consumer's
+              # default fetch.max.wait.ms each task waited that long there, on a fetch past
+              # the range that the broker held open for records not yet written: most of
+              # the read of a small topic. The source's own settings (source.consumer,
+              # below) may set it again.
+              .option("kafka.fetch.max.wait.ms", "10")
               # Records that retention deleted between planning and reading fail the run
               # (Spark's default): an audit of part of a log must not pass for a whole one.
               # Gaps left by compaction and transaction markers are not loss.
