@@ -26,6 +26,7 @@ _FRAME_HEAD = struct.Struct(">ii")
 _TAGS = attrgetter("tags")
 _UNKNOWN_TAGS = attrgetter("unknown_tags")
 
+
 class PartitionTuples(list):
     """A topic's partition answers as tuples of the partition's fields, in wire order
     (each codec names its order). They carry no tagged fields."""
