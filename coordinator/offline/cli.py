@@ -143,7 +143,8 @@ class _Engine:
             started = time.perf_counter()
             # A session someone else started (a notebook, the tests) is theirs to stop.
             self.owned = spark_engine.active_session() is None
-            self.spark = spark_engine.session(args.master, jars=getattr(args, "spark_jars", None))
+            self.spark = spark_engine.session(args.master, jars=getattr(args, "spark_jars", None),
+                                              reads_in_jvm=getattr(args, "bootstrap", None) is not None)
             self.session_seconds = time.perf_counter() - started
             self.task_map = spark_engine.spark_map(self.spark)
 
