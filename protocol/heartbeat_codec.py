@@ -25,13 +25,14 @@ import struct
 
 from kafka.protocol.consumer.group import HeartbeatRequest, HeartbeatResponse
 
+from protocol.bare import bare
+
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _FRAME_V0 = struct.Struct(">iih")           # size, correlation id, error_code
 _FRAME_V1 = struct.Struct(">iiih")          # size, correlation id, throttle_time_ms, error_code
 _FRAME_V4 = struct.Struct(">iiBihB")        # size, correlation id, header tags, throttle, error, body tags
 
-_new_request = object.__new__
 
 
 def decode_heartbeat_request(version: int, data: memoryview) -> HeartbeatRequest | None:
@@ -117,10 +118,7 @@ def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
 def _request(version: int, group_id: str, generation_id: int, member_id: str,
              instance_id: str | None) -> HeartbeatRequest:
     # The attributes kafka-python's decoder sets, without its per-field __init__ loop.
-    request = _new_request(HeartbeatRequest)
-    request._version = version
-    request.tags = None
-    request.unknown_tags = None
+    request = bare(HeartbeatRequest, version)
     request.group_id = group_id
     request.generation_id = generation_id
     request.member_id = member_id
