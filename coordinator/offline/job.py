@@ -67,6 +67,7 @@ class PartitionResult:
     records: int = 0
     skipped_records: int = 0
     commits: int = 0
+    commits_per_group: dict[str, int] = field(default_factory=dict)    # in the report's commit history
     bytes_read: int = 0
     tail_bytes: int = 0
     next_offset: int = 0
@@ -142,8 +143,9 @@ def audited_into(result: PartitionResult, audited: AuditResult, task: PartitionT
     result.skipped_records = audited.skipped_records
     result.commits = len(audited.history["record_offset"])
     if result.commits:
-        from coordinator.offline.tables import COMMIT_HISTORY, history_part, write_columns
+        from coordinator.offline.tables import COMMIT_HISTORY, commits_per_group, history_part, write_columns
         write_columns(history_part(Path(task.report_dir), task.partition), COMMIT_HISTORY, audited.history)
+        result.commits_per_group = commits_per_group(audited.history)
 
 
 def _run_columns(task: PartitionTask) -> PartitionResult:

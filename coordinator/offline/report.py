@@ -39,7 +39,7 @@ from coordinator.offline.tables import (
     GROUP_HISTORY,
     GROUPS,
     CommitTimes,
-    read_commit_times,
+    commit_times,
     write_rows,
 )
 from coordinator.offline.timeline import timelines
@@ -73,8 +73,8 @@ def write_report(report_dir: Path, results: Sequence[PartitionResult], *, data_d
     if kafka is not None:
         summary["kafka"] = kafka
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
-    (report_dir / "report.html").write_text(_html(report_dir, summary, findings, final_offsets, rebalances,
-                                                  upstream))
+    (report_dir / "report.html").write_text(_html(report_dir, results, summary, findings, final_offsets,
+                                                  rebalances, upstream))
     return summary
 
 
@@ -112,10 +112,10 @@ def _summary(results, findings: list[Finding], final_offsets: list[dict], groups
 # ---------------------------------------------------------------------- HTML
 
 
-def _html(report_dir: Path, summary: dict, findings: list[Finding], final_offsets: list[dict],
-          rebalances: list[dict], upstream: str | None) -> str:
+def _html(report_dir: Path, results: Sequence[PartitionResult], summary: dict, findings: list[Finding],
+          final_offsets: list[dict], rebalances: list[dict], upstream: str | None) -> str:
     e = html.escape
-    history = read_commit_times(report_dir)
+    history = commit_times(report_dir, [(r.partition, r.commits_per_group) for r in results])
     group_timelines = timelines(history, rebalances, findings)
     commits_chart = _commits_chart(history)
     lag_chart = _lag_chart(final_offsets) if upstream else \
@@ -238,16 +238,17 @@ def _utc(ms: int) -> str:
 
 
 def _commits_chart(history: CommitTimes) -> str:
-    if not len(history.code):
+    if not history.busiest:
         return '<p class="note">No commits.</p>'
     top = history.busiest[:TOP_GROUPS]
-    ts = history.timestamp_ms
+    times = history.times_of(top)
+    ts = np.concatenate(times)
     # A few very old commits would squeeze everything else into the last buckets: they
     # are counted in the first one instead.
     lo, hi = int(np.quantile(ts, 0.01)), int(ts.max()) + 1
     edges = np.linspace(lo, hi, TIME_BUCKETS + 1)
     series = []
-    for group, stamps in zip(top, history.times_of(top), strict=True):
+    for group, stamps in zip(top, times, strict=True):
         hist, _ = np.histogram(np.maximum(stamps, lo), bins=edges)
         series.append((group, hist.tolist()))
     return _line_chart(series, lo, hi)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from coordinator.offline.audit import HISTORY_COLUMNS
@@ -103,39 +104,45 @@ def _history_parts(report_dir: Path) -> list[Path]:
     return sorted((Path(report_dir) / COMMIT_HISTORY_DIR).glob("part-*.parquet"))
 
 
+def commits_per_group(history: dict[str, list | pa.Array]) -> dict[str, int]:
+    """Per group, its commits in one partition's history (`AuditResult.history`): counted
+    by the partition's task, so the report ranks groups without reading the history back."""
+    counts = pc.value_counts(_column(history["group"], pa.string()))
+    return dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+
+
 @dataclass(frozen=True, slots=True)
 class CommitTimes:
-    """Every commit's group (an index into `groups`) and time: what the report's charts
-    draw, read as numbers rather than millions of strings."""
+    """What the report's charts draw of the commit history: every group's commits (as the
+    partitions' tasks counted them) and, on demand, the times of a few groups' commits.
+    Those are read from the history parts of the partitions that hold the groups, and of
+    those only the two columns: the history is one row per commit, and reading all of it
+    back for a dozen groups' charts took the driver longer than the charts."""
 
-    groups: list[str]
-    code: np.ndarray
-    timestamp_ms: np.ndarray
-    busiest: list[str]           # the groups by commits, most first (ties by name)
+    report_dir: Path
+    counts: dict[str, int]
+    partitions: dict[str, list[int]]       # the log partitions with each group's commits
+    busiest: list[str]                     # the groups by commits, most first (ties by name)
 
     def times_of(self, groups: Sequence[str]) -> list[np.ndarray]:
-        """The commit times of each of `groups`, in one pass over the commits."""
-        index = {g: i for i, g in enumerate(self.groups)}
-        place = np.full(len(self.groups), -1, np.int64)
-        for number, group in enumerate(groups):
-            if group in index:
-                place[index[group]] = number
-        where = place[self.code]
-        picked = np.flatnonzero(where >= 0)
-        stamps, owner = self.timestamp_ms[picked], where[picked]
-        return [stamps[owner == number] for number in range(len(groups))]
+        """The commit times of each of `groups`, in log order."""
+        times: dict[str, list[np.ndarray]] = {g: [] for g in groups}
+        for partition in sorted({p for g in groups for p in self.partitions.get(g, ())}):
+            table = pq.read_table(history_part(self.report_dir, partition), columns=["group", "timestamp_ms"])
+            for group in groups:
+                if partition in self.partitions.get(group, ()):
+                    mask = pc.equal(table["group"], group)
+                    times[group].append(table["timestamp_ms"].filter(mask).to_numpy())
+        return [np.concatenate(times[g]) if times[g] else np.zeros(0, np.int64) for g in groups]
 
 
-def read_commit_times(report_dir: Path) -> CommitTimes:
-    parts = _history_parts(report_dir)
-    # The group column as a dictionary per part, unified into one: codes, not strings.
-    table = pa.concat_tables(pq.read_table(p, columns=["group", "timestamp_ms"], read_dictionary=["group"])
-                             for p in parts).unify_dictionaries() if parts else None
-    if table is None or not table["group"].num_chunks:
-        return CommitTimes([], np.zeros(0, np.int32), np.zeros(0, np.int64), [])
-    column = table["group"]
-    groups = column.chunk(0).dictionary.to_pylist()
-    code = np.concatenate([c.indices.to_numpy() for c in column.chunks])
-    counts = np.bincount(code, minlength=len(groups)).tolist()
-    busiest = sorted((i for i in range(len(groups)) if counts[i]), key=lambda i: (-counts[i], groups[i]))
-    return CommitTimes(groups, code, table["timestamp_ms"].to_numpy(), [groups[i] for i in busiest])
+def commit_times(report_dir: Path, per_partition: Sequence[tuple[int, dict[str, int]]]) -> CommitTimes:
+    """`CommitTimes` of a report from each partition's `commits_per_group`."""
+    counts: dict[str, int] = {}
+    partitions: dict[str, list[int]] = {}
+    for partition, per_group in per_partition:
+        for group, n in per_group.items():
+            counts[group] = counts.get(group, 0) + n
+            partitions.setdefault(group, []).append(partition)
+    busiest = sorted((g for g, n in counts.items() if n), key=lambda g: (-counts[g], g))
+    return CommitTimes(Path(report_dir), counts, partitions, busiest)

@@ -16,7 +16,7 @@ from coordinator.offline.generate import expected_identities, generate
 from coordinator.offline.job import Options
 from coordinator.offline.runner import audit
 from coordinator.offline.scan import segment_files
-from coordinator.offline.tables import read_history
+from coordinator.offline.tables import commit_times, read_history
 from storage.api import CONTROL_COMMIT, TxnBatch
 from storage.format import encode_batch
 from tests.support.audit_logs import (
@@ -123,6 +123,23 @@ def test_report_tables_and_summary(dirty_audit):
     rebalances = pq.read_table(report / "group_history.parquet").to_pylist()
     assert {r["group"] for r in rebalances} >= {g["group"] for g in groups if g["state"] != "none"}
 
+
+
+def test_charts_read_only_their_groups_commits_and_see_the_whole_history(dirty_audit):
+    """The report ranks groups by the partitions' own counts and reads back only the
+    drawn groups' commit times: both as reading the whole history would give."""
+    run, report, _manifest = dirty_audit
+    history = read_history(report, ["group", "timestamp_ms"]).to_pydict()
+    counted: dict[str, int] = {}
+    for group in history["group"]:
+        counted[group] = counted.get(group, 0) + 1
+    times = commit_times(report, [(r.partition, r.commits_per_group) for r in run.results])
+    assert times.counts == counted
+    assert times.busiest == sorted(counted, key=lambda g: (-counted[g], g))
+    drawn = times.busiest[:5] + ["no-such-group"]
+    for group, stamps in zip(drawn, times.times_of(drawn), strict=True):
+        assert stamps.tolist() == [t for g, t in zip(history["group"], history["timestamp_ms"], strict=True)
+                                   if g == group]
 
 def test_upstream_bounds_and_lag(dirty, tmp_path):
     directory, manifest = dirty
