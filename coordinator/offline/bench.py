@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             from coordinator.offline import spark_engine
 
             started = time.perf_counter()
-            spark = spark_engine.session(args.master)
+            spark = spark_engine.context(args.master)
             session_s = time.perf_counter() - started
             task_map = spark_engine.spark_map(spark)
         try:

@@ -130,10 +130,12 @@ def _engine_arguments(p: argparse.ArgumentParser) -> None:
 
 
 class _Engine:
-    """The task map for the chosen engine, and the Spark session to stop afterwards."""
+    """The task map for the chosen engine, and the Spark context or session to stop
+    afterwards: a session (SQL) only where Spark reads the input, a topic."""
 
     def __init__(self, args):
         self.spark = None
+        self.context = None
         self.owned = False
         self.session_seconds = 0.0
         self.task_map: TaskMap = local_map
@@ -143,14 +145,18 @@ class _Engine:
             started = time.perf_counter()
             # A session someone else started (a notebook, the tests) is theirs to stop.
             self.owned = spark_engine.active_session() is None
-            self.spark = spark_engine.session(args.master, jars=getattr(args, "spark_jars", None),
-                                              reads_in_jvm=getattr(args, "bootstrap", None) is not None)
+            jars = getattr(args, "spark_jars", None)
+            if getattr(args, "bootstrap", None) is not None:
+                self.spark = spark_engine.session(args.master, jars=jars, reads_in_jvm=True)
+                self.context = self.spark.sparkContext
+            else:
+                self.context = spark_engine.context(args.master, jars=jars)
             self.session_seconds = time.perf_counter() - started
-            self.task_map = spark_engine.spark_map(self.spark)
+            self.task_map = spark_engine.spark_map(self.context)
 
     def close(self) -> None:
-        if self.spark is not None and self.owned:
-            self.spark.stop()
+        if self.owned:
+            (self.spark or self.context).stop()
 
 
 def _options(args) -> Options:

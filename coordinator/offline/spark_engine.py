@@ -1,7 +1,8 @@
 """The Spark engine: the partitions' tasks become Spark tasks.
 
-`kgc audit` / `kgc compact` use it with a local session; under spark-submit the entry is
-this package's `__main__.py` (see there). The partitions' `PartitionTask`s go out as an
+`kgc audit` / `kgc compact` of a data dir use it with a local SparkContext (`context`: the
+tasks read the files, so no SQL session), of a topic with a SparkSession (`session`: Spark's
+Kafka source); under spark-submit the entry is this package's `__main__.py` (see there). The partitions' `PartitionTask`s go out as an
 RDD, dealt into a few Spark tasks per core (`task_groups`: one partition each on a
 cluster with cores enough); each partition's task runs `job.run_partition` in a Python
 worker, reads its own segment files, writes its own outputs and returns a small
@@ -32,6 +33,21 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
+def context(master: str | None = None, app_name: str = "kgc-offline", jars: str | None = None):
+    """A SparkContext for a job whose tasks read files in Python (`spark_map`): no SQL, so
+    no SparkSession. Starting a session's SQL state costs a local run over a second, on
+    top of the context's own start, and such a job never uses it. The same settings as
+    `session`; the running one (spark-submit's, a notebook's) when there is one."""
+    from pyspark import SparkContext
+
+    active = active_session()
+    if active is not None:
+        return active.sparkContext
+    sc = SparkContext.getOrCreate(_conf(master, app_name, jars, reads_in_jvm=False))
+    sc.setLogLevel("WARN")
+    return sc
+
+
 def session(master: str | None = None, app_name: str = "kgc-offline", jars: str | None = None,
             reads_in_jvm: bool = False):
     """A SparkSession for this job: `master`, else the one spark-submit set, else local;
@@ -39,35 +55,39 @@ def session(master: str | None = None, app_name: str = "kgc-offline", jars: str 
     is read in the JVM (Spark's Kafka source), not by the Python tasks from files."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
+    spark = (SparkSession.builder.config(conf=_conf(master, app_name, jars, reads_in_jvm))
+             .config("spark.sql.shuffle.partitions", "2")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _conf(master: str | None, app_name: str, jars: str | None, reads_in_jvm: bool):
+    from pyspark import SparkConf
+
+    conf = SparkConf().setAppName(app_name)
     # spark-submit starts the JVM with its --master before this runs and leaves its
     # gateway in the environment; anything else needs a master from us.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
     if master is None and not submitted:
         master = LOCAL_MASTER
     if master is not None:
-        builder = builder.master(master)
+        conf.setMaster(master)
         if is_local(master):
             # Loopback only: nothing to serve to other hosts, and no warning about a
             # hostname resolving to 127.0.1.1. Workers run this interpreter (its venv).
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            builder = (builder.config("spark.driver.host", "127.0.0.1")
-                       .config("spark.driver.bindAddress", "127.0.0.1")
-                       .config("spark.driver.memory", "1g"))
+            conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+            conf.set("spark.driver.memory", "1g")
             if not reads_in_jvm:
                 # The tasks read files in Python; the local JVM only starts, plans and
                 # collects, for which the client compiler alone starts sooner. Where the
                 # JVM reads the input (a topic) the optimizing compiler pays for itself.
-                builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+                conf.set("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     if jars:
-        builder = builder.config("spark.jars", jars)
-    spark = (builder.config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+        conf.set("spark.jars", jars)
+    return conf.set("spark.ui.enabled", "false").set("spark.ui.showConsoleProgress", "false")
 
 
 def active_session():
@@ -91,17 +111,18 @@ def task_groups(tasks: Sequence[PartitionTask], cores: int) -> list[list[Partiti
     return [list(tasks[i::count]) for i in range(count)]
 
 
-def spark_map(spark) -> TaskMap:
+def spark_map(sc) -> TaskMap:
+    """The task map on a SparkContext (`context()`'s, or a session's `sparkContext`)."""
+
     def run(fn: Callable[[PartitionTask], PartitionResult], tasks: Sequence[PartitionTask],
             progress: Callable[[int], None] | None = None) -> list[PartitionResult]:
         tasks = list(tasks)
         if not tasks:
             return []
-        context = spark.sparkContext
-        groups = task_groups(tasks, context.defaultParallelism)
+        groups = task_groups(tasks, sc.defaultParallelism)
 
         def job() -> list[PartitionResult]:
-            return context.parallelize(groups, len(groups)).flatMap(lambda group: [fn(t) for t in group]).collect()
+            return sc.parallelize(groups, len(groups)).flatMap(lambda group: [fn(t) for t in group]).collect()
 
         if progress is None:
             return job()
@@ -112,7 +133,7 @@ def spark_map(spark) -> TaskMap:
         outcome: dict[str, object] = {}
 
         def collect() -> None:
-            context.setJobGroup(group, "kgc offline")
+            sc.setJobGroup(group, "kgc offline")
             try:
                 outcome["results"] = job()
             except BaseException as e:          # re-raised in the caller's thread
@@ -120,7 +141,7 @@ def spark_map(spark) -> TaskMap:
 
         worker = threading.Thread(target=collect, name="kgc-offline-job", daemon=True)
         worker.start()
-        tracker = context.statusTracker()
+        tracker = sc.statusTracker()
         while worker.is_alive():
             worker.join(PROGRESS_POLL_S)
             progress(min(len(tasks), _completed_tasks(tracker, group) * len(tasks) // len(groups)))

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import filecmp
+import json
+import subprocess
+import sys
 
 import pytest
 
@@ -35,7 +38,7 @@ def small(tmp_path_factory):
 def test_spark_audit_matches_the_plain_run_and_the_manifest(spark, small, tmp_path):
     directory, manifest = small
     options = Options(now_ms=SMALL.now_ms)
-    on_spark = audit(directory, tmp_path / "spark", options, spark_map(spark), manifest.log_offsets, "test")
+    on_spark = audit(directory, tmp_path / "spark", options, spark_map(spark.sparkContext), manifest.log_offsets, "test")
     plain = audit(directory, tmp_path / "plain", options, log_offsets=manifest.log_offsets, upstream="test")
     assert expected_identities(f for r in on_spark.results for f in r.findings) == \
         expected_identities(manifest.expected)
@@ -48,7 +51,7 @@ def test_spark_audit_matches_the_plain_run_and_the_manifest(spark, small, tmp_pa
 def test_spark_compaction_writes_the_same_bytes(spark, small, tmp_path):
     directory, _manifest = small
     options = Options(now_ms=SMALL.now_ms, segment_bytes=4096)
-    compact(directory, tmp_path / "spark", options, spark_map(spark))
+    compact(directory, tmp_path / "spark", options, spark_map(spark.sparkContext))
     compact(directory, tmp_path / "plain", options)
     plain_dirs = list(partition_dirs(tmp_path / "plain").values())
     assert len(plain_dirs) == SMALL.num_partitions
@@ -70,6 +73,20 @@ def test_cli_runs_on_spark_without_stopping_a_session_it_did_not_start(spark, sm
     assert spark.sparkContext.parallelize([1, 2]).count() == 2
 
 
+
+def test_cli_in_its_own_process_starts_and_stops_a_local_spark_of_its_own(small, tmp_path):
+    """`kgc audit DATA_DIR` as a user runs it: no session running, so it starts its own
+    (a SparkContext: the tasks read the files) and stops it, and reports what the plain
+    run reports."""
+    directory, manifest = small
+    done = subprocess.run([sys.executable, "-m", "coordinator.offline", "audit", str(directory), "--out",
+                           str(tmp_path / "report"), "--master", "local[1]", "--now-ms", str(SMALL.now_ms)],
+                          capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "spark: session" in done.stdout
+    plain = audit(directory, tmp_path / "plain", Options(now_ms=SMALL.now_ms))
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["findings"] == plain.summary["findings"]
+
 def test_spark_map_reports_finished_tasks_as_they_finish(spark, small, tmp_path):
     from dataclasses import replace
 
@@ -79,6 +96,6 @@ def test_spark_map_reports_finished_tasks_as_they_finish(spark, small, tmp_path)
     directory, _manifest = small
     tasks = [replace(t, report_dir=str(tmp_path)) for t in plan(directory, Options(now_ms=SMALL.now_ms))]
     seen: list[int] = []
-    results = spark_map(spark)(run_partition, tasks, seen.append)
+    results = spark_map(spark.sparkContext)(run_partition, tasks, seen.append)
     assert sorted(r.partition for r in results) == sorted(t.partition for t in tasks)
     assert seen[-1] == len(tasks) and seen == sorted(seen)
