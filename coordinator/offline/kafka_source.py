@@ -251,7 +251,9 @@ def _keep(path: Path, table, copy_of: Path | None) -> None:
     if copy_of is not None:
         shutil.copyfile(copy_of, tmp)
     else:
-        pq.write_table(table, tmp, compression="zstd")
+        # Without dictionaries: keys and values are mostly distinct (and headers nested),
+        # so zstd alone packs them smaller and writes and reads them faster.
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=False)
     os.replace(tmp, path)
 
 
@@ -342,18 +344,34 @@ def _binary(array, at: int):
 
 def _header_blocks(headers) -> tuple[list, object]:
     """The distinct header lists (kgc's audit headers; none in a log Kafka wrote) and each
-    record's index into them."""
+    record's index into them. Every header is one (key, value) pair of codes; every
+    record's pairs one row of a matrix, padded with -1; a distinct row is a distinct list.
+    Only the distinct lists (one per member and generation, not per commit) become Python."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     n = len(headers)
-    if n == 0 or pc.max(pc.list_value_length(headers).fill_null(0)).as_py() == 0:
+    lengths = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    width = int(lengths.max()) if n else 0
+    if width == 0:
         return [()], np.zeros(n, np.int64)
-    index: dict[tuple, int] = {}
-    rows = np.empty(n, np.int64)
-    for i, row in enumerate(headers.to_pylist()):
-        rows[i] = index.setdefault(_headers(row), len(index))
-    return list(index), rows
+    flat = headers.flatten()                    # a null list has no headers, as an empty one
+    keys = pc.dictionary_encode(flat.field("key"), null_encoding="encode")
+    values = pc.dictionary_encode(flat.field("value"), null_encoding="encode")
+    base = len(values.dictionary) + 1
+    pairs = keys.indices.to_numpy().astype(np.int64) * base + values.indices.to_numpy().astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
+    matrix = np.full((n, width), -1, np.int64)
+    matrix[np.repeat(np.arange(n), lengths), np.arange(len(pairs)) - np.repeat(starts, lengths)] = pairs
+    rows = pc.dictionary_encode(pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(matrix.itemsize * width), n, [None, pa.py_buffer(matrix.tobytes())]))
+    index = rows.indices.to_numpy().astype(np.int64)
+    _, first = np.unique(index, return_index=True)          # each list's first record, in order
+    names, contents = keys.dictionary.to_pylist(), values.dictionary.to_pylist()
+    blocks = [tuple((names[p // base], contents[p % base]) for p in matrix[row].tolist() if p >= 0)
+              for row in first.tolist()]
+    return blocks, index
 
 
 def _chain(first, rest) -> Iterator:

@@ -10,6 +10,8 @@ import pickle
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install -e '.[spark]')")
 
@@ -110,3 +112,22 @@ def test_a_client_transaction_left_open_in_the_state_topic_is_reported_by_both_s
     # and the two scanners agree on the rest (findings, offsets, groups; the record counts
     # differ: the columns count the tombstones of ended transactions' records too)
     assert finals[0] == finals[1]
+
+
+_HEADER = st.tuples(st.sampled_from(["member", "generation", "client", "host", "k"]),
+                    st.one_of(st.none(), st.binary(max_size=3)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.lists(_HEADER, max_size=4)), max_size=30), st.integers(0, 3))
+def test_header_blocks_are_each_records_own_headers(rows, cut):
+    """Each record's header list, as the distinct lists and an index into them, whatever
+    the lists: none, empty, null values, repeated keys, lists of any length, an array
+    that is a slice of a larger one."""
+    kind = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    whole = pa.array([None if r is None else [{"key": k, "value": v} for k, v in r] for r in rows], kind)
+    headers = whole.slice(min(cut, len(rows)))
+    blocks, index = kafka_source._header_blocks(headers)
+    expected = [tuple(r) if r else () for r in rows[min(cut, len(rows)):]]
+    assert [blocks[i] for i in index.tolist()] == expected
+    assert len(set(blocks)) == len(blocks)              # each list once
