@@ -89,13 +89,51 @@ def timed_audit(*args: str) -> tuple[float, dict, str]:
     return seconds, json.loads((out / "summary.json").read_text()), done.stdout
 
 
+def drain(bootstrap: str, topic: str, master: str, jars: str) -> int:
+    """The floor under the topic audit: Spark's Kafka source reading every record of
+    `topic` and handing it to a Python task as Arrow, as the audit's tasks get them, with
+    no kgc code in the tasks; the rows drained."""
+    import pyarrow as pa
+
+    from coordinator.offline import kafka_source, spark_engine
+
+    now = UpstreamOffsets(bootstrap).topic_offsets(topic)
+    spark = spark_engine.session(master, jars=jars, reads_in_jvm=True)
+    try:
+        read = kafka_source.TopicRead(ending={p: end for p, (_start, end) in now.partitions.items()})
+        frame = kafka_source.read_topic(spark, kafka_source.TopicSource(bootstrap, topic), read)
+
+        def count(batches):
+            yield pa.RecordBatch.from_pydict({"rows": [sum(b.num_rows for b in batches)]})
+
+        return sum(row.rows for row in frame.select(*kafka_source.RECORD_COLUMNS).mapInArrow(count, "rows long")
+                   .collect())
+    finally:
+        spark.stop()
+
+
+def timed_drain(bootstrap: str, master: str, jars: str) -> tuple[float, int]:
+    """`drain` in its own process (its own Spark, started inside the time, as an audit's)."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "tests.support.bench_audit_topic", "--drain", bootstrap,
+                           "--master", master, "--spark-jars", jars], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the drain failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - started, int(done.stdout.split()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.support.bench_audit_topic")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--groups", type=int, default=2_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--work", default=None)
+    parser.add_argument("--drain", metavar="BOOTSTRAP", help=argparse.SUPPRESS)    # the child of timed_drain
+    parser.add_argument("--spark-jars", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.drain:
+        print(drain(args.drain, TOPIC, args.master, args.spark_jars))
+        return 0
     import pyspark
 
     work = Path(args.work or tempfile.mkdtemp(prefix="kgc-bench-topic-"))
@@ -126,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"produced {batches:,} batches in {produce_s:.1f} s", flush=True)
         topic_s, topic, _ = timed_audit("--bootstrap", cluster.bootstrap, "--topic", TOPIC, "--master", args.master,
                                         "--spark-jars", jars, "--out", str(work / f"topic-{stamp}"))
+        drain_s, drained = timed_drain(cluster.bootstrap, args.master, jars)
     same = {k: v for k, v in files["findings"].items() if k not in {t.value for t in UPSTREAM_TYPES}} == \
         {k: v for k, v in topic["findings"].items() if k not in {t.value for t in UPSTREAM_TYPES}}
     print(f"same findings: {same}")
@@ -133,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---:|---|---|---:|---:|")
     for name, seconds, summary in (("files", files_s, files), ("topic", topic_s, topic)):
         print(f"| {summary['records']:,} | {name} | {args.master} | {seconds:.1f} | {summary['records'] / seconds:,.0f} |")
+    print(f"| {drained:,} | topic, Spark's Kafka source alone (rows to Python, no audit) | {args.master} | "
+          f"{drain_s:.1f} | {drained / drain_s:,.0f} |")
     return 0 if same and files["records"] == topic["records"] else 1
 
 
