@@ -2,11 +2,11 @@
 
 `kgc audit` / `kgc compact` of a data dir use it with a local SparkContext (`context`: the
 tasks read the files, so no SQL session), of a topic with a SparkSession (`session`: Spark's
-Kafka source); under spark-submit the entry is this package's `__main__.py` (see there). The partitions' `PartitionTask`s go out as an
-RDD, dealt into a few Spark tasks per core (`task_groups`: one partition each on a
-cluster with cores enough); each partition's task runs `job.run_partition` in a Python
-worker, reads its own segment files, writes its own outputs and returns a small
-`PartitionResult`. There is no DataFrame, no shuffle, and no record ever crosses
+Kafka source); under spark-submit the entry is this package's `__main__.py` (see there).
+The partitions' `PartitionTask`s go out as an RDD, dealt into a few Spark tasks per core
+(`task_groups`: one partition each on a cluster with cores enough); each partition's task
+runs `job.run_partition` in a Python worker, reads its own segment files, writes its own
+outputs and returns a small `PartitionResult`. There is no DataFrame, no shuffle, and no record ever crosses
 into the JVM: on this workload moving rows through Spark costs several times the work
 itself (see docs/benchmarks/history.md).
 
@@ -35,9 +35,9 @@ def is_local(master: str) -> bool:
 
 def context(master: str | None = None, app_name: str = "kgc-offline", jars: str | None = None):
     """A SparkContext for a job whose tasks read files in Python (`spark_map`): no SQL, so
-    no SparkSession. Starting a session's SQL state costs a local run over a second, on
-    top of the context's own start, and such a job never uses it. The same settings as
-    `session`; the running one (spark-submit's, a notebook's) when there is one."""
+    no SparkSession, whose SQL state adds much of a local run's start and which such a job
+    never uses. The same settings as `session`; the running one (spark-submit's, a
+    notebook's) when there is one."""
     from pyspark import SparkContext
 
     active = active_session()
