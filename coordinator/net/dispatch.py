@@ -1,12 +1,13 @@
 """Routes each request frame: answered here, by the coordinator service, or upstream.
 
 ApiVersions is always answered here (our ranges for what we serve, upstream's for what
-we forward), and so are SaslHandshake and SaslAuthenticate (`net/sasl.py`). Metadata is answered here only in standalone mode; with an upstream it is
-forwarded and rewritten by the gateway. Group APIs go to the coordinator service on
-every listener (all group state lives in this one process: docs/ARCHITECTURE.md); a group
-API kgc does not serve (`protocol.api_keys.UNSERVED_GROUP_APIS`) is refused here, never
-forwarded. Anything else goes upstream as an opaque frame, or closes the connection when
-there is no upstream.
+we forward: before kgc first reaches its upstream, the answer waits for it), and so are
+SaslHandshake and SaslAuthenticate (`net/sasl.py`). Metadata is answered here only in
+standalone mode; with an upstream it is forwarded and rewritten by the gateway. Group APIs
+go to the coordinator service on every listener (all group state lives in this one
+process: docs/ARCHITECTURE.md); a group API kgc does not serve
+(`protocol.api_keys.UNSERVED_GROUP_APIS`) is refused here, never forwarded. Anything else
+goes upstream as an opaque frame, or closes the connection when there is no upstream.
 
 A large frame (over `LARGE_FRAME_BYTES`) is decoded, and its answer encoded, on the app's
 codec thread rather than on the loop (`net/codec.py`). The frames that
@@ -192,13 +193,18 @@ class Dispatcher:
         added.add_done_callback(answer)
         return frame
 
-    def _api_versions(self, header, payload: bytes) -> bytes:
+    def _api_versions(self, header, payload: bytes) -> bytes | asyncio.Future:
         low, high = self._versions[ApiKey.ApiVersions]
         if header.api_version > high:
             # KIP-511: a newer client gets a v0 answer listing our range, then retries lower.
             return encode_response(header, api_versions_error_response(), 0)
         request = codec.decode(header, payload)
+        if self._answers.upstream_unknown:
+            return asyncio.ensure_future(self._api_versions_once_known(header, request))
         return encode_response(header, self._answers.api_versions(request), header.api_version)
+
+    async def _api_versions_once_known(self, header, request) -> bytes:
+        return encode_response(header, await self._answers.api_versions_once_known(request), header.api_version)
 
     def _sasl_request(self, session: Session, header, payload: bytes) -> bytes | asyncio.Future:
         low, high = self._answers.sasl_ranges[header.api_key]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping
 
 from kafka.protocol.api_key import ApiKey
@@ -39,6 +41,25 @@ class LocalAnswers:
         features = self._gateway.cluster.features
         return api_versions_response(request.version, self.served_ranges(), supported_features=features.supported,
                                      finalized_features=features.finalized, features_epoch=features.epoch)
+
+    @property
+    def upstream_unknown(self) -> bool:
+        """An upstream kgc has not reached yet since it started: what a client may send
+        through kgc (upstream's ranges) is not known."""
+        return self._gateway is not None and not self._gateway.cluster.api_versions
+
+    async def api_versions_once_known(self, request):
+        """The answer once the upstream's ranges are known, waited for at most one connection
+        attempt's bound. A client told only kgc's own ranges would hold them for the life of
+        its connection: librdkafka's transactional producer, for one, fails fatally ("no
+        broker supports transactions"). Still unknown: ConnectionError, which closes the
+        connection, and the client connects and asks again."""
+        cluster = self._gateway.cluster
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(cluster.wait_reachable(), cluster.connect_timeout_ms / 1000)
+        if not cluster.api_versions:
+            raise ConnectionError(f"upstream's API ranges unknown ({cluster.status}): asked again on a new connection")
+        return self.api_versions(request)
 
     def metadata(self, request):
         return standalone_metadata(request.version, self._node, CLUSTER_ID, request)

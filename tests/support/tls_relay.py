@@ -2,7 +2,8 @@
 
 The bundled Tansu cannot serve TLS, so upstream-TLS tests put this in front of it and
 start Tansu advertising the relay's port (`TansuBroker(advertised_port=relay.port)`), so
-every connection kgc makes upstream, control and per-broker, goes through TLS."""
+every connection kgc makes upstream, control and per-broker, goes through TLS. Without a
+context it relays plain TCP: an upstream address that starts answering when a test says."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import ssl
 class LoopbackTlsServer:
     """A TLS server on 127.0.0.1:`port` in front of `target`; subclasses serve connections."""
 
-    def __init__(self, context: ssl.SSLContext, port: int):
+    def __init__(self, context: ssl.SSLContext | None, port: int):
         self._context = context
         self.port = port
         self.target: tuple[str, int] | None = None
