@@ -5,15 +5,11 @@ and the group's committed offsets are the input consumed by committed transactio
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from kafka.protocol.api_key import ApiKey
@@ -21,6 +17,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from coordinator.probe import request_response
 from tests.support.eos import (
+    Copier,
     assert_exactly_once,
     copy_transactionally,
     copy_with_java_loop,
@@ -37,7 +34,6 @@ from tests.support.ports import free_port_on
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 RECORDS = 600
-ROOT = Path(__file__).parents[2]
 
 
 class RestartableKgc:
@@ -135,7 +131,7 @@ def test_kill_9_of_kgc_mid_copy_loses_and_duplicates_nothing(eos_kgc, kafka):
     inputs = seed(kafka.bootstrap, source, RECORDS)
     group = f"eos-{uuid.uuid4().hex[:6]}"
 
-    def crash_once(transactions: int) -> None:
+    def crash_once(transactions: int, committed: int) -> None:
         if transactions == 4:
             # when kgc is killed between transactions and started again on the same ports and data dir
             eos_kgc.proc.kill()
@@ -145,20 +141,6 @@ def test_kill_9_of_kgc_mid_copy_loses_and_duplicates_nothing(eos_kgc, kafka):
     # then the copy finishes exactly once
     assert done["committed"] == RECORDS
     assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
-
-
-def copier_holding(front, group: str, source: str, target: str, txn_id: str, directory: Path,
-                   *flags: str) -> tuple[subprocess.Popen, int]:
-    """A copier (librdkafka) in a process of its own, holding inside its 4th transaction: its
-    offsets sent to kgc, not committed. The process, and the records it committed before."""
-    with open(directory / f"{txn_id}.err", "w") as err:
-        copier = subprocess.Popen([sys.executable, "-m", "tests.support.eos", front.bootstrap, group, source, target,
-                                   txn_id, str(RECORDS), "--hold-in", "4", *flags], cwd=ROOT, text=True,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                  preexec_fn=die_with_the_test_run)
-    holding = copier.stdout.readline()
-    assert holding, (directory / f"{txn_id}.err").read_text()[-2000:]
-    return copier, json.loads(holding)["committed"]
 
 
 def wait_aborted(kafka, txn_id: str, timeout_s: float = 60.0) -> None:
@@ -177,9 +159,10 @@ def test_kill_9_of_a_copier_mid_transaction_then_a_new_one_with_its_id_copies_ex
     inputs = seed(kafka.bootstrap, source, RECORDS)
     name = uuid.uuid4().hex[:6]
     group, txn_id = f"eos-{name}", f"copier-{name}"
-    copier, committed = copier_holding(eos_kgc, group, source, target, txn_id, tmp_path)
-    copier.kill()
-    copier.wait()
+    copier = Copier(eos_kgc.bootstrap, group, source, target, txn_id, RECORDS, tmp_path)
+    committed = copier.committed
+    copier.process.kill()
+    copier.process.wait()
     # when a new copier with its transactional id takes over: its InitProducerId fences the
     # old producer and aborts that transaction, whose ABORT marker must drop the offsets
     done = copy_transactionally(eos_kgc.bootstrap, group, source, target, RECORDS - committed, txn_id=txn_id,
@@ -198,8 +181,9 @@ def test_a_zombie_copier_stopped_past_its_transaction_timeout_is_fenced_and_dupl
     inputs = seed(kafka.bootstrap, source, RECORDS)
     name = uuid.uuid4().hex[:6]
     group, txn_id = f"eos-{name}", f"copier-{name}"
-    zombie, committed = copier_holding(eos_kgc, group, source, target, txn_id, tmp_path,
-                                       "--transaction-timeout-ms", "5000")
+    copier = Copier(eos_kgc.bootstrap, group, source, target, txn_id, RECORDS, tmp_path,
+                    "--transaction-timeout-ms", "5000")
+    zombie, committed = copier.process, copier.committed
     os.kill(zombie.pid, signal.SIGSTOP)
     try:
         wait_aborted(kafka, txn_id)
@@ -228,13 +212,14 @@ def test_a_marker_written_while_kgc_is_down_decides_the_offsets_it_held_pending(
     inputs = seed(kafka.bootstrap, source, RECORDS)
     name = uuid.uuid4().hex[:6]
     group, txn_id = f"eos-{name}", f"copier-{name}"
-    copier, committed = copier_holding(eos_kgc, group, source, target, txn_id, tmp_path,
-                                       "--transaction-timeout-ms", "5000")
+    copier = Copier(eos_kgc.bootstrap, group, source, target, txn_id, RECORDS, tmp_path,
+                    "--transaction-timeout-ms", "5000")
+    committed = copier.committed
     # when kgc is killed, the copier too, and the upstream aborts the transaction (its
     # timeout) while kgc is down, before kgc starts again
     eos_kgc.proc.kill()
-    copier.kill()
-    copier.wait()
+    copier.process.kill()
+    copier.process.wait()
     wait_aborted(kafka, txn_id)
     eos_kgc.start()
     # then kgc reads the ABORT from its participant partition and drops the offsets: a new

@@ -4,21 +4,28 @@
 `send_offsets_to_transaction`): consume a few records, produce each to the output in a
 transaction, add the consumer's positions to it, commit (or abort, then rewind to the
 committed offsets as an application restarting its transaction does).
-`python -m tests.support.eos` runs it in a process of its own, for tests that kill or stop it.
+`python -m tests.support.eos` runs it in a process of its own (`Copier`), for tests that
+kill or stop it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import queue
 import subprocess
 import sys
+import threading
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support.kafka import die_with_the_test_run
+
+ROOT = Path(__file__).parents[2]
 STREAMS_APP = Path(__file__).parents[1] / "java" / "StreamsEos.java"
 JAVA_LOOP = Path(__file__).parents[1] / "java" / "EosCopy.java"
 
@@ -36,17 +43,18 @@ def seed(bootstrap: str, topic: str, count: int, partitions: int = 3) -> list[by
 def copy_transactionally(bootstrap: str, group: str, source: str, target: str, until: int, *,
                          txn_id: str | None = None, abort_every: int = 0, per_transaction: int = 40,
                          timeout_s: float = 120.0, transaction_timeout_ms: int = 30_000,
-                         between: Callable[[int], None] | None = None,
-                         before_end: Callable[[int, int], None] | None = None) -> dict:
+                         between: Callable[[int, int], None] | None = None,
+                         before_end: Callable[[int, int], None] | None = None, debug: str | None = None) -> dict:
     """Copy until `until` records went out in committed transactions; what happened.
-    `between(transactions)` runs after each transaction ends; `before_end(transactions,
-    committed)` inside each, once its offsets are sent, before it is committed or aborted."""
+    `between(transactions, committed)` runs after each transaction ends; `before_end(transactions,
+    committed)` inside each, once its offsets are sent, before it is committed or aborted.
+    `debug`: librdkafka's debug contexts for the producer (its log goes to stderr)."""
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed",
                          "session.timeout.ms": 10_000})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id or f"copier-{uuid.uuid4()}",
-                         "transaction.timeout.ms": transaction_timeout_ms})
+                         "transaction.timeout.ms": transaction_timeout_ms, **({"debug": debug} if debug else {})})
     producer.init_transactions(30)
     consumer.subscribe([source])
     committed = aborted = transactions = failed = 0
@@ -91,7 +99,7 @@ def copy_transactionally(bootstrap: str, group: str, source: str, target: str, u
                 producer.commit_transaction(30)
                 committed += len(records)
             if between is not None:
-                between(transactions)
+                between(transactions, committed)
     finally:
         consumer.close()
     return {"committed": committed, "aborted": aborted, "transactions": transactions, "failed": failed}
@@ -209,17 +217,76 @@ def copy_with_java_loop(kafka, bootstrap: str, records: int, group_protocol: str
     assert_exactly_once(kafka, bootstrap, group, source, target, inputs)
 
 
+class Copier:
+    """`main` in a child process, stopped inside its `hold_in`th transaction (offsets sent,
+    not committed): `committed` is what it had committed before. `resume()` lets it go on;
+    `lines` are what it prints from then on, read as they come."""
+
+    def __init__(self, bootstrap: str, group: str, source: str, target: str, txn_id: str, until: int,
+                 directory: Path, *flags: str, hold_in: int = 4):
+        self.err_path = directory / f"{txn_id}.err"
+        with open(self.err_path, "w") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.eos", bootstrap, group, source, target, txn_id, str(until),
+                 "--hold-in", str(hold_in), *flags], cwd=ROOT, text=True, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, preexec_fn=die_with_the_test_run)
+        holding = self.process.stdout.readline()
+        assert holding, self.err_path.read_text()[-2000:]
+        self.committed: int = json.loads(holding)["committed"]
+        self.lines: queue.Queue[dict] = queue.Queue()
+
+    def resume(self) -> None:
+        threading.Thread(target=self._read, daemon=True).start()
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(json.loads(line))
+
+
+def finish_or_replace(copier: Copier, bootstrap: str, group: str, source: str, target: str, txn_id: str,
+                      until: int, timeout_s: float) -> dict:
+    """What `copier` (started with --progress) did once resumed, or, if it has not finished in
+    `timeout_s`, what a new copier with its transactional id did after it was killed, as a
+    supervisor restarts an application whose producer call hangs: librdkafka's
+    send_offsets_to_transaction may wait past its own timeout for a coordinator it has
+    dropped (confluentinc/librdkafka#5456). The new copier fences the old producer and
+    aborts its open transaction, so exactly-once must hold across the two as well."""
+    copier.resume()
+    committed, deadline = copier.committed, time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = copier.lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if "transactions" in line:
+            copier.process.wait(30)
+            return {**line, "replaced": False}
+        committed = line["committed"]
+    copier.process.kill()
+    copier.process.wait(30)
+    # Shown in the run's warnings summary: a hang this often is worth reading its log for.
+    warnings.warn(f"copier {txn_id} hung past {timeout_s:.0f}s after {committed} records: replaced "
+                  f"(its librdkafka log: {copier.err_path})", stacklevel=2)
+    done = copy_transactionally(bootstrap, group, source, target, until - committed, txn_id=txn_id, timeout_s=90)
+    return {**done, "committed": committed + done["committed"], "replaced": True}
+
+
 def main(argv: list[str]) -> int:
     """The copy in a process of its own. With --hold-in N it stops inside its Nth
     transaction, offsets sent and not committed, prints {"holding": N, "committed": records
     committed before} and waits for a line on stdin (the test kills it, or stops and
-    resumes it, meanwhile); then it commits and goes on. Prints what happened."""
+    resumes it, meanwhile); then it commits and goes on. With --progress it prints
+    {"committed": records} after each transaction. Prints what happened."""
     parser = argparse.ArgumentParser(prog="python -m tests.support.eos")
     for name in ("bootstrap", "group", "source", "target", "txn_id"):
         parser.add_argument(name)
     parser.add_argument("until", type=int)
     parser.add_argument("--hold-in", type=int, default=0)
     parser.add_argument("--transaction-timeout-ms", type=int, default=30_000)
+    parser.add_argument("--progress", action="store_true")
+    parser.add_argument("--debug", help="librdkafka's debug contexts for the producer (logged to stderr)")
     args = parser.parse_args(argv)
 
     def hold(transactions: int, committed: int) -> None:
@@ -227,8 +294,13 @@ def main(argv: list[str]) -> int:
             print(json.dumps({"holding": transactions, "committed": committed}), flush=True)
             sys.stdin.readline()
 
+    def progress(transactions: int, committed: int) -> None:
+        if transactions >= args.hold_in:    # the first line is the hold's
+            print(json.dumps({"committed": committed}), flush=True)
+
     done = copy_transactionally(args.bootstrap, args.group, args.source, args.target, args.until, txn_id=args.txn_id,
-                                transaction_timeout_ms=args.transaction_timeout_ms, before_end=hold)
+                                transaction_timeout_ms=args.transaction_timeout_ms, before_end=hold,
+                                between=progress if args.progress else None, debug=args.debug)
     print(json.dumps(done), flush=True)
     return 0
 

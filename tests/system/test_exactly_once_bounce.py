@@ -41,7 +41,7 @@ def test_the_participant_partitions_leader_killed_mid_transaction_loses_and_dupl
                 kafka3.kill_node(victim)
                 killed.append(victim)
 
-        def restart(transactions: int) -> None:
+        def restart(transactions: int, committed: int) -> None:
             if transactions == KILL_IN + RESTART_AFTER and killed:
                 kafka3.start_node(killed[0])
 
