@@ -34,7 +34,6 @@ _FRAME_V1 = struct.Struct(">iiih")          # size, correlation id, throttle_tim
 _FRAME_V4 = struct.Struct(">iiBihB")        # size, correlation id, header tags, throttle, error, body tags
 
 
-
 def decode_heartbeat_request(version: int, data: memoryview) -> HeartbeatRequest | None:
     """The request, or None when kafka-python must decide (see the module docstring)."""
     try:

@@ -52,7 +52,6 @@ _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 
 
-
 def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRequest | None:
     """The request v0-7 as kafka-python's decoder builds it, or None when kafka-python must
     judge the bytes."""

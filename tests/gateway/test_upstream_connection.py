@@ -77,7 +77,6 @@ async def test_requests_sent_while_connecting_go_out_in_order():
         await conn.close()
 
 
-
 async def echo_ids(reader, writer, seen: list[int], count: int) -> None:
     """Reads `count` requests, answering each with its correlation id alone."""
     for _ in range(count):

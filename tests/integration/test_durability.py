@@ -45,8 +45,6 @@ SERDE = KafkaRecordSerde()
 KGC_FLAGS = ("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "0", "--log-level", "WARNING")
 
 
-
-
 # -- kill -9 under load ------------------------------------------------------------------
 
 

@@ -124,7 +124,6 @@ async def test_a_closed_segment_unlinked_while_running_fails_its_partition(tmp_p
     assert str(victim) in log and "lost" in log
 
 
-
 async def test_inspect_reads_a_running_kgcs_preallocated_data_dir_whole(tmp_path):
     # Under `--fsync always` (the default) the active segment ends in preallocated zeros
     # while kgc runs; the rolled ones were cut to their logs before the manifest took them.

@@ -124,7 +124,6 @@ def test_report_tables_and_summary(dirty_audit):
     assert {r["group"] for r in rebalances} >= {g["group"] for g in groups if g["state"] != "none"}
 
 
-
 def test_charts_read_only_their_groups_commits_and_see_the_whole_history(dirty_audit):
     """The report ranks groups by the partitions' own counts and reads back only the
     drawn groups' commit times: both as reading the whole history would give."""

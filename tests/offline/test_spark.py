@@ -73,7 +73,6 @@ def test_cli_runs_on_spark_without_stopping_a_session_it_did_not_start(spark, sm
     assert spark.sparkContext.parallelize([1, 2]).count() == 2
 
 
-
 def test_cli_in_its_own_process_starts_and_stops_a_local_spark_of_its_own(small, tmp_path):
     """`kgc audit DATA_DIR` as a user runs it: no session running, so it starts its own
     (a SparkContext: the tasks read the files) and stops it, and reports what the plain

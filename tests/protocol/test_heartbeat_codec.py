@@ -21,7 +21,6 @@ TEXT = st.text(max_size=300)       # past 127 bytes a compact length takes two v
 INT32 = st.integers(-(2**31), 2**31 - 1)
 
 
-
 @st.composite
 def requests(draw):
     version = draw(VERSIONS)
