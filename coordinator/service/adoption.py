@@ -1,8 +1,10 @@
 """Cut-over on first use: a group kgc has never seen is adopted from the upstream coordinator.
 
 The service asks `ensure(group)` before the first JoinGroup, ConsumerGroupHeartbeat,
-OffsetCommit, OffsetFetch, OffsetDelete or DescribeGroups of a group not yet `settled`; afterwards a set lookup is all
-a request pays. `ensure`:
+OffsetCommit, OffsetFetch, OffsetDelete or DescribeGroups of a group not yet `settled`;
+afterwards a set lookup is all a request pays. A member's FindCoordinator, which comes
+first, starts it (`prefetch`), so the upstream's answer is on its way while the client
+connects to kgc for its first JoinGroup. `ensure`:
 1. asks the group's partition whether kgc knows the group (its log has it): settled;
 2. else takes a snapshot of it at the upstream coordinator (`GroupSource`): state,
    members, committed offsets;
@@ -78,6 +80,22 @@ class Adoption:
         self._pending: dict[str, asyncio.Future] = {}
         self._waiting: dict[str, _Waiting] = {}
         self._expiry: asyncio.TimerHandle | None = None
+        self._prefetching: set[asyncio.Future] = set()
+
+    def prefetch(self, group_id: str) -> None:
+        """`ensure(group_id)` with nobody waiting on it: a request about the group that
+        comes while it runs shares it, one that comes after has the group settled or starts
+        its own attempt (an error here is not kept)."""
+        if group_id in self.settled or group_id in self._pending:
+            return
+        started = asyncio.ensure_future(self.ensure(group_id))
+        self._prefetching.add(started)      # the loop keeps only a weak reference to a task
+        started.add_done_callback(self._prefetched)
+
+    def _prefetched(self, done: asyncio.Future) -> None:
+        self._prefetching.discard(done)
+        if not done.cancelled():
+            done.exception()    # retrieved: the group's next request has its own outcome
 
     async def ensure_all(self, group_ids: Iterable[str | None], session_timeout_ms: int | None = None) -> None:
         """`session_timeout_ms`: how long the asking member lives without asking again
@@ -120,6 +138,8 @@ class Adoption:
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
+        for started in list(self._prefetching):
+            started.cancel()
 
     def _forget(self, group_id: str, done: asyncio.Future) -> None:
         if self._pending.get(group_id) is done:

@@ -35,7 +35,7 @@ from kafka.protocol.metadata.find_coordinator import CoordinatorType
 
 from coordinator.group.context import RequestContext
 from coordinator.group.describe import normalized_filter
-from coordinator.group.record_limits import check_group_id
+from coordinator.group.record_limits import check_group_id, fits
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
@@ -89,6 +89,7 @@ class GroupCoordinatorService:
         # The coordinator of a group: this instance, unless several share the partitions
         # (coordinator/replicated/ownership.py); None while no instance owns its partition.
         self._locate = locate or (lambda group_id: node)
+        self._node_id = node.node_id
         self._adoption = adoption
         # The upstream's topics, asked for again when a KIP-848 member names one kgc has not
         # seen (None: nothing to wait for); none in standalone mode.
@@ -264,6 +265,7 @@ class GroupCoordinatorService:
             node = self._locate(request.key)
             if node is None:
                 raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no kgc instance owns the group's partition yet")
+            self._prefetch_adoption(request.key, node)
             return find_coordinator_response(version, node)
 
         def coordinator(key: str) -> Any:      # v4+ (KIP-699) batches keys
@@ -274,9 +276,19 @@ class GroupCoordinatorService:
             return coordinator_entry(version, key, node)
 
         keys = request.coordinator_keys
+        if len(keys) == 1:
+            self._prefetch_adoption(keys[0], self._locate(keys[0]))
         if len(keys) <= SLICE:
             return find_coordinators_response(version, list(map(coordinator, keys)))
         return asyncio.ensure_future(self._find_coordinators_sliced(version, keys, coordinator))
+
+    def _prefetch_adoption(self, group_id: str, node: CoordinatorNode | None) -> None:
+        """A consumer's FindCoordinator names its one group, before its first JoinGroup or
+        heartbeat: adoption starts here when this instance is the group's coordinator. (A
+        batch of several groups is an admin tool's, whose next request starts it anyway.)"""
+        if self._adoption is not None and node is not None and node.node_id == self._node_id and group_id \
+                and fits(group_id):
+            self._adoption.prefetch(group_id)
 
     @staticmethod
     async def _find_coordinators_sliced(version: int, keys: Sequence[str], coordinator: Callable[[str], Any]) -> Any:

@@ -13,6 +13,7 @@ import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import JoinGroupRequest, OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from coordinator import metrics
 from coordinator.group.adopt import AdoptedOffset, UpstreamGroup
@@ -138,6 +139,44 @@ async def test_concurrent_first_uses_share_one_upstream_snapshot(adopting):
     answers = await asyncio.gather(*pending)
     assert all(offsets_of(a) == {0: 42, 1: 7} for a in answers)
     assert upstream.asked == ["g"]
+
+
+@pytest.mark.parametrize("version", [3, 4])
+async def test_a_members_find_coordinator_starts_adoption_and_its_join_group_shares_it(adopting, version):
+    # given a group kgc has never seen, whose upstream answer is held back
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Empty", "consumer", (), ORDERS)
+    upstream.gate = asyncio.Event()
+    # when a member looks its coordinator up, then joins before the upstream has answered
+    request = FindCoordinatorRequest(key="g", key_type=0) if version < 4 else \
+        FindCoordinatorRequest(key_type=0, coordinator_keys=["g"])
+    await kgc.call(ApiKey.FindCoordinator, version, request)
+    await wait_until(lambda: upstream.asked == ["g"], what="the upstream asked at FindCoordinator")
+    joining = asyncio.ensure_future(kgc.member("g"))
+    upstream.gate.set()
+    # then the join waits for that one question, and the group starts from what was adopted
+    member_id, _ = await joining
+    assert member_id and upstream.asked == ["g"]
+    assert offsets_of(await kgc.call(ApiKey.OffsetFetch, 7, fetch_v0("g"))) == {0: 42, 1: 7}
+
+
+async def test_an_admin_tools_batch_find_coordinator_asks_the_upstream_nothing(adopting):
+    kgc, upstream = adopting
+    await kgc.call(ApiKey.FindCoordinator, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]))
+    await asyncio.sleep(0.05)
+    assert upstream.asked == []
+
+
+async def test_a_find_coordinator_that_meets_live_upstream_members_keeps_the_group_waiting_the_default_only(adopting):
+    # given a group still live upstream, looked up by a member that then gives up
+    kgc, upstream = adopting
+    upstream.answers["g"] = UpstreamGroup("g", "Stable", "consumer", ("m-1",), ())
+    await kgc.call(ApiKey.FindCoordinator, 3, FindCoordinatorRequest(key="g", key_type=0))
+    await wait_until(lambda: waiting_upstream_members("g") == 1, what="the group waiting for its upstream member")
+    # then kgc stops waiting once nobody asked within the default wait, as for any request
+    kgc.clock.advance(DEFAULT_WAIT_MS)
+    kgc.adoption.expire_waiting()
+    assert waiting_upstream_members("g") is None
 
 
 async def test_a_group_unknown_upstream_starts_empty_and_writes_nothing(adopting):
