@@ -20,6 +20,12 @@ One connection per coordinator address, opened on first use and replaced once fa
 every request is bounded by the cluster's request timeout. Failures (no live broker,
 refused, timed out, an error code where an answer was due) raise `UpstreamUnavailable`:
 the caller answers a retriable error and never takes a failure for an empty group.
+A coordinator that is not ready (COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+NOT_COORDINATOR) is asked again within `NOT_READY_RETRY_S`, as Kafka's clients do: a
+cluster whose coordinator nobody has used yet creates `__consumer_offsets` at the first
+FindCoordinator and answers COORDINATOR_NOT_AVAILABLE until its partitions have leaders,
+and a client told to retry waits its own backoff (librdkafka's JoinGroup: 3 s) where
+the topic is ready within a second.
 """
 
 from __future__ import annotations
@@ -61,6 +67,14 @@ OFFSET_COMMIT_VERSIONS = (2, 7)
 LIST_GROUPS_VERSIONS = (0, 4)
 METADATA_VERSIONS = (1, 8)
 _OFFSET_FETCH_BATCHED = 8   # v8+ (KIP-709) nests topics under groups
+NOT_READY_RETRY_S = 2.0
+NOT_READY_BACKOFF_S = (0.05, 0.4)   # first wait, longest wait (doubling)
+_NOT_READY = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.NOT_COORDINATOR})
+
+
+class CoordinatorNotReady(UpstreamUnavailable):
+    """The upstream's coordinator answered that it is not ready (yet, or not here)."""
 
 
 class UpstreamGroups:
@@ -72,6 +86,19 @@ class UpstreamGroups:
         self._correlation_ids = itertools.count(1)
 
     async def snapshot(self, group_id: str) -> UpstreamGroup:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + NOT_READY_RETRY_S
+        wait, longest = NOT_READY_BACKOFF_S
+        while True:
+            try:
+                return await self._snapshot(group_id)
+            except CoordinatorNotReady:
+                if loop.time() + wait > deadline:
+                    raise
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, longest)
+
+    async def _snapshot(self, group_id: str) -> UpstreamGroup:
         coordinator = await self._coordinator(group_id)
         asking = [self._describe(coordinator, group_id), self._fetch_offsets(coordinator, group_id)]
         if ApiKey.ConsumerGroupDescribe in self._cluster.api_versions:
@@ -241,4 +268,5 @@ def _check(code: int, what: str) -> None:
             name = ErrorCode(code).name
         except ValueError:
             name = f"error {code}"
-        raise UpstreamUnavailable(f"{what}: upstream answered {name}")
+        error = CoordinatorNotReady if code in _NOT_READY else UpstreamUnavailable
+        raise error(f"{what}: upstream answered {name}")

@@ -13,6 +13,7 @@ from coordinator.gateway.upstream_groups import UpstreamGroups
 from coordinator.group.adopt import AdoptedOffset
 from tests.support.admin import create_topic, new_name
 from tests.support.clients import CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
+from tests.support.kafka import KafkaCluster
 from tests.support.simple_group_offsets import simple_commit
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -93,3 +94,29 @@ async def test_a_live_group_shows_its_members_classic_or_kip848(kafka, upstream,
     finally:
         await asyncio.to_thread(member.close)
     assert (found.state, found.protocol_type, len(found.members), found.live) == ("Stable", "consumer", 1, True)
+
+
+@pytest.fixture(scope="module")
+def fresh_kafka(tmp_path_factory):
+    """A Kafka broker of its own, whose group coordinator nobody has asked for yet: it has no
+    `__consumer_offsets` until the first FindCoordinator creates it."""
+    with KafkaCluster(tmp_path_factory.mktemp("fresh-kafka")) as cluster:
+        yield cluster
+
+
+async def test_a_cluster_whose_coordinator_nobody_used_yet_is_asked_again_until_it_is_ready(fresh_kafka):
+    # given a cluster that has never had a group (kgc put in front of a new cluster)
+    host, port = fresh_kafka.bootstrap.split(":")
+    cluster = UpstreamCluster([(host, int(port))])
+    cluster.start()
+    groups = UpstreamGroups(cluster)
+    try:
+        await cluster.wait_reachable()
+        # when adoption asks about a group: the first FindCoordinator answers
+        # COORDINATOR_NOT_AVAILABLE while Kafka creates __consumer_offsets
+        found = await groups.snapshot(new_name("first"))
+    finally:
+        await groups.close()
+        await cluster.close()
+    # then kgc asked again until it was ready, rather than failing the member's first request
+    assert (found.state, found.members, found.offsets, found.live) == ("Dead", (), (), False)
