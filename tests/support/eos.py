@@ -262,7 +262,7 @@ def finish_or_replace(copier: Copier, bootstrap: str, group: str, source: str, t
             break
         if "transactions" in line:
             copier.process.wait(30)
-            return {**line, "replaced": False}
+            return line
         committed = line["committed"]
     copier.process.kill()
     copier.process.wait(30)
@@ -270,7 +270,7 @@ def finish_or_replace(copier: Copier, bootstrap: str, group: str, source: str, t
     warnings.warn(f"copier {txn_id} hung past {timeout_s:.0f}s after {committed} records: replaced "
                   f"(its librdkafka log: {copier.err_path})", stacklevel=2)
     done = copy_transactionally(bootstrap, group, source, target, until - committed, txn_id=txn_id, timeout_s=90)
-    return {**done, "committed": committed + done["committed"], "replaced": True}
+    return {**done, "committed": committed + done["committed"]}
 
 
 def main(argv: list[str]) -> int:
