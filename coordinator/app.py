@@ -41,6 +41,7 @@ from coordinator.gateway.log_ends import LogEnds, keep_fresh
 from coordinator.gateway.login import UpstreamLogin
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
+from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.upstream_acls import UpstreamAcls
 from coordinator.gateway.upstream_groups import UpstreamGroups
 from coordinator.gateway.upstream_topic import TopicRefused
@@ -218,6 +219,7 @@ class KgcApp:
                                        session_timeout_ms=cfg.ownership_session_timeout_ms)
             if gateway is not None:
                 gateway.address_for = self.broker_address
+                gateway.coordinators = self._coordinator_nodes
             self.store.owns = self.ownership.holds
             self.runtime.serving = self.ownership.serving
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
@@ -258,6 +260,12 @@ class KgcApp:
         # A lapsed instance's map may be stale: COORDINATOR_NOT_AVAILABLE, and the client asks again.
         owner = self.ownership.owner(group_id) if self.ownership.serving() else None
         return None if owner is None else CoordinatorNode(owner.node_id, owner.host, owner.port)
+
+    def _coordinator_nodes(self) -> tuple[Broker, ...]:
+        """Every live instance's coordinator node (store replicated), this one's first: a
+        FindCoordinator may name any of them, and clients keep only brokers Metadata lists."""
+        own = self._plan.coordinator
+        return (own, *(Broker(i.node_id, i.host, i.port) for i in self.ownership.members if i.node_id != own.node_id))
 
     def broker_address(self, node_id: int) -> tuple[str, int]:
         """Where clients reach upstream node `node_id` (store replicated): the listener of the

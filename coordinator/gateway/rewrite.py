@@ -8,7 +8,7 @@ fields survive (kafka-python's decode-then-encode would drop them).
 
 | API | versions | what is rewritten |
 |---|---|---|
-| Metadata | 0-13 | every broker; kgc's coordinator node appended (hosting nothing) |
+| Metadata | 0-13 | every broker; kgc's coordinator nodes appended (hosting nothing) |
 | DescribeCluster | 0-2 | every broker |
 | FindCoordinator | 0-6 | v0-3 the top-level node, v4+ each coordinator; node id < 0 untouched |
 | Produce | 10-13 | NodeEndpoints, top-level tag 0 (KIP-951) |
@@ -20,7 +20,7 @@ flexible versions of each API.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
@@ -91,8 +91,9 @@ def _address(host_port: tuple[str, int], flexible: bool) -> bytes:
 
 
 def rewrite_metadata(payload: bytes, version: int, address_for: AddressFor,
-                     coordinator: Broker) -> tuple[bytes, list[Broker]]:
-    """Returns the rewritten payload and the upstream brokers as upstream listed them."""
+                     coordinators: Sequence[Broker]) -> tuple[bytes, list[Broker]]:
+    """Returns the rewritten payload and the upstream brokers as upstream listed them.
+    `coordinators`: every node a FindCoordinator may name (one per kgc instance)."""
     _check_version(ApiKey.Metadata, version)
     flexible = version >= 9
     r = _body_reader(payload, flexible)
@@ -119,14 +120,16 @@ def rewrite_metadata(payload: bytes, version: int, address_for: AddressFor,
         seen.append(Broker(node_id, host, port, rack))
         addresses.append((host_start, address_end, node_id))
     # kafkajs looks the coordinator up among these brokers, and librdkafka forgets
-    # brokers that metadata stops listing.
-    listed = any(b.node_id == coordinator.node_id for b in seen)
+    # brokers that metadata stops listing: the group coordinator too, which it then finds
+    # again and forgets again at the next Metadata, until its session times out.
+    listed = {b.node_id for b in seen}
+    missing = [c for c in coordinators if c.node_id not in listed]
     out = _Splice(payload)
-    out.replace(count_start, count_end, wire.count(n if listed else n + 1, flexible))
+    out.replace(count_start, count_end, wire.count(n + len(missing), flexible))
     for start, end, node_id in addresses:
         out.replace(start, end, _address(address_for(node_id), flexible))
-    if not listed:
-        out.replace(r.pos, r.pos, _metadata_broker(coordinator, version, flexible))
+    if missing:
+        out.replace(r.pos, r.pos, b"".join(_metadata_broker(c, version, flexible) for c in missing))
     return out.result(), seen
 
 

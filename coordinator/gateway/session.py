@@ -34,7 +34,7 @@ import asyncio
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Protocol
 
@@ -46,6 +46,7 @@ from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.offsets_metadata import add_offsets_topic, wants_offsets_topic
 from coordinator.gateway.offsets_topic import FORWARD, OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
+from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.unavailable import metadata_without_upstream
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable, failed_future
 from protocol.headers import HeaderError, RequestHeader
@@ -98,9 +99,11 @@ class GatewaySession:
     def __init__(self, cluster: UpstreamCluster, plan: ListenerPlan, listener_node_id: int | None,
                  offsets_topic: OffsetsTopic | None = None, *, as_kgc: bool = True,
                  client: StreamingClient | None = None,
-                 address_for: Callable[[int], tuple[str, int]] | None = None):
+                 address_for: Callable[[int], tuple[str, int]] | None = None,
+                 coordinators: Callable[[], Sequence[Broker]] | None = None):
         self._cluster = cluster
         self._address_for = address_for or plan.listener_address
+        self._coordinators = coordinators or (lambda: (plan.coordinator,))
         self._as_kgc = as_kgc          # log in upstream as kgc (not under SASL passthrough)
         self._plan = plan
         self._offsets_topic = offsets_topic
@@ -188,7 +191,7 @@ class GatewaySession:
             try:
                 response.set_result(_framed(metadata_without_upstream(
                     header.api_version, header.correlation_id, payload[header.header_len:],
-                    self._plan.coordinator, self._cluster.cluster_id)))
+                    self._coordinators(), self._cluster.cluster_id)))
             except Exception as exc:  # kafka-python raises assorted errors on a malformed body
                 response.set_exception(UnforwardableRequest(f"unreadable Metadata v{header.api_version}: {exc}"))
             return
@@ -199,7 +202,7 @@ class GatewaySession:
         api_key, version = header.api_key, header.api_version
         address_for = self._address_for
         if api_key == ApiKey.Metadata:
-            payload, brokers = rewrite.rewrite_metadata(payload, version, address_for, self._plan.coordinator)
+            payload, brokers = rewrite.rewrite_metadata(payload, version, address_for, self._coordinators())
             self._cluster.observe_brokers(brokers)
             if self._offsets_topic is not None and wants_offsets_topic(request[header.header_len:], version):
                 payload = add_offsets_topic(payload, version, self._plan.coordinator_node_id,

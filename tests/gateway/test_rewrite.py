@@ -88,7 +88,7 @@ def test_metadata_points_every_broker_at_kgc_and_lists_the_coordinator(version, 
                   authorized_operations=None, error_code=data.draw(error_codes))
     payload = encode(MetadataResponse(brokers=metadata_brokers(version, upstream), **common))
 
-    rewritten, seen = rewrite_metadata(payload, version, address_for, COORDINATOR)
+    rewritten, seen = rewrite_metadata(payload, version, address_for, (COORDINATOR,))
 
     expected_brokers = [(n, *address_for(n), r) for n, _, _, r in upstream]
     expected_brokers.append((COORDINATOR.node_id, COORDINATOR.host, COORDINATOR.port, None))
@@ -102,9 +102,23 @@ def test_metadata_does_not_list_the_coordinator_twice():
     brokers = [(COORDINATOR.node_id, "up", 1, None), (1, "up", 2, None)]
     payload = encode(MetadataResponse(version=12, throttle_time_ms=0, brokers=metadata_brokers(12, brokers),
                                       cluster_id="c", controller_id=1, topics=[]))
-    rewritten, _ = rewrite_metadata(payload, 12, address_for, COORDINATOR)
+    rewritten, _ = rewrite_metadata(payload, 12, address_for, (COORDINATOR,))
     decoded = MetadataResponse.decode(rewritten, version=12, header=True)
     assert [b.node_id for b in decoded.brokers] == [COORDINATOR.node_id, 1]
+
+
+def test_metadata_lists_every_instances_coordinator_that_upstream_does_not():
+    # Several instances over one replicated store: a FindCoordinator through any of them may
+    # name any instance, so every Metadata lists them all (librdkafka drops unlisted brokers).
+    others = (Broker(2_000_000_001, "kgc-b", 9093), Broker(2_000_000_002, "kgc-c", 9094))
+    brokers = [(1, "up", 2, None), (others[1].node_id, "up", 3, None)]
+    payload = encode(MetadataResponse(version=12, throttle_time_ms=0, brokers=metadata_brokers(12, brokers),
+                                      cluster_id="c", controller_id=1, topics=[]))
+    rewritten, _ = rewrite_metadata(payload, 12, address_for, (COORDINATOR, *others))
+    decoded = MetadataResponse.decode(rewritten, version=12, header=True)
+    assert [(b.node_id, b.host, b.port) for b in decoded.brokers] == [
+        (1, *address_for(1)), (others[1].node_id, *address_for(others[1].node_id)),
+        (COORDINATOR.node_id, KGC_HOST, 9092), (others[0].node_id, "kgc-b", 9093)]
 
 
 def with_unknown_tag_at(payload: bytes, pos: int, tag: int, value: bytes) -> bytes:
@@ -126,7 +140,7 @@ def test_metadata_keeps_unknown_tagged_fields_of_header_brokers_and_body():
     assert upstream.brokers[0].unknown_tags == {"_5": b"brk"}
     assert upstream.unknown_tags == {"_9": b"body"}
 
-    rewritten, _ = rewrite_metadata(payload, 12, address_for, COORDINATOR)
+    rewritten, _ = rewrite_metadata(payload, 12, address_for, (COORDINATOR,))
 
     assert rewritten[:12] == payload[:12]  # correlation id and the header's tagged field
     decoded = MetadataResponse.decode(rewritten, version=12, header=True)
@@ -141,7 +155,7 @@ def test_metadata_truncated_before_its_brokers_end_is_refused(cut):
     broker = MetadataResponse.MetadataResponseBroker(version=1, node_id=7, host="broker-1", port=9092, rack="r")
     payload = encode(MetadataResponse(version=1, brokers=[broker], controller_id=7, topics=[]))
     with pytest.raises(MalformedResponse):
-        rewrite_metadata(payload[:cut], 1, address_for, COORDINATOR)
+        rewrite_metadata(payload[:cut], 1, address_for, (COORDINATOR,))
 
 
 # -- DescribeCluster --------------------------------------------------------------------
@@ -323,6 +337,6 @@ def test_node_endpoints_rewrite_keeps_unknown_top_level_tags(cls, version, rewri
 
 def test_versions_newer_than_the_rewriter_knows_are_refused():
     with pytest.raises(MalformedResponse):
-        rewrite_metadata(b"\x00" * 16, 14, address_for, COORDINATOR)
+        rewrite_metadata(b"\x00" * 16, 14, address_for, (COORDINATOR,))
     with pytest.raises(MalformedResponse):
         rewrite_fetch(b"\x00" * 16, 19, address_for)

@@ -54,6 +54,19 @@ class MemberSettings:
     confluent_assignor: str = "roundrobin"
 
 
+def commit_consumed(consumer) -> None:
+    """librdkafka's synchronous commit of what was consumed. It refuses one with nothing
+    stored for the partitions held now (_NO_OFFSET): nothing consumed since the last commit,
+    or a rebalance took the partitions that were; there is nothing to commit then."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._NO_OFFSET:
+            raise
+
+
 class ConfluentDriver:
     def __init__(self, s: MemberSettings):
         from confluent_kafka import Consumer
@@ -68,24 +81,19 @@ class ConfluentDriver:
             conf.update(s.security.confluent())
         self.consumer = Consumer(conf)
         self.consumer.subscribe([s.topic])
-        self.consumed_any = False
 
     def poll(self, timeout_s: float) -> list[Consumed]:
         out = []
         for m in self.consumer.consume(num_messages=MAX_RECORDS, timeout=timeout_s):
             if m.error() is None:
                 out.append(Consumed(m.partition(), m.offset(), m.value()))
-        self.consumed_any |= bool(out)
         return out
 
     def assignment(self) -> frozenset[int]:
         return frozenset(tp.partition for tp in self.consumer.assignment())
 
     def commit(self) -> None:
-        # librdkafka refuses a commit with nothing consumed since the last one (_NO_OFFSET).
-        if self.consumed_any:
-            self.consumer.commit(asynchronous=False)
-            self.consumed_any = False
+        commit_consumed(self.consumer)
 
     def close(self) -> None:
         self.consumer.close()
@@ -106,13 +114,7 @@ class ConsumerProtocolDriver(ConfluentDriver):
         if s.instance_id:
             conf["group.instance.id"] = s.instance_id
         self.consumer = Consumer(conf)
-        self.consumer.subscribe([s.topic], on_revoke=self._commit_revoked)
-        self.consumed_any = False
-
-    def _commit_revoked(self, consumer, partitions) -> None:
-        if self.consumed_any:
-            consumer.commit(asynchronous=False)
-            self.consumed_any = False
+        self.consumer.subscribe([s.topic], on_revoke=lambda consumer, partitions: commit_consumed(consumer))
 
 
 class KafkaPythonDriver:

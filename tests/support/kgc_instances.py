@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator.partitioning import partition_for
@@ -46,6 +47,14 @@ class Instance:
         response = request_response((host, int(port)), FindCoordinatorRequest[3](key=group, key_type=0),
                                     FindCoordinatorResponse)
         return response.error_code, f"{response.host}:{response.port}"
+
+    def listed_brokers(self) -> set[str]:
+        """The addresses a client's Metadata through this instance lists."""
+        host, port = self.address.split(":")
+        response = request_response((host, int(port)), MetadataRequest[12](topics=[], allow_auto_topic_creation=False,
+                                                                           include_topic_authorized_operations=False),
+                                    MetadataResponse)
+        return {f"{b.host}:{b.port}" for b in response.brokers}
 
 
 @contextlib.contextmanager
