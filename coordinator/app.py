@@ -220,6 +220,9 @@ class KgcApp:
             if gateway is not None:
                 gateway.address_for = self.broker_address
                 gateway.coordinators = self._coordinator_nodes
+                if gateway.offsets_topic is not None:
+                    gateway.offsets_topic.owner_node = self._owner_node
+                    gateway.offsets_topic.serves = self._serves_offsets
             self.store.owns = self.ownership.holds
             self.runtime.serving = self.ownership.serving
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
@@ -266,6 +269,15 @@ class KgcApp:
         FindCoordinator may name any of them, and clients keep only brokers Metadata lists."""
         own = self._plan.coordinator
         return (own, *(Broker(i.node_id, i.host, i.port) for i in self.ownership.members if i.node_id != own.node_id))
+
+    def _owner_node(self, partition: int) -> int | None:
+        owner = self.ownership.owners.get(partition)
+        return None if owner is None else owner.node_id
+
+    def _serves_offsets(self, partition: int) -> bool:
+        """Whether this instance answers a read of `__consumer_offsets` partition `partition`:
+        it owns it and has loaded it (what it holds in memory is the whole partition)."""
+        return self.ownership.holds(partition) and self.runtime.partition_state(partition) is PartitionState.ACTIVE
 
     def broker_address(self, node_id: int) -> tuple[str, int]:
         """Where clients reach upstream node `node_id` (store replicated): the listener of the

@@ -2,8 +2,9 @@
 
 Upstream's Metadata answer passes through the gateway (`rewrite.py`); when the client
 asked for every topic, or named `__consumer_offsets`, this module splices in one topic
-entry: internal, `num_partitions` partitions, each led by kgc's own node (its only
-replica and ISR), leader epoch -1 (unknown: clients skip epoch validation). An entry
+entry: internal, one partition per leader given, each led by kgc's own node or, with
+several instances, the instance that owns it (its only replica and ISR; none yet:
+LEADER_NOT_AVAILABLE), leader epoch -1 (unknown: clients skip epoch validation). An entry
 upstream gave for that name (an error, or a topic of its own) is dropped, so clients see
 one `__consumer_offsets`, kgc's. Everything else is copied byte for byte.
 
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sequence
 
 from kafka.protocol.metadata import MetadataRequest
 
 from protocol import wire
 from protocol.answers.common import AUTHORIZED_OPERATIONS_OMITTED_INT32
+from protocol.errors import ErrorCode
 from protocol.wire import Reader
 
 TOPIC = "__consumer_offsets"
@@ -46,8 +49,9 @@ def wants_offsets_topic(request_body: bytes, version: int) -> bool:
     return any(t.name == TOPIC for t in topics)
 
 
-def add_offsets_topic(payload: bytes, version: int, node_id: int, num_partitions: int) -> bytes:
-    """The Metadata response `payload` (header + body) with kgc's `__consumer_offsets`."""
+def add_offsets_topic(payload: bytes, version: int, leaders: Sequence[int | None]) -> bytes:
+    """The Metadata response `payload` (header + body) with kgc's `__consumer_offsets`,
+    partition p led by node `leaders[p]`."""
     flexible = version >= 9
     r = Reader(payload, 4)
     if flexible:
@@ -76,7 +80,7 @@ def add_offsets_topic(payload: bytes, version: int, node_id: int, num_partitions
         _skip_topic_rest(r, version, flexible)
         if name != TOPIC:
             kept.append(payload[start:r.pos])
-    kept.append(topic_entry(version, node_id, num_partitions))
+    kept.append(topic_entry(version, leaders))
     return (payload[:count_start] + wire.count(len(kept), flexible) + b"".join(kept)
             + payload[r.pos:])
 
@@ -98,20 +102,24 @@ def _skip_topic_rest(r: Reader, version: int, flexible: bool) -> None:
         r.skip_tagged()
 
 
-def topic_entry(version: int, node_id: int, num_partitions: int) -> bytes:
+def topic_entry(version: int, leaders: Sequence[int | None]) -> bytes:
     flexible = version >= 9
     out = [_INT16.pack(0), wire.string(TOPIC, flexible)]
     if version >= 10:
         out.append(TOPIC_ID.bytes)
     if version >= 1:
         out.append(b"\x01")  # is_internal
-    out.append(wire.count(num_partitions, flexible))
-    one_node = wire.count(1, flexible) + _INT32.pack(node_id)
-    for p in range(num_partitions):
-        out += [_INT16.pack(0), _INT32.pack(p), _INT32.pack(node_id)]
+    out.append(wire.count(len(leaders), flexible))
+    for p, node_id in enumerate(leaders):
+        if node_id is None:
+            nodes = wire.count(0, flexible)
+            out += [_INT16.pack(ErrorCode.LEADER_NOT_AVAILABLE), _INT32.pack(p), _INT32.pack(-1)]
+        else:
+            nodes = wire.count(1, flexible) + _INT32.pack(node_id)
+            out += [_INT16.pack(0), _INT32.pack(p), _INT32.pack(node_id)]
         if version >= 7:
             out.append(_INT32.pack(-1))  # leader epoch unknown
-        out += [one_node, one_node]
+        out += [nodes, nodes]
         if version >= 5:
             out.append(wire.count(0, flexible))
         if flexible:

@@ -7,6 +7,9 @@ Metadata lists the topic with kgc's node as the leader of every partition
 (`offsets_metadata.py`), so clients send the partition-led requests for it to the
 bootstrap listener, which answers them here; kgc leads no other partition, so other
 topics named there get NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata).
+With several instances (`store = "replicated"`) each partition is led by the instance that
+owns it (`owner_node`), which alone holds it in memory; another one answers
+NOT_LEADER_OR_FOLLOWER for it (`serves`), and the client asks Metadata again.
 
 | request (bootstrap listener) | answer |
 |---|---|
@@ -70,6 +73,16 @@ class OffsetsTopic:
         self.num_partitions = num_partitions
         self._max_wait_ms = max_wait_ms
         self._sleep = sleep
+        # Several instances: the node that owns partition p (None: none yet), and whether
+        # this one does now. The app sets both; alone, kgc leads and serves every partition.
+        self.owner_node: Callable[[int], int | None] | None = None
+        self.serves: Callable[[int], bool] = lambda partition: True
+
+    def leaders(self, own_node_id: int) -> list[int | None]:
+        """Each partition's leader as Metadata names it."""
+        if self.owner_node is None:
+            return [own_node_id] * self.num_partitions
+        return [self.owner_node(p) for p in range(self.num_partitions)]
 
     def route(self, header: RequestHeader, payload: bytes, listener_node_id: int | None,
               expect_response: bool):
@@ -157,6 +170,8 @@ class OffsetsTopic:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if not 0 <= partition < self.num_partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not self.serves(partition):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ErrorCode.NONE
 
     # -- ListOffsets ---------------------------------------------------------------------
@@ -180,6 +195,8 @@ class OffsetsTopic:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
         if not 0 <= p.partition_index < self.num_partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+        if not self.serves(p.partition_index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
         try:
             bounds = self._store.read_durable(p.partition_index, 2**63 - 1, 0)
             if p.timestamp == _LATEST:

@@ -205,8 +205,8 @@ class GatewaySession:
             payload, brokers = rewrite.rewrite_metadata(payload, version, address_for, self._coordinators())
             self._cluster.observe_brokers(brokers)
             if self._offsets_topic is not None and wants_offsets_topic(request[header.header_len:], version):
-                payload = add_offsets_topic(payload, version, self._plan.coordinator_node_id,
-                                            self._offsets_topic.num_partitions)
+                payload = add_offsets_topic(payload, version,
+                                            self._offsets_topic.leaders(self._plan.coordinator_node_id))
             return payload
         if api_key == ApiKey.Fetch:
             return rewrite.rewrite_fetch(payload, version, address_for)

@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
+from coordinator import records
 from coordinator.partitioning import partition_for
 from protocol.errors import ErrorCode
 from tests.support.admin import create_topic, new_name, offsets_once_owned, produce_sequenced
@@ -58,6 +59,37 @@ def test_three_instances_share_the_partitions_and_route_every_group_to_its_owner
                                     other.address, "describe", group], capture_output=True, text=True, timeout=60)
         assert described.returncode == 0, described.stderr
         assert f"coordinator {owner.address} (" in described.stdout, described.stdout
+
+
+def test_consumer_offsets_read_through_any_instance_has_every_instances_commits(kafka, tmp_path):
+    topic = create_topic(kafka.bootstrap, 1)
+    with instances(kafka, tmp_path, new_name("kgc-state")) as live:
+        wait_until(lambda: shared_by(live), TIMEOUT_S, lambda: [i.ownership()["owned"] for i in live])
+        # a commit in a group of each instance's partitions, through its owner
+        prefix = new_name("read")
+        groups = set()
+        for instance in live:
+            group = next(g for g in (f"{prefix}-{n}" for n in range(1000)) if owner_of(live, g) is instance)
+            simple_commit(instance.address, group, topic, {0: 7})
+            groups.add(group)
+        # a consumer of __consumer_offsets that knows one instance reads all three: each
+        # partition is led by (fetched from) the instance that owns it
+        consumer = Consumer({"bootstrap.servers": live[0].address, "group.id": "unused-no-commits",
+                             "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition("__consumer_offsets", p, OFFSET_BEGINNING) for p in range(50)])
+            found: set[str] = set()
+
+            def read() -> bool:
+                for m in consumer.consume(num_messages=500, timeout=0.2):
+                    assert m.error() is None, m.error()
+                    key = records.deserialize_key(m.key())
+                    if isinstance(key, records.OffsetCommitKey) and key.topic == topic:
+                        found.add(key.group)
+                return groups <= found
+            wait_until(read, TIMEOUT_S, lambda: f"found {sorted(found)} of {sorted(groups)}")
+        finally:
+            consumer.close()
 
 
 def test_members_go_on_when_their_groups_owner_is_killed_and_when_another_is_stopped(kafka, tmp_path):

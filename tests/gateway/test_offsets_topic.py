@@ -143,6 +143,23 @@ async def test_list_offsets_earliest_latest_and_by_timestamp(store):
         assert got == [(0, 0), (0, 4), (0, 2), (0, -1)], version
 
 
+async def test_an_instance_answers_reads_only_of_the_partitions_it_serves(store):
+    # Several instances: another instance owns partition 1, so a read of it here is
+    # NOT_LEADER_OR_FOLLOWER (the client asks Metadata again), never this one's empty memory.
+    await append(store, 0, 2)
+    topic = OffsetsTopic(store, 3, sleep=_no_sleep)
+    topic.serves = lambda partition: partition != 1
+    for partition, expected in ((0, ErrorCode.NONE), (1, ErrorCode.NOT_LEADER_OR_FOLLOWER)):
+        response = await answer(topic, fetch(12, 0, partition=partition), FetchResponse)
+        assert response.responses[0].partitions[0].error_code == expected
+        request = ListOffsetsRequest[6](replica_id=-1, isolation_level=0, timeout_ms=1000, topics=[
+            ListOffsetsRequest.ListOffsetsTopic(version=6, name=TOPIC, partitions=[
+                ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                    version=6, partition_index=partition, current_leader_epoch=-1, timestamp=-1)])])
+        response = await answer(topic, request, ListOffsetsResponse)
+        assert response.topics[0].partitions[0].error_code == expected
+
+
 async def test_create_partitions_naming_the_topic_is_refused_and_others_forwarded(store):
     topic = OffsetsTopic(store, 3)
     def create(name):
@@ -168,7 +185,7 @@ def test_metadata_lists_the_topic_once_internal_and_led_by_kgc(version):
                     version=version, error_code=0, partition_index=0, leader_id=111, leader_epoch=3,
                     replica_nodes=[111], isr_nodes=[111], offline_replicas=[])])])
     upstream.with_header(correlation_id=9)
-    payload = add_offsets_topic(bytes(upstream.encode(header=True)), version, NODE, 50)
+    payload = add_offsets_topic(bytes(upstream.encode(header=True)), version, [NODE] * 50)
     decoded = MetadataResponse.decode(payload, version=version, header=True)
     assert [t.name for t in decoded.topics] == ["t", TOPIC]
     ours = decoded.topics[1]
@@ -176,6 +193,18 @@ def test_metadata_lists_the_topic_once_internal_and_led_by_kgc(version):
     assert [(p.partition_index, p.leader_id, p.replica_nodes) for p in ours.partitions] == [
         (p, NODE, [NODE]) for p in range(50)]
     assert decoded.topics[0].partitions[0].leader_id == 111
+
+
+@pytest.mark.parametrize("version", [1, 7, 12])
+def test_metadata_names_each_partitions_owner_as_its_leader_and_none_yet_as_unavailable(version):
+    upstream = MetadataResponse(version=version, throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1,
+                                authorized_operations=None, error_code=0, topics=[])
+    upstream.with_header(correlation_id=9)
+    payload = add_offsets_topic(bytes(upstream.encode(header=True)), version, [NODE, NODE + 1, None])
+    [ours] = MetadataResponse.decode(payload, version=version, header=True).topics
+    assert [(p.partition_index, p.error_code, p.leader_id, p.replica_nodes, p.isr_nodes) for p in ours.partitions] == [
+        (0, 0, NODE, [NODE], [NODE]), (1, 0, NODE + 1, [NODE + 1], [NODE + 1]),
+        (2, ErrorCode.LEADER_NOT_AVAILABLE, -1, [], [])]
 
 
 def test_metadata_requests_that_want_the_topic():
