@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka.protocol.consumer.group import OffsetFetchRequest
 
 from coordinator import records
@@ -72,7 +73,13 @@ def test_consumer_offsets_read_through_any_instance_has_every_instances_commits(
             group = next(g for g in (f"{prefix}-{n}" for n in range(1000)) if owner_of(live, g) is instance)
             simple_commit(instance.address, group, topic, {0: 7})
             groups.add(group)
-        # a consumer of __consumer_offsets that knows one instance reads all three: each
+        # an admin client that knows one instance lists the groups of all three, once each
+        # (it asks every broker Metadata lists, and each instance lists its own groups)
+        admin = AdminClient({"bootstrap.servers": live[0].address})
+        listed = admin.list_consumer_groups().result(30)
+        names = [g.group_id for g in listed.valid if g.group_id.startswith(prefix)]
+        assert sorted(names) == sorted(groups), listed.errors
+        # and a consumer of __consumer_offsets that knows one instance reads all three: each
         # partition is led by (fetched from) the instance that owns it
         consumer = Consumer({"bootstrap.servers": live[0].address, "group.id": "unused-no-commits",
                              "enable.auto.commit": False})
