@@ -1,5 +1,6 @@
 """kafkajs (Node) consumers through kgc: the same story as the Python libraries tell in
-test_consumer_groups.py, driven by tests/e2e/js/group.mjs.
+test_consumer_groups.py, driven by tests/e2e/js/group.mjs, through one kgc and through three
+instances over one replicated store.
 
 kafkajs comes from the npm registry: the `node` fixture (tests/support/kafkajs.py) runs `npm ci`
 in tests/e2e/js when it is missing, and the test is skipped, saying why, when Node, npm or
@@ -21,10 +22,12 @@ from tests.support.admin import (
     describe_group,
     group_at_broker,
     new_name,
+    offsets_once_owned,
     sequences_by_partition,
 )
-from tests.support.clients import Consumed
+from tests.support.clients import Consumed, wait_until
 from tests.support.kafkajs import JS_DIR
+from tests.support.kgc_instances import instances, owner_of, serving_broker, shared_by
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +38,18 @@ FIRST, SECOND, RESUME = 40, 30, 10
 RECOVERY_BOUND_MS = 5_000
 
 
-def test_kafkajs_consumers_share_partitions_rebalance_on_leave_and_a_new_member_resumes(node, kgc, kafka):
-    topic = create_topic(kgc.bootstrap, PARTITIONS)
-    group = new_name("kafkajs")
-    run = subprocess.run([node, "group.mjs", kgc.bootstrap, topic, group, str(PARTITIONS),
+def run_group_story(node, bootstrap: str, topic: str, group: str) -> dict:
+    run = subprocess.run([node, "group.mjs", bootstrap, topic, group, str(PARTITIONS),
                           str(FIRST), str(SECOND), str(RESUME)],
                          cwd=JS_DIR, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_kafkajs_consumers_share_partitions_rebalance_on_leave_and_a_new_member_resumes(node, kgc, kafka):
+    topic = create_topic(kgc.bootstrap, PARTITIONS)
+    group = new_name("kafkajs")
+    report = run_group_story(node, kgc.bootstrap, topic, group)
 
     for phase in ("formed", "afterLeave"):
         owned = sorted(p for parts in report[phase].values() for p in parts)
@@ -63,3 +70,20 @@ def test_kafkajs_consumers_share_partitions_rebalance_on_leave_and_a_new_member_
     assert committed_offsets(kgc.bootstrap, group) == {p: total for p in range(PARTITIONS)}
     assert describe_group(kgc.bootstrap, group)["group_state"] == "Empty"
     assert group_at_broker(kafka.host, kafka.port, group) == UNKNOWN_AT_KAFKA
+
+
+@pytest.mark.slow
+def test_kafkajs_through_three_instances_reaches_a_coordinator_it_did_not_bootstrap_from(node, kafka, tmp_path):
+    # kafkajs looks the node a FindCoordinator names up among the brokers Metadata listed:
+    # the group's owner here is neither the instance it knows nor the one it reaches the
+    # upstream broker through, so only a Metadata that lists every instance gets it there.
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
+    with instances(kafka, tmp_path, new_name("kgc-state")) as live:
+        wait_until(lambda: shared_by(live), 60, lambda: [i.ownership()["owned"] for i in live])
+        known = live[0]
+        elsewhere = {known, serving_broker(live, kafka.nodes[0].node_id)}
+        prefix = new_name("kafkajs-ha")
+        group = next(g for g in (f"{prefix}-{n}" for n in range(1000)) if owner_of(live, g) not in elsewhere)
+        report = run_group_story(node, known.address, topic, group)
+        assert len(report["formed"]) == 3 and len(report["afterLeave"]) == 2
+        assert offsets_once_owned(known.address, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND + RESUME)
