@@ -85,7 +85,7 @@ from coordinator.version import kgc_version
 from protocol.api_keys import known_versions
 from protocol.errors import ErrorCode
 from protocol.offset_fetch_codec import TUPLE_ERROR_CODE as _TUPLE_ERROR_CODE
-from protocol.topics_frame import PartitionTuples
+from protocol.topics_frame import OffsetColumns, PartitionTuples
 
 REGISTRY = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)
@@ -390,6 +390,9 @@ def _partition_codes(topics: Any, tally: Tally[int]) -> int:
     ok_total = 0
     for topic in topics:
         partitions = topic.partitions
+        if isinstance(partitions, OffsetColumns):     # all NONE
+            ok_total += len(partitions)
+            continue
         codes = list(map(_TUPLE_ERROR_CODE if type(partitions) is PartitionTuples else _ERROR_CODE, partitions))
         ok = codes.count(_NONE)
         ok_total += ok

@@ -35,13 +35,15 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Iterable
+from itertools import repeat
 from operator import attrgetter, itemgetter
+from typing import Any
 
 from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchResponse
 
 from protocol.bare import bare, bare_message
 from protocol.field_reader import MALFORMED, ClassicReader, FlexibleReader, Malformed
-from protocol.topics_frame import PartitionTuples, topics_response_frame
+from protocol.topics_frame import BUILT_PARTITIONS, OffsetColumns, PartitionTuples, topics_response_frame
 from protocol.wire import encode_uvarint
 
 MAX_REQUEST_VERSION = 7       # v8+ (several groups) takes kafka-python's path
@@ -88,10 +90,11 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
                           error_code: int = 0) -> OffsetFetchResponse:
     """`OffsetFetchResponse(version=version, throttle_time_ms=0, error_code=error_code,
     topics=[Topic(version=version, name=..., partitions=...)])` without its per-object
-    cost. `topics` holds (name, partitions), each partition a (partition_index,
-    committed_offset, committed_leader_epoch, metadata, error_code) tuple; a topic keeps
-    them as `PartitionTuples`, which the frame packs as they are (`materialized` makes
-    kafka-python's objects of them, for when kafka-python must encode the answer)."""
+    cost. `topics` holds (name, partitions), the partitions `OffsetColumns` or
+    (partition_index, committed_offset, committed_leader_epoch, metadata, error_code)
+    tuples; a topic keeps columns as they are and tuples as `PartitionTuples`, which the
+    frame packs as they are (`materialized` makes kafka-python's objects of them, for
+    when kafka-python must encode the answer)."""
     response = bare_message(OffsetFetchResponse, version)
     response.throttle_time_ms = 0
     response.error_code = error_code
@@ -99,18 +102,18 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
     for name, partitions in topics:
         topic = bare(_Topic, version)
         topic.name = name
-        topic.partitions = PartitionTuples(partitions)
+        topic.partitions = partitions if isinstance(partitions, OffsetColumns) else PartitionTuples(partitions)
         out.append(topic)
     response.topics = out
     return response
 
 
 def materialized(response: OffsetFetchResponse) -> OffsetFetchResponse:
-    """`response` with kafka-python's partition objects in place of `PartitionTuples`:
-    what its constructors build, for its generic encoder."""
+    """`response` with kafka-python's partition objects in place of kgc's tuples or
+    columns: what its constructors build, for its generic encoder."""
     version = response._version
     for topic in response.topics:
-        if type(topic.partitions) is not PartitionTuples:
+        if not isinstance(topic.partitions, BUILT_PARTITIONS):
             continue
         answers = []
         for index, offset, epoch, metadata, error in topic.partitions:
@@ -134,33 +137,46 @@ def offset_fetch_response_frame(correlation_id: int, version: int, response: Off
                                  error_code_since=2, pack_partitions=_pack_partitions)
 
 
-def _pack_partitions(parts: list[bytes], version: int, partitions: list) -> None:
-    """A topic's partitions, from the tuples kgc builds (`PartitionTuples`) or from
-    kafka-python's objects read as the same tuples: one pack for the whole topic when
-    no partition carries metadata, else one per partition."""
-    if type(partitions) is not PartitionTuples:
-        partitions = list(map(_AS_TUPLE, partitions))
-    if list(map(_METADATA, partitions)).count("") != len(partitions):
-        _pack_each(parts, version, partitions)
-        return
+def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
+    """A topic's partitions, from the columns or tuples kgc builds (`OffsetColumns`,
+    `PartitionTuples`) or from kafka-python's objects read as the same tuples: one pack
+    for the whole topic when no partition carries metadata, else one per partition."""
+    n = len(partitions)
+    if isinstance(partitions, OffsetColumns):
+        values = partitions.values
+        if list(map(_VALUE_METADATA, values)).count("") != n:
+            _pack_each(parts, version, list(partitions))
+            return
+        index, offset, epoch, error = (partitions.indexes, map(_VALUE_OFFSET, values), map(_VALUE_EPOCH, values),
+                                       repeat(0, n))
+    else:
+        if type(partitions) is not PartitionTuples:
+            partitions = list(map(_AS_TUPLE, partitions))
+        if list(map(_METADATA, partitions)).count("") != n:
+            _pack_each(parts, version, partitions)
+            return
+        index, offset, epoch, error = (map(_INDEX, partitions), map(_OFFSET, partitions), map(_EPOCH, partitions),
+                                       map(_ERROR, partitions))
     # The pack's arguments laid out column by column, each column one C-level pass.
     if version >= 6:    # (index, offset, epoch, compact length 1 of "", error), tags after
-        columns = (_INDEX, _OFFSET, _EPOCH, None, _ERROR)
-        layout = _no_metadata_flexible(len(partitions))
+        columns = (index, offset, epoch, None, error)
+        layout = _no_metadata_flexible(n)
     else:
-        columns = (_INDEX, _OFFSET, _EPOCH, _ERROR) if version >= 5 else (_INDEX, _OFFSET, _ERROR)
-        layout = _no_metadata(len(partitions), version >= 5)
+        columns = (index, offset, epoch, error) if version >= 5 else (index, offset, error)
+        layout = _no_metadata(n, version >= 5)
     width = len(columns)
-    args: list = [1] * (width * len(partitions))
+    args: list = [1] * (width * n)
     for i, column in enumerate(columns):
         if column is not None:
-            args[i::width] = map(column, partitions)
+            args[i::width] = column
     parts.append(layout.pack(*args))
 
 
 # A partition as a tuple in the order of its fields on the wire.
 _AS_TUPLE = attrgetter("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error_code")
 _INDEX, _OFFSET, _EPOCH, _METADATA, _ERROR = map(itemgetter, range(5))
+# A stored value's offset, leader epoch and metadata (`OffsetColumns.values`).
+_VALUE_OFFSET, _VALUE_EPOCH, _VALUE_METADATA = map(itemgetter, range(3))
 TUPLE_ERROR_CODE = _ERROR    # a partition tuple's error_code, for the metrics' count
 # partition_index, committed_offset, [v5+] committed_leader_epoch, then the metadata:
 # int16 length (classic) or its compact uvarint length, one byte below 128 (flexible)

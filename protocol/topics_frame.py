@@ -6,15 +6,16 @@ Answers None, for kafka-python to encode (or refuse) instead, when a flexible st
 carries tagged fields or a value is not one the field can hold.
 
 A topic's partitions are either kafka-python's objects or, as kgc builds its own answers,
-`PartitionTuples`: plain tuples in the order of the partition's fields on the wire. A
-large answer is packed straight from those; kafka-python's objects are made from them
-only when kafka-python must encode the answer after all.
+`PartitionTuples` (plain tuples in the order of the partition's fields on the wire) or
+`OffsetColumns` (an OffsetFetch's offsets as columns). A large answer is packed straight
+from those; kafka-python's objects are made from them only when kafka-python must encode
+the answer after all.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -32,6 +33,52 @@ class PartitionTuples(list):
     (each codec names its order). They carry no tagged fields."""
 
     __slots__ = ()
+
+
+class OffsetColumns(Sequence):
+    """One topic's OffsetFetch answers as two columns: `indexes`, the partitions asked, and
+    `values`, for each a tuple whose first three items are its committed offset, leader
+    epoch and metadata (kgc's stored record value, or one standing for "none"). Every
+    error code is NONE. A consumer fetches every partition it owns at once, so the answer
+    is built from a dict lookup per partition in C (`map`) and packed column by column,
+    with no object made per partition. Read as a sequence, the partitions are tuples in
+    wire order (`row`); they carry no tagged fields."""
+
+    __slots__ = ("indexes", "values")
+
+    def __init__(self, indexes: list[int], values: list[tuple]):
+        self.indexes = indexes
+        self.values = values
+
+    @staticmethod
+    def row(index: int, value: tuple) -> tuple:
+        return index, value[0], value[1], value[2], 0
+
+    def __len__(self) -> int:
+        return len(self.indexes)
+
+    def __iter__(self):
+        return map(self.row, self.indexes, self.values)
+
+    def __getitem__(self, i):   # type: ignore[override]
+        if isinstance(i, slice):
+            return list(map(self.row, self.indexes[i], self.values[i]))
+        return self.row(self.indexes[i], self.values[i])
+
+    def __eq__(self, other: object) -> bool:
+        try:
+            return tuple(self) == tuple(other)      # type: ignore[arg-type]
+        except TypeError:
+            return NotImplemented
+
+    __hash__ = None     # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+
+# Partitions kgc built itself: no tagged fields to look for.
+BUILT_PARTITIONS = (PartitionTuples, OffsetColumns)
 
 
 # Appends the encoding of a topic's partitions (for flexible versions, each closed by
@@ -55,7 +102,7 @@ def topics_response_frame(correlation_id: int, version: int, response: Any, *, f
         for topic in topics:
             partitions = topic.partitions
             if flexible and (topic.tags or topic.unknown_tags or (
-                    type(partitions) is not PartitionTuples
+                    not isinstance(partitions, BUILT_PARTITIONS)
                     and (any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions))))):
                 return None     # only flexible versions carry tagged fields
             parts += (_string(topic.name, flexible), count(len(partitions), flexible))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from protocol.errors import ErrorCode
+from protocol.topics_frame import OffsetColumns
 
 
 class OffsetFetchPartition(NamedTuple):
@@ -20,10 +22,22 @@ class OffsetFetchPartition(NamedTuple):
     error: ErrorCode = ErrorCode.NONE
 
 
+class FetchedOffsets(OffsetColumns):
+    """A topic's fetched offsets as the codec packs them (`OffsetColumns`): the partitions
+    asked and, for each, its stored `OffsetCommitValue`. Read one by one, they are
+    `OffsetFetchPartition`s."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def row(index: int, value: tuple) -> OffsetFetchPartition:
+        return OffsetFetchPartition(index, value[0], value[1], value[2])
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetFetchTopic:
     name: str
-    partitions: tuple[OffsetFetchPartition, ...]
+    partitions: Sequence[OffsetFetchPartition]
 
 
 @dataclass(frozen=True, slots=True)

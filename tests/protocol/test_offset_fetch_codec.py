@@ -18,7 +18,7 @@ from protocol import offset_fetch_codec
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.messages import MalformedRequest, decode_request, encode_response
-from protocol.topics_frame import PartitionTuples
+from protocol.topics_frame import OffsetColumns, PartitionTuples
 from tests.support.codec_oracle import attributes, check_damaged_decode, check_fast_decode, damaged
 
 VERSIONS = st.integers(0, offset_fetch_codec.MAX_RESPONSE_VERSION)
@@ -72,6 +72,19 @@ def answers(draw):
                          max_size=3))
 
 
+@st.composite
+def column_answers(draw):
+    """The same answers as `OffsetColumns` (error codes NONE), each value a stored record's
+    (offset, leader epoch, metadata, commit timestamp): [(name, columns, as tuples)]."""
+    metadata = st.just("") if draw(st.booleans()) else st.none() | st.just("") | TEXT
+    out = []
+    for name, partitions in draw(st.lists(st.tuples(TEXT, st.lists(st.tuples(INT32, INT64, INT32, metadata),
+                                                                   max_size=8)), max_size=3)):
+        columns = OffsetColumns([p[0] for p in partitions], [(*p[1:], 12345) for p in partitions])
+        out.append((name, columns, [(*p, 0) for p in partitions]))
+    return out
+
+
 def _kafka_python_response(version: int, topics, error_code: int = 0, bare: bool = False) -> OffsetFetchResponse:
     """What the OffsetFetch handler built with kafka-python's constructors before."""
     kw = {} if bare else {"version": version}
@@ -108,6 +121,21 @@ def test_a_response_frame_is_byte_identical_to_kafka_python(version, correlation
     assert offset_fetch_codec.offset_fetch_response_frame(correlation_id, version, response) == expected
     header = RequestHeader(ApiKey.OffsetFetch, version, correlation_id, "c", 0)
     assert encode_response(header, response, version) == expected
+
+
+@settings(max_examples=500, deadline=None)
+@given(VERSIONS, INT32, column_answers(), CODES)
+def test_a_response_of_columns_is_byte_identical_to_kafka_python(version, correlation_id, answers, error_code):
+    response = offset_fetch_codec.offset_fetch_response(version, [(name, cols) for name, cols, _ in answers],
+                                                        error_code)
+    assert all(isinstance(t.partitions, OffsetColumns) for t in response.topics)    # packed as they are
+    tuples = [(name, rows) for name, _, rows in answers]
+    expected = _expected_frame(correlation_id, version, tuples, error_code)
+    assert offset_fetch_codec.offset_fetch_response_frame(correlation_id, version, response) == expected
+    header = RequestHeader(ApiKey.OffsetFetch, version, correlation_id, "c", 0)
+    assert encode_response(header, response, version) == expected
+    assert attributes(offset_fetch_codec.materialized(response)) == attributes(
+        _kafka_python_response(version, tuples, error_code))
 
 
 @pytest.mark.parametrize("version", range(offset_fetch_codec.MAX_RESPONSE_VERSION + 1))
@@ -176,10 +204,13 @@ def _expected_frame_of(response: OffsetFetchResponse, version: int) -> bytes:
 
 
 @settings(max_examples=200, deadline=None)
-@given(VERSIONS, answers(), CODES, st.booleans())
-def test_the_metrics_count_an_answers_codes_as_the_generic_walk_does(version, topics, error_code, built):
-    response = (offset_fetch_codec.offset_fetch_response(version, topics, error_code) if built
-                else _kafka_python_response(version, topics, error_code))
+@given(VERSIONS, answers(), column_answers(), CODES, st.sampled_from(["tuples", "columns", "kafka-python"]))
+def test_the_metrics_count_an_answers_codes_as_the_generic_walk_does(version, topics, columns, error_code, built):
+    if built == "columns":
+        response = offset_fetch_codec.offset_fetch_response(version, [(n, c) for n, c, _ in columns], error_code)
+    else:
+        response = (offset_fetch_codec.offset_fetch_response(version, topics, error_code) if built == "tuples"
+                    else _kafka_python_response(version, topics, error_code))
     counted = metrics.response_codes(ApiKey.OffsetFetch, version, response)
     walked: metrics.Tally[int] = metrics.Tally()
     for path in metrics._error_paths(OffsetFetchResponse, version):
