@@ -360,7 +360,7 @@ def _count_codes(tally: Tally[int], api_key: int, version: int, answer: Any) -> 
     """Adds the answer's error codes to `tally`; the offsets it acknowledges."""
     if api_key == _OFFSET_COMMIT:
         return _offset_commit_codes(answer, tally)
-    if api_key == _OFFSET_FETCH and version < 8:
+    if api_key == _OFFSET_FETCH:
         _offset_fetch_codes(answer, version, tally)
         return 0
     paths = _error_paths(type(answer), version)
@@ -377,7 +377,13 @@ def _offset_commit_codes(answer: Any, tally: Tally[int]) -> int:
 
 
 def _offset_fetch_codes(answer: Any, version: int, tally: Tally[int]) -> None:
-    # v0-7 answer one group: [v2+] its code, then one per partition (`_error_paths`).
+    # v0-7 answer one group: [v2+] its code, then one per partition (`_error_paths`);
+    # v8+ a code per group, then one per partition of its topics.
+    if version >= 8:
+        for group in answer.groups:
+            tally[group.error_code] += 1
+            _partition_codes(group.topics, tally)
+        return
     if version >= 2:
         tally[answer.error_code] += 1
     _partition_codes(answer.topics, tally)

@@ -134,8 +134,11 @@ def encode_response(header: RequestHeader, response: ApiMessage, version: int) -
         if frame is not None:
             return frame
     elif (type(response) is OffsetFetchResponse and header.api_key == _OFFSET_FETCH
-          and version <= offset_fetch_codec.MAX_RESPONSE_VERSION and response.version in (None, version)):
-        frame = offset_fetch_codec.offset_fetch_response_frame(header.correlation_id, version, response)
+          and response.version in (None, version)):
+        if version < offset_fetch_codec.GROUPS_SINCE:
+            frame = offset_fetch_codec.offset_fetch_response_frame(header.correlation_id, version, response)
+        else:
+            frame = offset_fetch_codec.offset_fetch_groups_response_frame(header.correlation_id, version, response)
         if frame is not None:
             return frame
         response = offset_fetch_codec.materialized(response)

@@ -43,15 +43,30 @@ from kafka.protocol.consumer.group import OffsetFetchRequest, OffsetFetchRespons
 
 from protocol.bare import bare, bare_message
 from protocol.field_reader import MALFORMED, ClassicReader, FlexibleReader, Malformed
-from protocol.topics_frame import BUILT_PARTITIONS, OffsetColumns, PartitionTuples, topics_response_frame
+from protocol.topics_frame import (
+    BUILT_PARTITIONS,
+    FRAME_ERRORS,
+    OffsetColumns,
+    PartitionTuples,
+    append_topics,
+    finish_frame,
+    string,
+    topics_response_frame,
+)
 from protocol.wire import encode_uvarint
 
 MAX_REQUEST_VERSION = 7       # v8+ (several groups) takes kafka-python's path
 MAX_RESPONSE_VERSION = 7
+GROUPS_SINCE = 8              # KIP-709: several groups per request, each with its topics
+MAX_GROUPS_RESPONSE_VERSION = 10
+TOPIC_IDS_SINCE = 10          # topics named by id
 
 _RequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic
 _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
+_Group = OffsetFetchResponse.OffsetFetchResponseGroup
+_GroupTopic = _Group.OffsetFetchResponseTopics
+_GroupPartition = _GroupTopic.OffsetFetchResponsePartitions
 
 
 def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRequest | None:
@@ -108,16 +123,50 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
     return response
 
 
+def offset_fetch_group(version: int, group_id: str, error_code: int,
+                       topics: Iterable[tuple[str, Iterable[tuple[int, int, int, str | None, int]]]]) -> _Group:
+    """v8+: one group's entry, built as `offset_fetch_response` builds a v0-7 answer (its
+    topics named; v10's ids are set by the edge that named them)."""
+    group = bare(_Group, version)
+    group.group_id = group_id
+    group.error_code = error_code
+    out = []
+    for name, partitions in topics:
+        topic = bare(_GroupTopic, version)
+        topic.name = name
+        topic.partitions = partitions if isinstance(partitions, OffsetColumns) else PartitionTuples(partitions)
+        out.append(topic)
+    group.topics = out
+    return group
+
+
+def offset_fetch_groups_response(version: int, groups: list[_Group]) -> OffsetFetchResponse:
+    """v8+: `OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)`."""
+    response = bare_message(OffsetFetchResponse, version)
+    response.throttle_time_ms = 0
+    response.groups = groups
+    return response
+
+
 def materialized(response: OffsetFetchResponse) -> OffsetFetchResponse:
     """`response` with kafka-python's partition objects in place of kgc's tuples or
     columns: what its constructors build, for its generic encoder."""
     version = response._version
-    for topic in response.topics:
+    if version is not None and version >= GROUPS_SINCE:
+        for group in response.groups:
+            _materialize(group.topics, version, _GroupPartition)
+    else:
+        _materialize(response.topics, version, _Partition)
+    return response
+
+
+def _materialize(topics: list, version: int | None, partition_cls: type) -> None:
+    for topic in topics:
         if not isinstance(topic.partitions, BUILT_PARTITIONS):
             continue
         answers = []
         for index, offset, epoch, metadata, error in topic.partitions:
-            p = bare(_Partition, version)
+            p = bare(partition_cls, version)
             p.partition_index = index
             p.committed_offset = offset
             p.committed_leader_epoch = epoch
@@ -125,7 +174,6 @@ def materialized(response: OffsetFetchResponse) -> OffsetFetchResponse:
             p.error_code = error
             answers.append(p)
         topic.partitions = answers
-    return response
 
 
 def offset_fetch_response_frame(correlation_id: int, version: int, response: OffsetFetchResponse) -> bytes | None:
@@ -135,6 +183,35 @@ def offset_fetch_response_frame(correlation_id: int, version: int, response: Off
         return None
     return topics_response_frame(correlation_id, version, response, flexible=version >= 6, throttle_since=3,
                                  error_code_since=2, pack_partitions=_pack_partitions)
+
+
+def offset_fetch_groups_response_frame(correlation_id: int, version: int,
+                                      response: OffsetFetchResponse) -> bytes | None:
+    """v8-10's whole frame (several groups; v10 names topics by id), or None when
+    kafka-python must encode it (tagged fields, anything it would refuse).
+
+        throttle_time_ms int32, groups []: group_id string, topics []: name string ([v10+]
+        topic_id uuid), partitions [] (as v6-7's), error_code int16; all flexible
+    """
+    if not GROUPS_SINCE <= version <= MAX_GROUPS_RESPONSE_VERSION or response.tags or response.unknown_tags:
+        return None
+    by_id = version >= TOPIC_IDS_SINCE
+    try:
+        parts = [b"", b"\x00", _INT32.pack(response.throttle_time_ms)]
+        groups = response.groups
+        parts.append(encode_uvarint(len(groups) + 1))
+        for group in groups:
+            if group.tags or group.unknown_tags:
+                return None
+            parts.append(string(group.group_id, True))
+            if not append_topics(parts, version, group.topics, flexible=True, pack_partitions=_pack_partitions,
+                                 by_id=by_id):
+                return None
+            parts.append(_TAIL_FLEXIBLE.pack(group.error_code))
+        parts.append(b"\x00")
+    except FRAME_ERRORS:
+        return None
+    return finish_frame(parts, correlation_id)
 
 
 def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
@@ -184,6 +261,7 @@ _HEAD_V5 = struct.Struct(">iqih")
 _HEAD_V0 = struct.Struct(">iqh")
 _HEAD_FLEXIBLE = struct.Struct(">iqiB")
 _FIXED_FLEXIBLE = struct.Struct(">iqi")
+_INT32 = struct.Struct(">i")
 # error_code after the metadata string; flexible ones end with an empty tagged-field section
 _TAIL = struct.Struct(">h")
 _TAIL_FLEXIBLE = struct.Struct(">hx")

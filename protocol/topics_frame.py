@@ -97,29 +97,47 @@ def topics_response_frame(correlation_id: int, version: int, response: Any, *, f
         parts = [b"", b"\x00" if flexible else b""]    # size and correlation id; header tags
         if version >= throttle_since:
             parts.append(_INT32.pack(response.throttle_time_ms))
-        topics = response.topics
-        parts.append(count(len(topics), flexible))
-        for topic in topics:
-            partitions = topic.partitions
-            if flexible and (topic.tags or topic.unknown_tags or (
-                    not isinstance(partitions, BUILT_PARTITIONS)
-                    and (any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions))))):
-                return None     # only flexible versions carry tagged fields
-            parts += (_string(topic.name, flexible), count(len(partitions), flexible))
-            pack_partitions(parts, version, partitions)
-            if flexible:
-                parts.append(b"\x00")
+        if not append_topics(parts, version, response.topics, flexible=flexible, pack_partitions=pack_partitions):
+            return None
         if error_code_since is not None and version >= error_code_since:
             parts.append(_INT16.pack(response.error_code))
         if flexible:
             parts.append(b"\x00")
-    except (struct.error, AttributeError, TypeError, UnicodeEncodeError):
+    except FRAME_ERRORS:
         return None
+    return finish_frame(parts, correlation_id)
+
+
+# What a value no field can hold raises while a frame is packed: the frame is then left
+# to kafka-python, which encodes or refuses it.
+FRAME_ERRORS = (struct.error, AttributeError, TypeError, UnicodeEncodeError)
+
+
+def finish_frame(parts: list[bytes], correlation_id: int) -> bytes:
+    """`parts`, whose first is a placeholder for the size and correlation id, as one frame."""
     parts[0] = _FRAME_HEAD.pack(4 + sum(map(len, parts)), correlation_id)
     return b"".join(parts)
 
 
-def _string(s: str, flexible: bool) -> bytes:
+def append_topics(parts: list[bytes], version: int, topics: list[Any], *, flexible: bool,
+                  pack_partitions: PackPartitions, by_id: bool = False) -> bool:
+    """Appends `topics` (an array of name or, `by_id`, topic id; then partitions); False,
+    with nothing to use in `parts`, when a flexible struct carries tagged fields."""
+    parts.append(count(len(topics), flexible))
+    for topic in topics:
+        partitions = topic.partitions
+        if flexible and (topic.tags or topic.unknown_tags or (
+                not isinstance(partitions, BUILT_PARTITIONS)
+                and (any(map(_TAGS, partitions)) or any(map(_UNKNOWN_TAGS, partitions))))):
+            return False     # only flexible versions carry tagged fields
+        parts += (topic.topic_id.bytes if by_id else string(topic.name, flexible), count(len(partitions), flexible))
+        pack_partitions(parts, version, partitions)
+        if flexible:
+            parts.append(b"\x00")
+    return True
+
+
+def string(s: str, flexible: bool) -> bytes:
     """A string that is not nullable: int16 length, or (flexible) uvarint length+1."""
     if not isinstance(s, str):
         raise TypeError("not a str")

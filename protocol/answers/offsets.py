@@ -1,6 +1,6 @@
 """OffsetCommit, OffsetFetch and OffsetDelete.
 
-OffsetCommit's answer and OffsetFetch v0-7's are built by their hand codecs
+OffsetCommit's answer and OffsetFetch's are built by their hand codecs
 (`protocol.offset_commit_codec`, `protocol.offset_fetch_codec`), which write the frame
 themselves; their error answers, and every other shape, are here.
 """
@@ -13,6 +13,7 @@ from typing import Any
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.group import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
+from protocol import offset_fetch_codec
 from protocol.answers.common import UNKNOWN_OFFSET, requested
 from protocol.errors import ErrorCode
 
@@ -32,22 +33,16 @@ def offset_commit_error(api: Any, version: int, request: Any, code: int, message
 def offset_fetch_group(version: int, group_id: str, outcome: Any) -> Any:
     """v8+ (KIP-709): one group's entry; `outcome` is its `coordinator.group.views.OffsetFetchGroup`,
     or the `ErrorCode` its partition failed with."""
-    group_cls = OffsetFetchResponse.OffsetFetchResponseGroup
     if isinstance(outcome, ErrorCode):
-        return group_cls(version=version, group_id=group_id, topics=[], error_code=outcome)
+        return offset_fetch_codec.offset_fetch_group(version, group_id, outcome, ())
     if outcome.error is not ErrorCode.NONE:
-        return group_cls(version=version, group_id=group_id, topics=[], error_code=outcome.error)
-    topic_cls = group_cls.OffsetFetchResponseTopics
-    partition_cls = topic_cls.OffsetFetchResponsePartitions
-    return group_cls(version=version, group_id=group_id, error_code=ErrorCode.NONE, topics=[
-        topic_cls(version=version, name=t.name, partitions=[
-            partition_cls(version=version, partition_index=p.partition, committed_offset=p.offset,
-                          committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
-            for p in t.partitions]) for t in outcome.topics])
+        return offset_fetch_codec.offset_fetch_group(version, group_id, outcome.error, ())
+    return offset_fetch_codec.offset_fetch_group(version, group_id, ErrorCode.NONE,
+                                                 ((t.name, t.partitions) for t in outcome.topics))
 
 
 def offset_fetch_groups_response(version: int, groups: list[Any]) -> ApiMessage:
-    return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
+    return offset_fetch_codec.offset_fetch_groups_response(version, groups)
 
 
 def offset_fetch_topic_error(version: int, topic: Any, code: int) -> Any:
