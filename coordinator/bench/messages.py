@@ -230,16 +230,34 @@ def offset_commit_errors(payload: bytes) -> tuple[int, int]:
     return answered, failed
 
 
-def offset_fetch_request(group: str, topic: str, partitions: int, first: int = 0):
-    cls = OffsetFetchRequest[VERSIONS[ApiKey.OffsetFetch]]
-    return cls(group_id=group, topics=[cls.OffsetFetchRequestTopic(
-        name=topic, partition_indexes=list(range(first, first + partitions)))])
+# OffsetFetch v8+ (KIP-709, one group here): what the Java client and librdkafka send,
+# v9 for a classic group. VERSIONS' v5 is what kafka-python and aiokafka send.
+OFFSET_FETCH_GROUPS_VERSION = 9
 
 
-def decode_offset_fetch(payload: bytes):
-    return decode(OffsetFetchResponse, VERSIONS[ApiKey.OffsetFetch], payload)
+def offset_fetch_request(group: str, topic: str, partitions: int, first: int = 0, version: int | None = None):
+    version = VERSIONS[ApiKey.OffsetFetch] if version is None else version
+    cls = OffsetFetchRequest[version]
+    indexes = list(range(first, first + partitions))
+    if version < 8:
+        return cls(group_id=group, topics=[cls.OffsetFetchRequestTopic(name=topic, partition_indexes=indexes)])
+    group_cls = cls.OffsetFetchRequestGroup
+    return cls(groups=[group_cls(group_id=group, member_id=None, member_epoch=-1, topics=[
+        group_cls.OffsetFetchRequestTopics(name=topic, partition_indexes=indexes)])], require_stable=False)
 
 
-def offset_fetch_error(payload: bytes) -> int:
-    # v2-5 put the group-level error_code last in the body (v6+ would add tagged fields).
-    return _INT16.unpack_from(payload, len(payload) - 2)[0]
+def decode_offset_fetch(payload: bytes, version: int | None = None):
+    """(error code, topics) of the answer's one group."""
+    version = VERSIONS[ApiKey.OffsetFetch] if version is None else version
+    response = decode(OffsetFetchResponse, version, payload)
+    if version < 8:
+        return response.error_code, response.topics
+    (group,) = response.groups
+    return group.error_code, group.topics
+
+
+def offset_fetch_error(payload: bytes, version: int | None = None) -> int:
+    # v2-5 put the group-level error_code last in the body; v8+ (one group) end with its
+    # error_code, the group's empty tagged fields and the response's.
+    version = VERSIONS[ApiKey.OffsetFetch] if version is None else version
+    return _INT16.unpack_from(payload, len(payload) - (4 if version >= 8 else 2))[0]

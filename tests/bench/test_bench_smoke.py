@@ -39,8 +39,8 @@ EXPECTED = {
     "sync-commit": [f"sync commit 2 clients x 2 partitions: {m}" for m in ("commits/s", "p50", "p99")] * 2
     + [f"sync commit 2 clients x 2 partitions: {m}"
        for m in ("kgc fsync mean", "fsync cost / kgc fsync", "disk fsync p50", "fsync cost / disk fsync")],
-    "fetch-offsets": [f"fetch offsets 20 partitions x 2 groups, 2 clients: {m}"
-                      for m in ("fetches/s", "partitions/s", "p50", "p99")],
+    "fetch-offsets": [f"fetch offsets 20 partitions x 2 groups, 2 clients, v{v}: {m}"
+                      for v in (5, 9) for m in ("fetches/s", "partitions/s", "p50", "p99")],
     "load": ["load 0 records (empty data dir): spawn to all partitions loaded",
              "load 2000 records: spawn to all partitions loaded", "load 2000 records: replay rate"],
     "memory": ["memory: RSS per committed offset (1000 offsets)",
@@ -148,4 +148,4 @@ def test_compare_puts_kgc_beside_kafkas_own_coordinator_under_the_names_given(ka
         f"kafka at {node.address}, its own configuration"}
     comparisons = driver.compare(driver.summarize(samples), "kgc", "kafka")
     timed = [c for c in comparisons if c.mine is not None and c.mine.unit in ("ms", "/s")]
-    assert len(timed) == 7 and all(c.ratio is not None for c in timed), comparisons
+    assert len(timed) == 11 and all(c.ratio is not None for c in timed), comparisons

@@ -1,6 +1,8 @@
 """Workload 5, fetch offsets: G groups each hold committed offsets for N partitions;
 C clients fetch a whole group's N partitions per OffsetFetch in a closed loop (round-robin
-over the groups); fetches/s, partitions/s and p50/p99 over the window.
+over the groups); fetches/s, partitions/s and p50/p99 over the window. Measured at two
+versions, in turn: v5 (one group per request, as kafka-python and aiokafka send) and v9
+(KIP-709's groups array, as the Java client and librdkafka send).
 
 Every client decodes its first answer per group and one in `VERIFY_EVERY` fully and checks
 each offset; the rest are checked by group error code and size (an answer of the same size
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+
+from kafka.protocol.api_key import ApiKey
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
@@ -24,7 +28,8 @@ COMMIT_CHUNK = 250
 
 async def run(ctx: Context) -> list[Figure]:
     s = ctx.sizes
-    label = f"fetch offsets {s.fetch_partitions} partitions x {s.fetch_groups} groups, {s.fetch_clients} clients"
+    base = f"fetch offsets {s.fetch_partitions} partitions x {s.fetch_groups} groups, {s.fetch_clients} clients"
+    figures: list[Figure] = []
     async with ctx.launch() as target:
         await target.create_topic(TOPIC, max(s.commit_partitions, s.fetch_partitions))
         groups = [ctx.group_name("fetch", g) for g in range(s.fetch_groups)]
@@ -32,31 +37,40 @@ async def run(ctx: Context) -> list[Figure]:
         conns = await target.connections(s.fetch_clients)
         try:
             await _commit_all(conns[0], expected, s.fetch_partitions)
-            templates = {}
-            for group in groups:
-                request = messages.offset_fetch_request(group, TOPIC, s.fetch_partitions)
-                templates[group] = Template(messages.encode(request, 0))
-            latencies = Latencies()
-            counts = [0]
-            start = time.perf_counter()
-            measure_from = start + s.warmup_s
-            end = measure_from + s.duration_s
-            await asyncio.gather(*(
-                _client(conns[i], groups[i % len(groups):] + groups[:i % len(groups)], templates, expected,
-                        s.fetch_partitions, measure_from, end, latencies, counts)
-                for i in range(s.fetch_clients)))
+            for version in (messages.VERSIONS[ApiKey.OffsetFetch], messages.OFFSET_FETCH_GROUPS_VERSION):
+                label = f"{base}, v{version}"
+                fetches, latencies = await _measure(ctx, conns, groups, expected, version)
+                note = f"{fetches} OffsetFetches in {s.duration_s:g} s"
+                figures += [
+                    Figure(f"{label}: fetches/s", fetches / s.duration_s, "/s", "higher", target.config, note),
+                    Figure(f"{label}: partitions/s", fetches * s.fetch_partitions / s.duration_s, "/s", "higher",
+                           target.config, note),
+                    Figure(f"{label}: p50", latencies.percentile_ms(50), "ms", "lower", target.config, note),
+                    Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
+                ]
         finally:
             for conn in conns:
                 conn.close()
-    fetches = counts[0]
-    note = f"{fetches} OffsetFetches in {s.duration_s:g} s"
-    return [
-        Figure(f"{label}: fetches/s", fetches / s.duration_s, "/s", "higher", target.config, note),
-        Figure(f"{label}: partitions/s", fetches * s.fetch_partitions / s.duration_s, "/s", "higher",
-               target.config, note),
-        Figure(f"{label}: p50", latencies.percentile_ms(50), "ms", "lower", target.config, note),
-        Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
-    ]
+    return figures
+
+
+async def _measure(ctx: Context, conns: list[BenchConnection], groups: list[str], expected: dict[str, int],
+                   version: int) -> tuple[int, Latencies]:
+    s = ctx.sizes
+    templates = {}
+    for group in groups:
+        request = messages.offset_fetch_request(group, TOPIC, s.fetch_partitions, version=version)
+        templates[group] = Template(messages.encode(request, 0))
+    latencies = Latencies()
+    counts = [0]
+    start = time.perf_counter()
+    measure_from = start + s.warmup_s
+    end = measure_from + s.duration_s
+    await asyncio.gather(*(
+        _client(conns[i], groups[i % len(groups):] + groups[:i % len(groups)], templates, expected,
+                s.fetch_partitions, version, measure_from, end, latencies, counts)
+        for i in range(len(conns))))
+    return counts[0], latencies
 
 
 async def _commit_all(conn: BenchConnection, expected: dict[str, int], partitions: int) -> None:
@@ -73,19 +87,18 @@ async def _commit_all(conn: BenchConnection, expected: dict[str, int], partition
                 raise BenchError(f"[group={group}] set-up commit: {failed} of {answered} partitions failed")
 
 
-def _verify(payload: bytes, group: str, offset: int, partitions: int) -> None:
-    response = messages.decode_offset_fetch(payload)
-    got = {(t.name, p.partition_index): (p.committed_offset, p.error_code)
-           for t in response.topics for p in t.partitions}
+def _verify(payload: bytes, group: str, offset: int, partitions: int, version: int) -> None:
+    error, topics = messages.decode_offset_fetch(payload, version)
+    got = {(t.name, p.partition_index): (p.committed_offset, p.error_code) for t in topics for p in t.partitions}
     want = {(TOPIC, p): (offset, 0) for p in range(partitions)}
-    if response.error_code or got != want:
+    if error or got != want:
         wrong = [k for k in want if got.get(k) != want[k]][:3]
-        raise BenchError(f"[group={group}] OffsetFetch answered error {response.error_code}, "
+        raise BenchError(f"[group={group}] OffsetFetch v{version} answered error {error}, "
                          f"{len(wrong)}+ partitions wrong, e.g. {[(k, got.get(k)) for k in wrong]}")
 
 
 async def _client(conn: BenchConnection, groups: list[str], templates: dict[str, Template],
-                  expected: dict[str, int], partitions: int, measure_from: float, end: float,
+                  expected: dict[str, int], partitions: int, version: int, measure_from: float, end: float,
                   latencies: Latencies, counts: list[int]) -> None:
     sizes: dict[str, int] = {}
     turn = 0
@@ -97,10 +110,11 @@ async def _client(conn: BenchConnection, groups: list[str], templates: dict[str,
         payload = await conn.send(templates[group].frame(cid), cid)
         now_ns = time.perf_counter_ns()
         if group not in sizes or turn % VERIFY_EVERY == 0:
-            _verify(payload, group, expected[group], partitions)
+            _verify(payload, group, expected[group], partitions, version)
             sizes[group] = len(payload)
-        elif messages.offset_fetch_error(payload) or len(payload) != sizes[group]:
-            raise BenchError(f"[group={group}] OffsetFetch answered error {messages.offset_fetch_error(payload)} "
+        elif messages.offset_fetch_error(payload, version) or len(payload) != sizes[group]:
+            raise BenchError(f"[group={group}] OffsetFetch v{version} answered error "
+                             f"{messages.offset_fetch_error(payload, version)} "
                              f"in {len(payload)} bytes (verified answers had {sizes[group]})")
         now = now_ns / 1e9
         if now >= end:

@@ -143,12 +143,11 @@ async def _client(conn: BenchConnection, encoder: messages.OffsetCommitEncoder, 
 async def _check_committed(conn: BenchConnection, group: str, partitions: int, first: int, offset: int) -> None:
     cid = conn.next_correlation_id()
     request = messages.offset_fetch_request(group, TOPIC, partitions, first)
-    response = messages.decode_offset_fetch(await conn.send(messages.encode(request, cid), cid))
-    got = {p.partition_index: (p.committed_offset, p.error_code) for t in response.topics for p in t.partitions}
+    error, topics = messages.decode_offset_fetch(await conn.send(messages.encode(request, cid), cid))
+    got = {p.partition_index: (p.committed_offset, p.error_code) for t in topics for p in t.partitions}
     want = {p: (offset, 0) for p in range(first, first + partitions)}
-    if response.error_code or got != want:
-        raise BenchError(f"[group={group}] committed() after the loop: error {response.error_code}, "
-                         f"got {got}, want {want}")
+    if error or got != want:
+        raise BenchError(f"[group={group}] committed() after the loop: error {error}, got {got}, want {want}")
 
 
 async def _kgc_fsyncs(metrics_url: str | None) -> tuple[float, float] | None:
