@@ -98,8 +98,11 @@ def decode_request(api_key: int, version: int, payload: bytes | bytearray | memo
         request = offset_commit_codec.decode_offset_commit_request(version, data)
         if request is not None:
             return request
-    elif api_key == _OFFSET_FETCH and 0 <= version <= offset_fetch_codec.MAX_REQUEST_VERSION:
-        request = offset_fetch_codec.decode_offset_fetch_request(version, data)
+    elif api_key == _OFFSET_FETCH and 0 <= version <= offset_fetch_codec.MAX_GROUPS_REQUEST_VERSION:
+        if version < offset_fetch_codec.GROUPS_SINCE:
+            request = offset_fetch_codec.decode_offset_fetch_request(version, data)
+        else:
+            request = offset_fetch_codec.decode_offset_fetch_groups_request(version, data)
         if request is not None:
             return request
     classes = _CLASSES.get(api_key)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import uuid
 from collections.abc import Iterable
 from itertools import repeat
 from operator import attrgetter, itemgetter
@@ -55,13 +56,17 @@ from protocol.topics_frame import (
 )
 from protocol.wire import encode_uvarint
 
-MAX_REQUEST_VERSION = 7       # v8+ (several groups) takes kafka-python's path
+MAX_REQUEST_VERSION = 7       # v0-7: one group
 MAX_RESPONSE_VERSION = 7
 GROUPS_SINCE = 8              # KIP-709: several groups per request, each with its topics
+MAX_GROUPS_REQUEST_VERSION = 10
 MAX_GROUPS_RESPONSE_VERSION = 10
+MEMBER_SINCE = 9              # KIP-848: the member fetching names itself
 TOPIC_IDS_SINCE = 10          # topics named by id
 
 _RequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic
+_RequestGroup = OffsetFetchRequest.OffsetFetchRequestGroup
+_RequestGroupTopic = _RequestGroup.OffsetFetchRequestTopics
 _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Partition = _Topic.OffsetFetchResponsePartition
 _Group = OffsetFetchResponse.OffsetFetchResponseGroup
@@ -94,6 +99,54 @@ def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRe
                 raise Malformed
             request.require_stable = flag == 1
             r.pos += 1
+        r.tags()
+        r.end()
+    except MALFORMED:
+        return None
+    return request
+
+
+def decode_offset_fetch_groups_request(version: int, data: memoryview) -> OffsetFetchRequest | None:
+    """v8-10 (several groups; v10 names topics by id) as kafka-python's decoder builds it,
+    or None when kafka-python must judge the bytes.
+
+        groups []: group_id string, [v9+] member_id nullable string, [v9+] member_epoch
+        int32, topics [] (nullable: every topic): name string ([v10+] topic_id uuid),
+        partition_indexes []int32; require_stable bool; all flexible
+    """
+    try:
+        r = FlexibleReader(data)
+        request = bare(OffsetFetchRequest, version)
+        groups = []
+        for _ in range(r.count()):
+            group = bare(_RequestGroup, version)
+            group.group_id = r.string()
+            if version >= MEMBER_SINCE:
+                group.member_id = r.string(nullable=True)
+                group.member_epoch = r.fixed(_INT32)[0]
+            n = r.nullable_count()
+            if n is None:
+                group.topics = None
+            else:
+                topics = []
+                for _ in range(n):
+                    topic = bare(_RequestGroupTopic, version)
+                    if version >= TOPIC_IDS_SINCE:
+                        topic.topic_id = uuid.UUID(bytes=bytes(r.fixed(_UUID)[0]))
+                    else:
+                        topic.name = r.string()
+                    topic.partition_indexes = r.int32s(r.count())
+                    r.tags()
+                    topics.append(topic)
+                group.topics = topics
+            r.tags()
+            groups.append(group)
+        request.groups = groups
+        flag = r.data[r.pos]
+        if flag > 1:
+            raise Malformed
+        request.require_stable = flag == 1
+        r.pos += 1
         r.tags()
         r.end()
     except MALFORMED:
@@ -262,6 +315,7 @@ _HEAD_V0 = struct.Struct(">iqh")
 _HEAD_FLEXIBLE = struct.Struct(">iqiB")
 _FIXED_FLEXIBLE = struct.Struct(">iqi")
 _INT32 = struct.Struct(">i")
+_UUID = struct.Struct(">16s")
 # error_code after the metadata string; flexible ones end with an empty tagged-field section
 _TAIL = struct.Struct(">h")
 _TAIL_FLEXIBLE = struct.Struct(">hx")

@@ -299,3 +299,31 @@ def test_a_groups_answer_with_a_topic_of_no_known_id_is_left_to_kafka_python():
         offset_fetch_codec.offset_fetch_group(10, "g", 0, [("t", [(0, 1, 2, "", 0)])])])
     response.groups[0].topics[0].topic_id = None
     assert offset_fetch_codec.offset_fetch_groups_response_frame(1, 10, response) is None
+
+
+@st.composite
+def group_requests(draw):
+    version = draw(GROUP_VERSIONS)
+    group_cls = OffsetFetchRequest.OffsetFetchRequestGroup
+    topic_cls = group_cls.OffsetFetchRequestTopics
+    groups = []
+    for _ in range(draw(st.integers(0, 3))):
+        topics = None if draw(st.booleans()) else [
+            topic_cls(name=draw(TEXT), topic_id=draw(st.uuids()), partition_indexes=draw(st.lists(INT32, max_size=8)))
+            for _ in range(draw(st.integers(0, 3)))]
+        groups.append(group_cls(group_id=draw(TEXT), member_id=draw(st.none() | TEXT), member_epoch=draw(INT32),
+                                topics=topics))
+    return OffsetFetchRequest(version=version, groups=groups, require_stable=draw(st.booleans()))
+
+
+@settings(max_examples=400, deadline=None)
+@given(group_requests())
+def test_a_decoded_groups_request_is_what_kafka_python_decodes(request):
+    check_fast_decode(ApiKey.OffsetFetch, offset_fetch_codec.decode_offset_fetch_groups_request, request)
+
+
+@settings(max_examples=400, deadline=None)
+@given(group_requests(), st.data())
+def test_a_damaged_groups_request_is_judged_as_kafka_python_judges_it(request, data):
+    check_damaged_decode(ApiKey.OffsetFetch, offset_fetch_codec.decode_offset_fetch_groups_request, request.version,
+                         damaged(bytes(request.encode()), data))
