@@ -1,30 +1,33 @@
-"""Hand-written codecs for OffsetFetch (API 9) v0-7: one group per request.
+"""Hand-written codecs for OffsetFetch (API 9): v0-7 (one group per request) and v8-10
+(KIP-709's groups array, what the Java client and librdkafka send; v10 names topics by id).
 
 A consumer fetches the offsets of every partition it owns in one request, so
 kafka-python's generic path built one object per partition through
 `DataContainer.__init__` and walked them again in its generated encoder: most of the
-OffsetFetch path's CPU. Here the response and its topics are built bare (the attributes
-kafka-python's constructor sets), each topic's partitions stay the tuples the group layer
-answered (`PartitionTuples`), and the frame packs them with one struct call per topic when
-no partition carries metadata (the common case), one per partition otherwise.
-kafka-python's partition objects are made only when kafka-python must encode the answer
-(`materialized`).
+OffsetFetch path's CPU. Here the response, its groups and topics are built bare (the
+attributes kafka-python's constructor sets), each topic's partitions stay what the group
+layer answered (`OffsetColumns`, or tuples as `PartitionTuples`), and the frame packs
+them with one struct call per topic when no partition carries metadata (the common
+case), one per partition otherwise. kafka-python's partition objects are made only when
+kafka-python must encode the answer (`materialized`).
 
-The frame is byte-identical to kafka-python's (tests/protocol/test_offset_fetch_codec.py
+Frames are byte-identical to kafka-python's (tests/protocol/test_offset_fetch_codec.py
 checks every version over generated responses); anything else (tagged fields, values a
-field cannot hold, strings that are not str) answers None, and `protocol.messages`
-falls back to kafka-python, which encodes or refuses it as it always has. v8+ (several
-groups) takes kafka-python's path.
+field cannot hold, strings that are not str, a v10 topic without its id) answers None,
+and `protocol.messages` falls back to kafka-python, which encodes or refuses it as it
+always has.
 
     response [v3+] throttle_time_ms int32, topics []: name string, partitions []:
              partition_index int32, committed_offset int64, [v5+] committed_leader_epoch
              int32, metadata nullable string, error_code int16; [v2+] error_code int16
     v6-7 are flexible: compact strings and arrays, a tagged-field section per struct,
-    and response header v1.
+    and response header v1. v8-10: throttle_time_ms, groups []: group_id, topics (as
+    v6-7's; v10 a topic_id uuid in place of the name), error_code.
 
 The request's partitions are one int32 array per topic, decoded with one unpack
-(`decode_offset_fetch_request`); as OffsetCommit's decoder, it answers None for anything
-but a well-formed body (`protocol.field_reader`), and kafka-python judges that.
+(`decode_offset_fetch_request`, `decode_offset_fetch_groups_request`); as OffsetCommit's
+decoder, they answer None for anything but a well-formed body (`protocol.field_reader`),
+and kafka-python judges that.
 
     request  group_id string, topics [] ([v2+] nullable: every topic): name string,
              partition_indexes []int32; [v7+] require_stable bool

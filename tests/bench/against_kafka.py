@@ -83,6 +83,8 @@ def main(argv: list[str]) -> int:
                         help="kgc's fsync (default: never with 1 node, always with 3)")
     parser.add_argument("--initial-delay-ms", type=int, default=0)
     parser.add_argument("--markdown", default=None, help="write the report here too")
+    parser.add_argument("--kgc-flag", action="append", default=[], metavar="FLAG",
+                        help="one more flag for kgc serve, e.g. --kgc-flag=--adopt-from-upstream=false (repeatable)")
     args, rest = parser.parse_known_args(argv)
     if args.markdown:
         rest = [*rest, "--markdown", args.markdown]
@@ -96,7 +98,7 @@ def main(argv: list[str]) -> int:
         # Kafka's default: 50 partitions of __consumer_offsets, as kgc's 50.
         settings = {"group.initial.rebalance.delay.ms": delay, "offsets.topic.num.partitions": "50"}
         with KafkaCluster(work / "kafka", hosts, settings=settings) as kafka, \
-                kgc_in_front_of(kafka, "--fsync", fsync, "--initial-rebalance-delay-ms", delay,
+                kgc_in_front_of(kafka, *args.kgc_flag, "--fsync", fsync, "--initial-rebalance-delay-ms", delay,
                                 "--data-dir", str(work / "kgc-data"), "--log-level", "WARNING",
                                 log_path=str(work / "kgc.log")) as kgc:
             first = kafka.nodes[0]
