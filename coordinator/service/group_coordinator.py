@@ -299,6 +299,12 @@ class GroupCoordinatorService:
     def _offset_fetch(self, ctx: RequestContext, request: Any) -> Any:
         version = ctx.api_version
         if version >= 8:
+            if len(request.groups) == 1:
+                # What a consumer sends: its own group only. One read op, as v0-7's.
+                (group,) = request.groups
+                return self._runtime.submit_read(
+                    self._partition(group.group_id),
+                    partial(_offset_fetch_sole_group, ctx, group, request.require_stable))
             return asyncio.ensure_future(self._offset_fetch_groups(ctx, request))
         require_stable = request.require_stable if version >= 7 else False
         return self._runtime.submit_read(
@@ -312,10 +318,7 @@ class GroupCoordinatorService:
 
         def fetch(partition: int, groups: list[Any]) -> Awaitable[list[Any]]:
             return self._runtime.read(partition, lambda shard: [
-                _answer_or_code(lambda g=g: shard.fetch_offsets(ctx, g.group_id, _requested_topics(g.topics),
-                                                                require_stable, _fetching_member(version, g),
-                                                                _requested_topic_ids(version, g.topics)))
-                for g in groups])
+                _fetched_group(ctx, g, require_stable, shard) for g in groups])
 
         outcomes = await self._per_partition(ApiKey.OffsetFetch, request.groups, lambda g: g.group_id, fetch)
         groups = request.groups
@@ -425,6 +428,21 @@ def _consumer_group_heartbeat(ctx: RequestContext, request: Any, shard: Any, han
 def _fetching_member(version: int, group: Any) -> tuple[str | None, int]:
     """OffsetFetch v9+ (KIP-848) names the member fetching, checked against a consumer group."""
     return (group.member_id, group.member_epoch) if version >= 9 else (None, -1)
+
+
+def _fetched_group(ctx: RequestContext, group: Any, require_stable: bool, shard: Any) -> Any:
+    """OffsetFetch v8+: one group's `OffsetFetchGroup`, or the code it is refused with."""
+    version = ctx.api_version
+    return _answer_or_code(lambda: shard.fetch_offsets(ctx, group.group_id, _requested_topics(group.topics),
+                                                       require_stable, _fetching_member(version, group),
+                                                       _requested_topic_ids(version, group.topics)))
+
+
+def _offset_fetch_sole_group(ctx: RequestContext, group: Any, require_stable: bool, shard: Any) -> Any:
+    """OffsetFetch v8+ naming one group, as a read op: the answer `_offset_fetch_groups` gives."""
+    version = ctx.api_version
+    return offset_fetch_groups_response(
+        version, [offset_fetch_group(version, group.group_id, _fetched_group(ctx, group, require_stable, shard))])
 
 
 def _offset_fetch_one_group(ctx: RequestContext, request: Any, topics: list[tuple[str, list[int]]] | None,

@@ -210,6 +210,32 @@ async def test_a_failed_partition_answers_not_coordinator_for_its_groups_only():
         await kgc.runtime.close()
 
 
+async def test_a_fetch_of_one_group_answers_as_that_group_among_several():
+    """What a consumer sends (OffsetFetch v8+ naming its own group) takes one read op, not
+    the several-group path: its answer is the entry the group gets among others, refused
+    ones included."""
+    broken, healthy, unknown = group_on(9), group_on(10), group_on(10, "unknown")
+    store = MemoryLogStore(num_partitions=CONFIG.num_partitions)
+    await store.append(9, [LogRecord(b"\x00\x01\x00", b"")], 0).durable
+    kgc = Coordinator(store)
+    await kgc.start()
+
+    def entries(response):
+        return [(g.group_id, g.error_code, [(t.name, [(p.partition_index, p.committed_offset, p.error_code)
+                                                      for p in t.partitions]) for t in g.topics])
+                for g in response.groups]
+    try:
+        await kgc.commit(healthy, 5)
+        for group in (broken, healthy, unknown, "", "x" * 40_000):
+            for version in (8, 9):
+                alone = await kgc.call(ApiKey.OffsetFetch, version, fetch_v8(group))
+                among = await kgc.call(ApiKey.OffsetFetch, version, fetch_v8(group, healthy))
+                assert entries(alone) == entries(among)[:1], (group, version)
+        assert entries(await kgc.call(ApiKey.OffsetFetch, 9, fetch_v8(healthy)))[0][1:] == (0, [("orders", [(0, 5, 0)])])
+    finally:
+        await kgc.runtime.close()
+
+
 async def test_list_groups_filters_by_state_from_v4_and_by_type_from_v5(kgc):
     stable, empty = group_on(1, "stable"), group_on(2, "empty")
     await kgc.member(stable)
