@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -80,33 +80,12 @@ _GroupPartition = _GroupTopic.OffsetFetchResponsePartitions
 def decode_offset_fetch_request(version: int, data: memoryview) -> OffsetFetchRequest | None:
     """The request v0-7 as kafka-python's decoder builds it, or None when kafka-python must
     judge the bytes."""
-    try:
-        r = FlexibleReader(data) if version >= 6 else ClassicReader(data)
-        request = bare(OffsetFetchRequest, version)
+    def read(r: ClassicReader, request: OffsetFetchRequest) -> None:
         request.group_id = r.string()
-        n = r.nullable_count() if version >= 2 else r.count()
-        if n is None:
-            request.topics = None
-        else:
-            topics = []
-            for _ in range(n):
-                topic = bare(_RequestTopic, version)
-                topic.name = r.string()
-                topic.partition_indexes = r.int32s(r.count())
-                r.tags()
-                topics.append(topic)
-            request.topics = topics
+        request.topics = _topics(r, version, _RequestTopic, r.nullable_count() if version >= 2 else r.count())
         if version >= 7:
-            flag = r.data[r.pos]
-            if flag > 1:
-                raise Malformed
-            request.require_stable = flag == 1
-            r.pos += 1
-        r.tags()
-        r.end()
-    except MALFORMED:
-        return None
-    return request
+            request.require_stable = _flag(r)
+    return _whole(version, FlexibleReader(data) if version >= 6 else ClassicReader(data), read)
 
 
 def decode_offset_fetch_groups_request(version: int, data: memoryview) -> OffsetFetchRequest | None:
@@ -117,9 +96,7 @@ def decode_offset_fetch_groups_request(version: int, data: memoryview) -> Offset
         int32, topics [] (nullable: every topic): name string ([v10+] topic_id uuid),
         partition_indexes []int32; require_stable bool; all flexible
     """
-    try:
-        r = FlexibleReader(data)
-        request = bare(OffsetFetchRequest, version)
+    def read(r: ClassicReader, request: OffsetFetchRequest) -> None:
         groups = []
         for _ in range(r.count()):
             group = bare(_RequestGroup, version)
@@ -127,34 +104,51 @@ def decode_offset_fetch_groups_request(version: int, data: memoryview) -> Offset
             if version >= MEMBER_SINCE:
                 group.member_id = r.string(nullable=True)
                 group.member_epoch = r.fixed(_INT32)[0]
-            n = r.nullable_count()
-            if n is None:
-                group.topics = None
-            else:
-                topics = []
-                for _ in range(n):
-                    topic = bare(_RequestGroupTopic, version)
-                    if version >= TOPIC_IDS_SINCE:
-                        topic.topic_id = uuid.UUID(bytes=bytes(r.fixed(_UUID)[0]))
-                    else:
-                        topic.name = r.string()
-                    topic.partition_indexes = r.int32s(r.count())
-                    r.tags()
-                    topics.append(topic)
-                group.topics = topics
+            group.topics = _topics(r, version, _RequestGroupTopic, r.nullable_count())
             r.tags()
             groups.append(group)
         request.groups = groups
-        flag = r.data[r.pos]
-        if flag > 1:
-            raise Malformed
-        request.require_stable = flag == 1
-        r.pos += 1
+        request.require_stable = _flag(r)
+    return _whole(version, FlexibleReader(data), read)
+
+
+def _whole(version: int, r: ClassicReader, read: Callable[[ClassicReader, OffsetFetchRequest], None]
+           ) -> OffsetFetchRequest | None:
+    """The request `read` fills from `r`, which it must read to the end; None if it cannot."""
+    request = bare(OffsetFetchRequest, version)
+    try:
+        read(r, request)
         r.tags()
         r.end()
     except MALFORMED:
         return None
     return request
+
+
+def _topics(r: ClassicReader, version: int, cls: type, n: int | None) -> list | None:
+    """`n` requested topics (None: every topic), each its name ([v10+] its id) and its
+    partitions, in one unpack."""
+    if n is None:
+        return None
+    topics = []
+    for _ in range(n):
+        topic = bare(cls, version)
+        if version >= TOPIC_IDS_SINCE:
+            topic.topic_id = uuid.UUID(bytes=bytes(r.fixed(_UUID)[0]))
+        else:
+            topic.name = r.string()
+        topic.partition_indexes = r.int32s(r.count())
+        r.tags()
+        topics.append(topic)
+    return topics
+
+
+def _flag(r: ClassicReader) -> bool:
+    flag = r.data[r.pos]
+    if flag > 1:
+        raise Malformed
+    r.pos += 1
+    return flag == 1
 
 
 def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tuple[int, int, int, str | None, int]]]],
@@ -169,13 +163,7 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
     response = bare_message(OffsetFetchResponse, version)
     response.throttle_time_ms = 0
     response.error_code = error_code
-    out = []
-    for name, partitions in topics:
-        topic = bare(_Topic, version)
-        topic.name = name
-        topic.partitions = partitions if isinstance(partitions, OffsetColumns) else PartitionTuples(partitions)
-        out.append(topic)
-    response.topics = out
+    response.topics = _built_topics(version, _Topic, topics)
     return response
 
 
@@ -186,14 +174,18 @@ def offset_fetch_group(version: int, group_id: str, error_code: int,
     group = bare(_Group, version)
     group.group_id = group_id
     group.error_code = error_code
+    group.topics = _built_topics(version, _GroupTopic, topics)
+    return group
+
+
+def _built_topics(version: int, cls: type, topics: Iterable[tuple[str, Iterable[tuple]]]) -> list:
     out = []
     for name, partitions in topics:
-        topic = bare(_GroupTopic, version)
+        topic = bare(cls, version)
         topic.name = name
         topic.partitions = partitions if isinstance(partitions, OffsetColumns) else PartitionTuples(partitions)
         out.append(topic)
-    group.topics = out
-    return group
+    return out
 
 
 def offset_fetch_groups_response(version: int, groups: list[_Group]) -> OffsetFetchResponse:
