@@ -122,6 +122,11 @@ class UpstreamCluster:
         return self._api_versions
 
     @property
+    def failed_attempts(self) -> int:
+        """Attempts to reach the upstream that failed since it last answered."""
+        return self._failed_attempts
+
+    @property
     def ready(self) -> bool:
         return self.reachable and self._plan_error is None
 
@@ -213,7 +218,8 @@ class UpstreamCluster:
         while not self._closing:
             asked, self._next_refresh = self._next_refresh, None
             try:
-                if await self._refresh_once():
+                reached = await self._refresh_once()
+                if reached:
                     backoff_ms, wait_ms = self._backoff_initial_ms, self.refresh_interval_ms
                 else:
                     wait_ms, backoff_ms = backoff_ms, min(backoff_ms * 2, self._backoff_max_ms)
@@ -223,6 +229,12 @@ class UpstreamCluster:
             # A failing connection's wake-up during the refresh is spent (the backoff holds);
             # topics asked for during it are read at once.
             self._wake.clear()
+            if not reached:
+                # A wake-up (a client waiting for the upstream, a forwarded request failing)
+                # cuts the backoff short, but attempts stay its first step apart however many
+                # clients reconnect.
+                await asyncio.sleep(self._backoff_initial_ms / 1000)
+                wait_ms -= self._backoff_initial_ms
             if self._next_refresh is not None:
                 continue
             try:

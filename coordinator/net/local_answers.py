@@ -50,11 +50,12 @@ class LocalAnswers:
 
     async def api_versions_once_known(self, request):
         """The answer once the upstream's ranges are known, waited for at most one connection
-        attempt's bound. A client told only kgc's own ranges would hold them for the life of
-        its connection: librdkafka's transactional producer, for one, fails fatally ("no
-        broker supports transactions"). Still unknown: ConnectionError, which closes the
-        connection, and the client connects and asks again."""
+        attempt's bound, the attempt made now. A client told only kgc's own ranges would hold
+        them for the life of its connection: librdkafka's transactional producer, for one,
+        fails fatally ("no broker supports transactions"). Still unknown: ConnectionError,
+        which closes the connection, and the client connects and asks again."""
         cluster = self._gateway.cluster
+        cluster.refresh_soon()  # an attempt now, not when the retries' backoff ends
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(cluster.wait_reachable(), cluster.connect_timeout_ms / 1000)
         if not cluster.api_versions:

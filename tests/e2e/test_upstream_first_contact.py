@@ -25,6 +25,7 @@ from tests.support.admin import create_topic
 from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
 from tests.support.ports import free_port
 from tests.support.tls_relay import TlsRelay
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +79,10 @@ async def test_api_versions_with_the_upstream_still_unreachable_closes_the_conne
                 # then kgc closes the connection rather than answer with its own APIs alone
                 with pytest.raises(ConnectionError):
                     await asyncio.to_thread(read_exactly, sock, 4)
-            # and a client asking again once the upstream answers is told the upstream's APIs
+            # and once kgc's retries have backed off beyond that bound (the next attempt a
+            # second or more away), a client asking again as the upstream answers is told the
+            # upstream's APIs: its waiting asks for an attempt now
+            await wait_until(lambda: app.cluster.failed_attempts >= 5, BOUND_S, "five failed attempts")
             await relay.start((kafka.host, kafka.port))
             served = await asyncio.to_thread(api_versions, app.port)
             assert FORWARDED <= served, sorted(FORWARDED - served)

@@ -274,3 +274,22 @@ async def test_close_stops_the_refresh_loop_even_when_a_wake_up_lands_with_the_c
     await cluster.close(timeout_s=BOUND_S)
     assert asyncio.get_running_loop().time() - started < BOUND_S / 2, "close waited out its bound"
     assert task.done()
+
+
+async def test_wake_ups_cut_the_backoff_short_but_attempts_stay_its_first_step_apart():
+    # given an upstream that refuses, retried with a long backoff
+    cluster = new_cluster(("127.0.0.1", free_port()), backoff_initial_ms=200, backoff_max_ms=60_000)
+    cluster.start()
+    try:
+        await wait_until(lambda: "unreachable after 1 attempt" in cluster.status, BOUND_S, "one failed attempt")
+        # when clients wake the loop all the time for a second (reconnecting, failing forwards)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while loop.time() - started < 1.0:
+            cluster.refresh_soon()
+            await asyncio.sleep(0.005)
+        # then it tried again well before the backoff's doubling alone would (at 0.2, 0.6 s
+        # after the first), yet no more often than one attempt per 0.2 s
+        assert 4 <= cluster.failed_attempts <= 7, cluster.status
+    finally:
+        await cluster.close()
