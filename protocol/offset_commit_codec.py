@@ -1,4 +1,4 @@
-"""Hand-written codecs for OffsetCommit (API 8): request v0-9, response v0-9.
+"""Hand-written codecs for OffsetCommit (API 8): request v0-10, response v0-10.
 
 A consumer commits every partition it owns in one request, so per request kafka-python's
 generic path built and walked one object per partition three times over (decode, the
@@ -18,19 +18,21 @@ three over generated messages).
 
     request  group_id string, [v1+] generation_id_or_member_epoch int32, [v1+] member_id
              string, [v7+] group_instance_id nullable string, [v2-4] retention_time_ms
-             int64, topics []: name string, partitions []: partition_index int32,
+             int64, topics []: name string ([v10] topic_id uuid), partitions []: partition_index int32,
              committed_offset int64, [v6+] committed_leader_epoch int32, [v1]
              commit_timestamp int64, committed_metadata nullable string
-    response [v3+] throttle_time_ms int32, topics []: name string, partitions []:
-             partition_index int32, error_code int16
-    v8-9 are flexible: compact strings and arrays, a tagged-field section per struct,
-    and response header v1.
+    response [v3+] throttle_time_ms int32, topics []: name string ([v10] topic_id uuid),
+             partitions []: partition_index int32, error_code int16
+    v8+ are flexible: compact strings and arrays, a tagged-field section per struct,
+    and response header v1. v10 is what the Java client (4.2+) sends from a
+    `group.protocol=consumer` member when every topic it commits has an id.
 """
 
 from __future__ import annotations
 
 import functools
 import struct
+import uuid
 from collections.abc import Mapping
 from itertools import chain
 from operator import attrgetter
@@ -42,8 +44,9 @@ from protocol.field_reader import MALFORMED, ClassicReader, FlexibleReader, Malf
 from protocol.topics_frame import topics_response_frame
 
 MIN_REQUEST_VERSION = 0
-MAX_REQUEST_VERSION = 9       # v10 (topic ids) takes kafka-python's path
-MAX_RESPONSE_VERSION = 9
+MAX_REQUEST_VERSION = 10
+MAX_RESPONSE_VERSION = 10
+TOPIC_IDS_SINCE = 10
 
 _RequestTopic = OffsetCommitRequest.OffsetCommitRequestTopic
 _RequestPartition = _RequestTopic.OffsetCommitRequestPartition
@@ -58,6 +61,7 @@ _PARTITION_V6 = struct.Struct(">iqih")
 _PARTITION_V2 = struct.Struct(">iqh")
 _PARTITION_V1 = struct.Struct(">iqqh")
 _PARTITION_FLEXIBLE = struct.Struct(">iqiB")
+_UUID = struct.Struct(">16s")
 
 
 def decode_offset_commit_request(version: int, data: memoryview) -> OffsetCommitRequest | None:
@@ -159,7 +163,10 @@ def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
     topics = []
     for _ in range(r.count()):
         topic = bare(_RequestTopic, version)
-        topic.name = r.string()
+        if version >= TOPIC_IDS_SINCE:
+            topic.topic_id = uuid.UUID(bytes=bytes(r.fixed(_UUID)[0]))
+        else:
+            topic.name = r.string()
         topic.partitions = r.partitions(version, r.count())
         r.tags()
         topics.append(topic)
@@ -191,7 +198,7 @@ def offset_commit_response_shell(version: int, request: OffsetCommitRequest) -> 
     topics = []
     for topic in request.topics:
         out = bare(_ResponseTopic, None)
-        if version >= 10:
+        if version >= TOPIC_IDS_SINCE:
             out.topic_id = topic.topic_id
         else:
             out.name = topic.name
@@ -214,12 +221,13 @@ def partition_answers(partitions, t_index: int, errors: Mapping[tuple[int, int],
 
 
 def offset_commit_response_frame(correlation_id: int, version: int, response: OffsetCommitResponse) -> bytes | None:
-    """The whole response frame, or None when kafka-python must encode it (v10's topic
-    ids, tagged fields, anything it would refuse)."""
+    """The whole response frame, or None when kafka-python must encode it (tagged fields,
+    a v10 topic whose id is not a UUID, anything it would refuse)."""
     if not 0 <= version <= MAX_RESPONSE_VERSION:
         return None
     return topics_response_frame(correlation_id, version, response, flexible=version >= 8, throttle_since=3,
-                                 error_code_since=None, pack_partitions=_pack_answers)
+                                 error_code_since=None, pack_partitions=_pack_answers,
+                                 by_id=version >= TOPIC_IDS_SINCE)
 
 
 def _pack_answers(parts: list[bytes], version: int, partitions: list) -> None:

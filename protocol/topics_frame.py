@@ -88,16 +88,18 @@ PackPartitions = Callable[[list[bytes], int, list[Any]], None]
 
 def topics_response_frame(correlation_id: int, version: int, response: Any, *, flexible: bool,
                           throttle_since: int, error_code_since: int | None,
-                          pack_partitions: PackPartitions) -> bytes | None:
+                          pack_partitions: PackPartitions, by_id: bool = False) -> bytes | None:
     """`response`'s whole frame at `version`: throttle_time_ms from `throttle_since`, a
-    top-level error_code from `error_code_since` (None: never)."""
+    top-level error_code from `error_code_since` (None: never); topics named by id when
+    `by_id`."""
     if flexible and (response.tags or response.unknown_tags):
         return None
     try:
         parts = [b"", b"\x00" if flexible else b""]    # size and correlation id; header tags
         if version >= throttle_since:
             parts.append(_INT32.pack(response.throttle_time_ms))
-        if not append_topics(parts, version, response.topics, flexible=flexible, pack_partitions=pack_partitions):
+        if not append_topics(parts, version, response.topics, flexible=flexible, pack_partitions=pack_partitions,
+                             by_id=by_id):
             return None
         if error_code_since is not None and version >= error_code_since:
             parts.append(_INT16.pack(response.error_code))

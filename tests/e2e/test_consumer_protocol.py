@@ -168,6 +168,41 @@ def test_http_and_metrics_show_consumer_groups(kgc848):
         member.close()
 
 
+def test_the_java_clients_member_commits_by_topic_id_and_a_new_member_resumes_there(kgc848):
+    # given a KIP-848 member of the Java client (4.2+ names topics by id when it can)
+    bootstrap = kgc848.bootstrap
+    topic, group = create_topic(bootstrap, PARTITIONS), new_name("kip848-java-v10")
+    produce_sequenced(bootstrap, topic, PARTITIONS, 4)
+    first = consumer(bootstrap, group, topic, "one", JAVA_CONSUMER_PROTOCOL)
+    try:
+        wait_until(lambda: len(first.consumed) == PARTITIONS * 4, TIMEOUT_S,
+                   lambda: f"{len(first.consumed)} consumed", [first])
+        before = asyncio.run(scrape(kgc848.http_port))
+        # when it commits what it consumed
+        first.commit()
+        after = asyncio.run(scrape(kgc848.http_port))
+    finally:
+        first.close()
+    # then the commit came as OffsetCommit v10, was answered without an error, and holds
+    def delta(name: str, **labels) -> float:
+        return after.total(name, **labels) - before.total(name, **labels)
+
+    assert delta("kgc_requests_total", api="OffsetCommit", version="10") >= 1
+    assert delta("kgc_response_errors_total", api="OffsetCommit") == delta(
+        "kgc_response_errors_total", api="OffsetCommit", error="NONE") >= 1
+    assert committed_offsets(bootstrap, group) == {p: 4 for p in range(PARTITIONS)}
+    # and a new member of the group starts where it committed
+    produce_sequenced(bootstrap, topic, PARTITIONS, 2, first_sequence=4)
+    second = consumer(bootstrap, group, topic, "two", JAVA_CONSUMER_PROTOCOL)
+    try:
+        wait_until(lambda: len(second.consumed) >= PARTITIONS * 2, TIMEOUT_S,
+                   lambda: f"{len(second.consumed)} consumed", [second])
+        time.sleep(1)   # anything more would be a replay of committed records
+        assert sequences_by_partition(second.consumed) == {p: [4, 5] for p in range(PARTITIONS)}
+    finally:
+        second.close()
+
+
 @pytest.mark.parametrize("libraries", GROUPS_OF_FOUR.values(), ids=GROUPS_OF_FOUR.keys())
 def test_a_group_of_three_grows_to_four_and_back_with_every_record_once(kgc848, libraries):
     bootstrap = kgc848.bootstrap

@@ -44,7 +44,8 @@ def requests(draw):
                               committed_leader_epoch=draw(INT32), commit_timestamp=draw(INT64),
                               committed_metadata=draw(st.none() | st.just("") | TEXT))
             for _ in range(draw(st.integers(0, 6)))]
-        topics.append(_RequestTopic(name=draw(TEXT), partitions=partitions))
+        named = {"topic_id": draw(st.uuids())} if version >= offset_commit_codec.TOPIC_IDS_SINCE else {"name": draw(TEXT)}
+        topics.append(_RequestTopic(**named, partitions=partitions))
     return OffsetCommitRequest(
         version=version, group_id=draw(TEXT), generation_id_or_member_epoch=draw(INT32),
         member_id=draw(TEXT), group_instance_id=draw(st.none() | TEXT), retention_time_ms=draw(INT64),
@@ -74,24 +75,29 @@ def test_a_null_group_id_is_refused_as_before(version):
         decode_request(ApiKey.OffsetCommit, version, body)
 
 
-ANSWERS = st.lists(st.tuples(TEXT, st.lists(st.tuples(INT32, st.sampled_from([int(e) for e in ErrorCode])),
-                                             max_size=6)), max_size=3)
+ANSWERS = st.lists(st.tuples(st.tuples(TEXT, st.uuids()),
+                             st.lists(st.tuples(INT32, st.sampled_from([int(e) for e in ErrorCode])), max_size=6)),
+                   max_size=3)
+
+
+def _named(version: int, name_and_id) -> dict:
+    name, topic_id = name_and_id
+    return {"topic_id": topic_id} if version >= offset_commit_codec.TOPIC_IDS_SINCE else {"name": name}
 
 
 def _kafka_python_response(version: int, answers) -> OffsetCommitResponse:
     """What the commit handler built with kafka-python's constructors before."""
     topics = []
     for name, partitions in answers:
-        kw = {"topic_id": name} if version >= 10 else {"name": name}
+        kw = _named(version, name)
         topics.append(_ResponseTopic(**kw, partitions=[
             _ResponsePartition(partition_index=index, error_code=error) for index, error in partitions]))
     return OffsetCommitResponse(version=version, topics=topics)
 
 
 def _request_for(version: int, answers) -> OffsetCommitRequest:
-    key = "topic_id" if version >= 10 else "name"
     return OffsetCommitRequest(version=version, group_id="g", topics=[
-        _RequestTopic(**{key: name}, partitions=[_RequestPartition(partition_index=index) for index, _ in parts])
+        _RequestTopic(**_named(version, name), partitions=[_RequestPartition(partition_index=index) for index, _ in parts])
         for name, parts in answers])
 
 
@@ -150,7 +156,8 @@ def test_versions_kafka_4_removed_decode_as_kafka_python_decodes_them(version):
 def test_responses_it_does_not_cover_are_left_to_kafka_python():
     tagged = OffsetCommitResponse(version=8, topics=[], _99=b"x")
     assert offset_commit_codec.offset_commit_response_frame(1, 8, tagged) is None
-    by_id = _kafka_python_response(10, [("00000000-0000-0000-0000-000000000001", [(0, 0)])])
-    assert offset_commit_codec.offset_commit_response_frame(1, 10, by_id) is None
+    # a v10 topic id kafka-python accepts as text but that is no UUID object
+    by_text_id = _kafka_python_response(10, [(("t", "00000000-0000-0000-0000-000000000001"), [(0, 0)])])
+    assert offset_commit_codec.offset_commit_response_frame(1, 10, by_text_id) is None
     header = RequestHeader(ApiKey.OffsetCommit, 10, 1, "c", 0)
-    assert encode_response(header, by_id, 10)[8:] == b"\x00" + bytes(by_id.encode())
+    assert encode_response(header, by_text_id, 10)[8:] == b"\x00" + bytes(by_text_id.encode())
