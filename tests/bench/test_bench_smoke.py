@@ -20,7 +20,7 @@ from coordinator.bench import datadir
 from coordinator.bench.context import Sizes
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, deserialize
 from storage.file_store import FileLogStore
-from tests.bench import java_sync_commits
+from tests.bench import java_group
 from tests.bench.against_kafka import coordinate_every_group_on
 from tests.support.admin import committed_offsets
 from tests.support.kgc import kgc_in_front_of
@@ -153,15 +153,17 @@ def test_compare_puts_kgc_beside_kafkas_own_coordinator_under_the_names_given(ka
     assert len(timed) == 11 and all(c.ratio is not None for c in timed), comparisons
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_the_java_sync_commits_bench_measures_every_commit_on_kafka_and_kgc(kafka, tmp_path, protocol):
-    """tests/bench/java_sync_commits.py at tiny size: the Java members settle, each commits
-    the partitions it holds, and every commit's latency comes back, directly and through kgc;
-    what they committed last is what the group holds."""
-    topic = kafka.create_topic(f"java-sync-smoke-{protocol}-{tmp_path.name[-6:]}", java_sync_commits.PARTITIONS)
+@pytest.mark.parametrize("protocol", ["eager", "cooperative", "consumer"])
+def test_the_java_group_bench_measures_the_first_assignment_and_every_commit(kafka, tmp_path, protocol):
+    """tests/bench/java_group.py at tiny size: the Java members settle, each commits the
+    partitions it holds, and the settling time and every commit's latency come back,
+    directly and through kgc; what they committed last is what the group holds."""
+    partitions = 2 * java_group.PARTITIONS_EACH
+    topic = kafka.create_topic(f"java-group-smoke-{protocol}-{tmp_path.name[-6:]}", partitions)
     with kgc_in_front_of(kafka, "--fsync", "never", "--data-dir", str(tmp_path / "data"),
                          log_path=str(tmp_path / "kgc.log")) as kgc:
         for bootstrap in (kafka.bootstrap, kgc.bootstrap):
-            group, rate, took = java_sync_commits.run(bootstrap, topic, protocol, members=2, commits=5)
-            assert rate > 0 and len(took) == 10 and all(t > 0 for t in took), (rate, took)
-            assert committed_offsets(bootstrap, group) == dict.fromkeys(range(java_sync_commits.PARTITIONS), 5)
+            done = java_group.run(bootstrap, topic, partitions, protocol, members=2, commits=5)
+            assert done.settled_ms > 0 and done.commits_per_s > 0, done
+            assert len(done.latencies_us) == 10 and all(t > 0 for t in done.latencies_us), done
+            assert committed_offsets(bootstrap, done.group) == dict.fromkeys(range(partitions), 5)

@@ -4,26 +4,33 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.BrokenBarrierException;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
-// Synchronous commits by the members of one group, as an application commits after each
-// batch (tests/bench/java_sync_commits.py drives it). `members` consumers, one thread each,
-// subscribe to `topic` in `group` and poll until the group has settled: every member holds
-// partitions, all `partitions` are held, none holds more than one more than another, for a second on
-// end. Then, together, each commits its own partitions with commitSync `commits` times in a
-// row (offset n at the n-th), and closes.
+// The members of one group, as applications run them (tests/bench/java_group.py drives it):
+// `members` consumers, one thread each, are created, then subscribe to `topic` in `group` all
+// at once and poll until the group has settled: every member holds partitions, all
+// `partitions` are held, none holds more than one more than another, for a second on end.
+// Then, together, each commits its own partitions with commitSync `commits` times in a row
+// (offset n at the n-th), as an application commits after each batch, and closes.
 //
-// Arguments: bootstrap group topic partitions members commits protocol(classic|consumer)
-// Prints one JSON line: {"seconds": wall time of the commit loops, "latencies_us": [...]}.
-public final class SyncCommits {
+// Arguments: bootstrap group topic partitions members commits protocol, the protocol one of
+// eager (classic, RangeAssignor), cooperative (classic, CooperativeStickyAssignor) or consumer
+// (group.protocol=consumer, the coordinator's default assignor).
+// Prints one JSON line: {"settled_ms": from the subscriptions to the group's lasting balance,
+// "seconds": wall time of the commit loops, "latencies_us": [...]}.
+public final class GroupOfMembers {
     private static final long SETTLE_MS = 1_000;
     private static final long TIMEOUT_MS = 120_000;
 
@@ -36,6 +43,7 @@ public final class SyncCommits {
 
         AtomicIntegerArray held = new AtomicIntegerArray(members);
         AtomicLong settledSince = new AtomicLong(Long.MAX_VALUE);
+        CyclicBarrier subscribe = new CyclicBarrier(members + 1);
         CyclicBarrier start = new CyclicBarrier(members + 1);
         long[][] latencies = new long[members][commits];
         List<Throwable> failures = new ArrayList<>();
@@ -44,6 +52,7 @@ public final class SyncCommits {
             int me = i;
             Thread t = new Thread(() -> {
                 try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(properties(bootstrap, group, protocol, me))) {
+                    subscribe.await(TIMEOUT_MS, TimeUnit.MILLISECONDS);
                     consumer.subscribe(List.of(topic));
                     long deadline = System.currentTimeMillis() + TIMEOUT_MS;
                     while (!settledFor(held, settledSince, partitions)) {
@@ -68,13 +77,27 @@ public final class SyncCommits {
                     synchronized (failures) {
                         failures.add(e);
                     }
-                    start.reset();      // the others stop waiting for this one
+                    subscribe.reset();  // the others stop waiting for this one
+                    start.reset();
                 }
             }, "member-" + i);
             threads.add(t);
             t.start();
         }
-        start.await(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+        long subscribed, settled;
+        try {
+            subscribe.await(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            subscribed = System.currentTimeMillis();
+            start.await(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+            settled = settledSince.get() - subscribed;
+        } catch (BrokenBarrierException | TimeoutException e) {
+            Thread.sleep(100);      // the member that broke it records why
+            synchronized (failures) {
+                (failures.isEmpty() ? e : failures.get(0)).printStackTrace();
+            }
+            System.exit(1);
+            return;
+        }
         long began = System.nanoTime();
         for (Thread t : threads) {
             t.join(TIMEOUT_MS);
@@ -84,7 +107,8 @@ public final class SyncCommits {
             failures.get(0).printStackTrace();
             System.exit(1);
         }
-        StringBuilder out = new StringBuilder("{\"seconds\":").append(seconds).append(",\"latencies_us\":[");
+        StringBuilder out = new StringBuilder("{\"settled_ms\":").append(settled)
+            .append(",\"seconds\":").append(seconds).append(",\"latencies_us\":[");
         for (int i = 0; i < members; i++) {
             for (int n = 0; n < commits; n++) {
                 if (i > 0 || n > 0) out.append(',');
@@ -98,12 +122,15 @@ public final class SyncCommits {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("group.id", group);
-        p.put("client.id", "sync-commits-" + member);
+        p.put("client.id", "member-" + member);
         p.put("enable.auto.commit", "false");
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
-        if (protocol.equals("consumer")) {
-            p.put("group.protocol", "consumer");
+        switch (protocol) {
+            case "eager" -> p.put("partition.assignment.strategy", RangeAssignor.class.getName());
+            case "cooperative" -> p.put("partition.assignment.strategy", CooperativeStickyAssignor.class.getName());
+            case "consumer" -> p.put("group.protocol", "consumer");
+            default -> throw new IllegalArgumentException("unknown protocol " + protocol);
         }
         return p;
     }

@@ -1,0 +1,158 @@
+"""The unmodified Java client (kafka-clients 4.4) in groups, kgc against Kafka's own
+coordinator, in one run on the same Kafka started here:
+
+    .venv/bin/python -m tests.bench.java_group --nodes 1 --rounds 3
+    .venv/bin/python -m tests.bench.java_group --nodes 3 --rounds 3 --workloads sync-commits
+
+Members run in one JVM, a consumer per thread (tests/java/GroupOfMembers.java); each run is
+a new group, asked of Kafka directly, then through kgc, alternating, each round. Both sides
+rebalance with no initial delay, and KIP-848 members heartbeat at both sides' default
+interval (5 s).
+
+- first-assignment: groups of 1, 50 and 200 members (`--sizes`) on a topic of three
+  partitions per member subscribe at once, with the classic protocol's eager (range) and
+  cooperative-sticky assignors and with `group.protocol=consumer`; the time from the
+  subscriptions to the moment the group's assignment is complete and balanced (every member
+  holds partitions, none more than one more than another), as it then stays for a second.
+- sync-commits: eight members of one group, each holding 3 of 24 partitions, commit their
+  own partitions with `commitSync` 300 times in a row, all at once, as an application
+  commits after each batch; eager, then `group.protocol=consumer` (whose commits name topics
+  by id, OffsetCommit v10).
+
+`--nodes 1`: Kafka with `__consumer_offsets` at replication factor 1 against kgc's `fsync
+never` (neither durable before the answer); `--nodes 3`: replication factor 3 (min ISR 2)
+against `fsync always` (both durable before the answer). A benchmark tool, not a test: it
+prints medians over the rounds, and kgc / Kafka."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.kafka import THREE_HOSTS, KafkaCluster
+from tests.support.kafka_dist import compiled, java_command
+from tests.support.kgc import kgc_in_front_of
+
+SOURCE = Path(__file__).resolve().parent.parent / "java" / "GroupOfMembers.java"
+PARTITIONS_EACH = 3
+COMMIT_MEMBERS = 8
+COMMITS = 300
+SIZES = (1, 50, 200)
+FIRST_ASSIGNMENT_PROTOCOLS = ("eager", "cooperative", "consumer")
+COMMIT_PROTOCOLS = ("eager", "consumer")
+WORKLOADS = ("first-assignment", "sync-commits")
+RUN_TIMEOUT_S = 300
+# 200 consumers, each with its buffers and threads, in one JVM.
+JVM = ("-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+@dataclass(frozen=True)
+class Run:
+    group: str
+    settled_ms: int
+    commits_per_s: float
+    latencies_us: list[int]
+
+
+def run(bootstrap: str, topic: str, partitions: int, protocol: str, members: int, commits: int) -> Run:
+    """One run of GroupOfMembers in a new group."""
+    group = f"java-{protocol}-{uuid.uuid4().hex[:8]}"
+    done = subprocess.run(java_command("GroupOfMembers", bootstrap, group, topic, str(partitions), str(members),
+                                       str(commits), protocol, jvm=JVM, cp=compiled(SOURCE)),
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    if done.returncode != 0:
+        raise SystemExit(f"GroupOfMembers against {bootstrap} failed:\n{done.stderr[-3000:]}")
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    rate = members * commits / answer["seconds"] if commits else 0.0
+    return Run(group, answer["settled_ms"], rate, answer["latencies_us"])
+
+
+def percentile_ms(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] / 1000
+
+
+def alternating(rounds: int, targets: dict[str, str], measure) -> dict[str, list[float]]:
+    """Per target, the median over `rounds` of each figure `measure(bootstrap)` returns."""
+    rows: dict[str, list[tuple[float, ...]]] = {name: [] for name in targets}
+    for _ in range(rounds):
+        for name, bootstrap in targets.items():
+            rows[name].append(measure(bootstrap))
+    return {name: [statistics.median(column) for column in zip(*figures, strict=True)]
+            for name, figures in rows.items()}
+
+
+def first_assignment(kafka: KafkaCluster, targets: dict[str, str], sizes: list[int], rounds: int) -> None:
+    print("First assignment: subscriptions to a complete, balanced assignment (ms)\n")
+    print("| members | protocol | Kafka | kgc | kgc / Kafka |\n|---:|---|---:|---:|---:|", flush=True)
+    for members in sizes:
+        partitions = PARTITIONS_EACH * members
+        topic = kafka.create_topic(f"java-first-{members}-{uuid.uuid4().hex[:6]}", partitions)
+        for protocol in FIRST_ASSIGNMENT_PROTOCOLS:
+            medians = alternating(rounds, targets, lambda bootstrap, p=protocol, n=members, t=topic, k=partitions: (
+                run(bootstrap, t, k, p, n, 0).settled_ms,))
+            kafka_ms, kgc_ms = medians["Kafka"][0], medians["kgc"][0]
+            print(f"| {members} | {protocol} | {kafka_ms:,.0f} | {kgc_ms:,.0f} | {kgc_ms / kafka_ms:.2f} |", flush=True)
+    print()
+
+
+def sync_commits(kafka: KafkaCluster, targets: dict[str, str], rounds: int) -> None:
+    partitions = PARTITIONS_EACH * COMMIT_MEMBERS
+    topic = kafka.create_topic(f"java-commits-{uuid.uuid4().hex[:6]}", partitions)
+    print(f"Synchronous commits: {COMMIT_MEMBERS} members, {PARTITIONS_EACH} partitions each, {COMMITS} "
+          "commitSync each\n")
+    print("| protocol | target | commits/s | p50 ms | p99 ms |\n|---|---|---:|---:|---:|", flush=True)
+    for protocol in COMMIT_PROTOCOLS:
+        def measure(bootstrap: str, protocol: str = protocol) -> tuple[float, float, float]:
+            done = run(bootstrap, topic, partitions, protocol, COMMIT_MEMBERS, COMMITS)
+            return done.commits_per_s, percentile_ms(done.latencies_us, 0.5), percentile_ms(done.latencies_us, 0.99)
+
+        medians = alternating(rounds, targets, measure)
+        for name, (rate, p50, p99) in medians.items():
+            print(f"| {protocol} | {name} | {rate:,.0f} | {p50:.2f} | {p99:.2f} |", flush=True)
+        (k_rate, k_p50, k_p99), (g_rate, g_p50, g_p99) = medians["Kafka"], medians["kgc"]
+        print(f"| {protocol} | kgc / Kafka | {g_rate / k_rate:.2f} | {g_p50 / k_p50:.2f} | {g_p99 / k_p99:.2f} |",
+              flush=True)
+    print()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.java_group", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, choices=(1, 3), default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="first-assignment group sizes")
+    args = parser.parse_args(argv)
+    workloads = args.workloads.split(",")
+    if unknown := set(workloads) - set(WORKLOADS):
+        parser.error(f"unknown workloads {sorted(unknown)}; known: {', '.join(WORKLOADS)}")
+    fsync = "always" if args.nodes == 3 else "never"
+    hosts = THREE_HOSTS if args.nodes == 3 else ("127.0.0.1",)
+    with tempfile.TemporaryDirectory(prefix="kgc-java-group-") as tmp:
+        work = Path(tmp)
+        settings = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "50"}
+        with KafkaCluster(work / "kafka", hosts, settings=settings) as kafka, \
+                kgc_in_front_of(kafka, "--fsync", fsync, "--initial-rebalance-delay-ms", "0",
+                                "--data-dir", str(work / "kgc-data"), "--log-level", "WARNING",
+                                log_path=str(work / "kgc.log")) as kgc:
+            print(f"Apache Kafka {kafka.version}, {args.nodes} node(s), `__consumer_offsets` replication factor "
+                  f"{args.nodes}; kgc `--fsync {fsync}` in front of it; {args.rounds} round(s), medians. "
+                  f"Command: `python -m tests.bench.java_group {' '.join(argv)}`\n", flush=True)
+            targets = {"Kafka": kafka.bootstrap, "kgc": kgc.bootstrap}
+            if "first-assignment" in workloads:
+                first_assignment(kafka, targets, [int(n) for n in args.sizes.split(",")], args.rounds)
+            if "sync-commits" in workloads:
+                sync_commits(kafka, targets, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
