@@ -12,6 +12,7 @@ names them all.
 from __future__ import annotations
 
 import struct
+from uuid import UUID
 
 from protocol.wire import WireError, read_uvarint
 
@@ -79,6 +80,15 @@ class ClassicReader:
         values = s.unpack_from(self.data, self.pos)
         self.pos += s.size
         return values
+
+    def uuid(self) -> UUID:
+        """A uuid field (a topic id): 16 bytes."""
+        end = self.pos + 16
+        if end > len(self.data):
+            raise Malformed
+        value = UUID(bytes=bytes(self.data[self.pos:end]))
+        self.pos = end
+        return value
 
     def int32s(self, count: int) -> list[int]:
         """`count` int32s in one unpack."""

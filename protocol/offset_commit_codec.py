@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import functools
 import struct
-import uuid
 from collections.abc import Mapping
 from itertools import chain
 from operator import attrgetter
@@ -61,7 +60,6 @@ _PARTITION_V6 = struct.Struct(">iqih")
 _PARTITION_V2 = struct.Struct(">iqh")
 _PARTITION_V1 = struct.Struct(">iqqh")
 _PARTITION_FLEXIBLE = struct.Struct(">iqiB")
-_UUID = struct.Struct(">16s")
 
 
 def decode_offset_commit_request(version: int, data: memoryview) -> OffsetCommitRequest | None:
@@ -164,7 +162,7 @@ def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
     for _ in range(r.count()):
         topic = bare(_RequestTopic, version)
         if version >= TOPIC_IDS_SINCE:
-            topic.topic_id = uuid.UUID(bytes=bytes(r.fixed(_UUID)[0]))
+            topic.topic_id = r.uuid()
         else:
             topic.name = r.string()
         topic.partitions = r.partitions(version, r.count())

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import struct
-import uuid
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import attrgetter, itemgetter
@@ -134,7 +133,7 @@ def _topics(r: ClassicReader, version: int, cls: type, n: int | None) -> list | 
     for _ in range(n):
         topic = bare(cls, version)
         if version >= TOPIC_IDS_SINCE:
-            topic.topic_id = uuid.UUID(bytes=bytes(r.fixed(_UUID)[0]))
+            topic.topic_id = r.uuid()
         else:
             topic.name = r.string()
         topic.partition_indexes = r.int32s(r.count())
@@ -310,7 +309,6 @@ _HEAD_V0 = struct.Struct(">iqh")
 _HEAD_FLEXIBLE = struct.Struct(">iqiB")
 _FIXED_FLEXIBLE = struct.Struct(">iqi")
 _INT32 = struct.Struct(">i")
-_UUID = struct.Struct(">16s")
 # error_code after the metadata string; flexible ones end with an empty tagged-field section
 _TAIL = struct.Struct(">h")
 _TAIL_FLEXIBLE = struct.Struct(">hx")
