@@ -247,6 +247,19 @@ class Swarm:
         await self.until([phase], timeout_s)
         return phase, left_ns
 
+    async def one_joins(self, newcomer: Member, min_generation: int, timeout_s: float) -> tuple[Phase, int]:
+        """`newcomer` (on its own connection, not started) joins the running members; returns
+        the phase of all of them, once they are synced on `min_generation` or later, and
+        when the newcomer started (perf_counter ns), just before its first JoinGroup."""
+        phase = Phase([*self.tasks, newcomer], min_generation=min_generation)
+        for member in phase.expected:
+            member.phase = phase
+        self.members.append(newcomer)
+        started_ns = time.perf_counter_ns()
+        self.tasks[newcomer] = asyncio.create_task(newcomer.run(), name=f"member {newcomer.group}")
+        await self.until([phase], timeout_s)
+        return phase, started_ns
+
     async def leave(self) -> None:
         """Stop every member and send LeaveGroup for each that has an id, so the group is
         gone before whatever is measured next (errors ignored: this is cleanup)."""

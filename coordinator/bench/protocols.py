@@ -197,14 +197,7 @@ async def classic_rebalances(target: Target, members: int, interval_ms: int, gro
             m.phase = first
         swarm.start()
         await swarm.until([first], TIMEOUT_S)
-        newcomer = everyone[members]
-        grown = Phase(everyone, min_generation=first.generation + 1)
-        for m in everyone:
-            m.phase = grown
-        swarm.members.append(newcomer)
-        started = time.perf_counter_ns()
-        swarm.tasks[newcomer] = asyncio.create_task(newcomer.run())
-        await swarm.until([grown], TIMEOUT_S)
+        grown, started = await swarm.one_joins(everyone[members], first.generation + 1, TIMEOUT_S)
         absorbed = (grown.settled_ns - started) / 1e6
         shrunk, left_ns = await swarm.one_leaves(grown.generation + 1, TIMEOUT_S)
         return absorbed, (shrunk.settled_ns - left_ns) / 1e6

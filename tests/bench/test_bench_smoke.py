@@ -32,7 +32,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXPECTED = {
     "join": ["join 1: first JoinGroup to all synced", "join 1: last JoinGroup to all synced",
              "join 3: first JoinGroup to all synced", "join 3: last JoinGroup to all synced"],
-    "rebalance": ["rebalance 3: LeaveGroup to all others synced", "rebalance 3: last JoinGroup to all others synced"],
+    "rebalance": ["rebalance 3: LeaveGroup to all others synced", "rebalance 3: last JoinGroup to all others synced",
+                  "rebalance 3: a new member's first JoinGroup to all synced",
+                  "rebalance 3: last JoinGroup to all synced, after a new member"],
     "heartbeat": ["heartbeat 4 members in 2 groups: heartbeats/s", "heartbeat 4 members in 2 groups: p50",
                   "heartbeat 4 members in 2 groups: p99"],
     "commit": ["commit 2 clients x 5 partitions: partition-commits/s",

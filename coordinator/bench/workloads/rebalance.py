@@ -1,15 +1,17 @@
 """Workload 2, rebalance: in a stable group of N members one follower sends LeaveGroup;
-time until every other member is synced on the new generation.
+time until every other member is synced on the new generation. Then a new member joins
+the N-1 that are left; time until all N are synced on the generation after.
 
-Measured from the LeaveGroup, and from the last JoinGroup the remaining members sent
-(the second leaves out how long they took to learn of the rebalance through their
-heartbeats, which is the client's interval, not the coordinator's work).
+Each is measured from the event (the LeaveGroup; the newcomer's first JoinGroup, which
+includes its KIP-394 round for a member id), and from the last JoinGroup of the
+rebalance: the second leaves out how long the members took to learn of the rebalance
+through their heartbeats, which is the client's interval, not the coordinator's work.
 """
 
 from __future__ import annotations
 
 from coordinator.bench.context import Context
-from coordinator.bench.member import BenchError
+from coordinator.bench.member import BenchError, Member
 from coordinator.bench.stats import Figure, not_measured
 from coordinator.bench.workloads.groups import form_groups
 
@@ -18,22 +20,32 @@ async def run(ctx: Context) -> list[Figure]:
     size = ctx.sizes.rebalance_members
     from_leave = f"rebalance {size}: LeaveGroup to all others synced"
     from_rejoin = f"rebalance {size}: last JoinGroup to all others synced"
+    from_newcomer = f"rebalance {size}: a new member's first JoinGroup to all synced"
+    from_last_join = f"rebalance {size}: last JoinGroup to all synced, after a new member"
+    metrics = (from_leave, from_rejoin, from_newcomer, from_last_join)
+    group = ctx.group_name("rebalance", size)
     async with ctx.launch() as target:
         try:
-            swarm, (stable,) = await form_groups(ctx, target, [ctx.group_name("rebalance", size)], size)
+            swarm, (stable,) = await form_groups(ctx, target, [group], size)
         except (TimeoutError, BenchError) as exc:
-            return [not_measured(m, "ms", "lower", f"group did not form: {exc}", target.config)
-                    for m in (from_leave, from_rejoin)]
+            return [not_measured(m, "ms", "lower", f"group did not form: {exc}", target.config) for m in metrics]
         try:
-            phase, left_ns = await swarm.one_leaves(stable.generation + 1, ctx.sizes.timeout_s)
+            # Opened before the clock starts: the rows time the coordinator, not a connect.
+            (conn,) = await target.connections(1)
+            newcomer = Member(conn, group, session_timeout_ms=ctx.sizes.session_timeout_ms,
+                              rebalance_timeout_ms=ctx.sizes.session_timeout_ms,
+                              heartbeat_interval_ms=ctx.sizes.heartbeat_interval_ms)
+            shrunk, left_ns = await swarm.one_leaves(stable.generation + 1, ctx.sizes.timeout_s)
+            grown, joined_ns = await swarm.one_joins(newcomer, shrunk.generation + 1, ctx.sizes.timeout_s)
         except (TimeoutError, BenchError) as exc:
-            return [not_measured(m, "ms", "lower", str(exc), target.config) for m in (from_leave, from_rejoin)]
+            return [not_measured(m, "ms", "lower", str(exc), target.config) for m in metrics]
         finally:
             await swarm.close()
-    note = (f"generation {stable.generation} to {phase.generation}, "
-            f"heartbeat every {ctx.sizes.heartbeat_interval_ms} ms")
+    note = (f"generations {stable.generation} to {shrunk.generation} (a leave) to {grown.generation} "
+            f"(a join), heartbeat every {ctx.sizes.heartbeat_interval_ms} ms")
     return [
-        Figure(from_leave, (phase.settled_ns - left_ns) / 1e6, "ms", "lower", target.config, note),
-        Figure(from_rejoin, (phase.settled_ns - phase.last_join_ns) / 1e6, "ms", "lower", target.config, note),
+        Figure(from_leave, (shrunk.settled_ns - left_ns) / 1e6, "ms", "lower", target.config, note),
+        Figure(from_rejoin, (shrunk.settled_ns - shrunk.last_join_ns) / 1e6, "ms", "lower", target.config, note),
+        Figure(from_newcomer, (grown.settled_ns - joined_ns) / 1e6, "ms", "lower", target.config, note),
+        Figure(from_last_join, (grown.settled_ns - grown.last_join_ns) / 1e6, "ms", "lower", target.config, note),
     ]
-
