@@ -42,7 +42,7 @@ async def test_a_frame_over_the_login_limit_closes_the_connection_at_its_header(
     async with sasl_kgc(tmp_path) as app:
         def scenario():
             with KafkaSocket(app.port) as s:
-                s.sock.sendall(announce(64 * 2**20, b"\0" * 65_536))     # 64 MiB announced, 64 KiB sent
+                s.send_until_closed(announce(64 * 2**20, b"\0" * 65_536))     # 64 MiB announced, 64 KiB sent
                 assert s.closed_by_peer()
             with KafkaSocket(app.port) as s:
                 assert s.handshake("PLAIN").error_code == ErrorCode.NONE

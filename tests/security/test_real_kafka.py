@@ -168,7 +168,7 @@ async def test_in_passthrough_kafkas_refusal_comes_before_the_close_early_frames
                 assert s.receive(wrong).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
                 assert s.closed_by_peer()
             with KafkaSocket(app.port, context=context) as s:
-                s.sock.sendall((64 * 2**20).to_bytes(4, "big") + b"\0" * 65_536)    # before any login
+                s.send_until_closed((64 * 2**20).to_bytes(4, "big") + b"\0" * 65_536)    # before any login
                 assert s.closed_by_peer()
             with KafkaSocket(app.port, context=context) as s:
                 assert s.login_plain("alice", kafka.security.users["alice"]).error_code == ErrorCode.NONE

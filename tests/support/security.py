@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import socket
 import ssl
@@ -169,6 +170,12 @@ class KafkaSocket:
         request.with_header(correlation_id=self._correlation_id, client_id="kgc-test")
         self.sock.sendall(request.encode(header=True, framed=True))
         return self._correlation_id
+
+    def send_until_closed(self, data: bytes) -> None:
+        """Sends `data`, or what of it goes out before the server closes the connection: a
+        test of that close expects it mid-send (over TLS the send then raises SSLEOFError)."""
+        with contextlib.suppress(OSError):      # ssl.SSLError is an OSError
+            self.sock.sendall(data)
 
     def receive(self, request):
         (size,) = _SIZE.unpack(self._read(_SIZE.size))
