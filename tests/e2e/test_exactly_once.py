@@ -23,6 +23,7 @@ from tests.support.eos import (
     copy_with_java_loop,
     copy_with_kafkas_copier,
     copy_with_streams,
+    run_streams,
     seed,
     topics,
 )
@@ -266,6 +267,21 @@ def test_a_kafka_streams_exactly_once_v2_application_copies_exactly_once(eos_kgc
     before = eos_kgc.requests()
     copy_with_streams(kafka, eos_kgc.bootstrap, tmp_path / "state", RECORDS)
     assert flows_used(before, eos_kgc.requests()) == {"v2"}
+
+
+def test_a_kafka_streams_application_on_the_streams_group_protocol_stops_with_its_clients_own_error(
+        eos_kgc, kafka, tmp_path):
+    """KIP-1071's streams groups are not served (README, "Limits"): kgc's ApiVersions does
+    not offer StreamsGroupHeartbeat, so a Streams application with `group.protocol=streams`
+    stops at its first heartbeat with the Java client's own message, rather than waiting or
+    forming half a group on each side."""
+    source, target = topics(kafka)
+    seed(kafka.bootstrap, source, 10)
+    done = run_streams(eos_kgc.bootstrap, f"streams-protocol-{uuid.uuid4().hex[:8]}", source, target, 10,
+                       tmp_path / "state", group_protocol="streams", timeout_s=120)
+    # exit 2 is the application's own failure path; its wait for the records is 240 s
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "The cluster does not support the STREAMS group protocol" in done.stdout, done.stdout[-2000:]
 
 
 @pytest.mark.timeout(300)

@@ -2,14 +2,17 @@
 // to `output` unchanged, and stops once it
 // has processed `expected` records (close() commits the last transaction). Prints
 // "processed N" when done. Used by tests/e2e/test_exactly_once.py through kgc.
+// GROUP_PROTOCOL (default classic) is Streams' `group.protocol`: with `streams` (KIP-1071)
+// an application that fails stops at once, prints "failed: <the error>" and exits 2.
 //
-//   java StreamsEos BOOTSTRAP APPLICATION_ID INPUT OUTPUT EXPECTED STATE_DIR
+//   java StreamsEos BOOTSTRAP APPLICATION_ID INPUT OUTPUT EXPECTED STATE_DIR [GROUP_PROTOCOL]
 
 import java.time.Duration;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
@@ -29,6 +32,7 @@ public class StreamsEos {
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
         props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args.length > 6 ? args[6] : "classic");
 
         AtomicLong processed = new AtomicLong();
         CountDownLatch done = new CountDownLatch(1);
@@ -37,12 +41,24 @@ public class StreamsEos {
             .peek((k, v) -> { if (processed.incrementAndGet() >= expected) done.countDown(); })
             .to(output);
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
+        AtomicReference<Throwable> failure = new AtomicReference<>();
         streams.setUncaughtExceptionHandler(e -> {
             e.printStackTrace();
+            failure.compareAndSet(null, e);
+            done.countDown();
             return org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
         streams.start();
         boolean finished = done.await(240, TimeUnit.SECONDS);
+        if (failure.get() != null) {
+            streams.close(Duration.ofSeconds(30));
+            Throwable root = failure.get();
+            while (root.getCause() != null) {
+                root = root.getCause();
+            }
+            System.out.println("failed: " + root);
+            System.exit(2);
+        }
         // Let one more commit interval pass, then close: close() commits the open transaction.
         Thread.sleep(500);
         streams.close(Duration.ofSeconds(60));

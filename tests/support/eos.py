@@ -186,16 +186,23 @@ def copy_with_kafkas_copier(kafka, bootstrap: str, records: int, during: Callabl
     return elapsed
 
 
+def run_streams(bootstrap: str, application: str, source: str, target: str, records: int, state_dir: Path,
+                group_protocol: str = "classic", timeout_s: float = 300) -> subprocess.CompletedProcess:
+    """tests/java/StreamsEos.java: copies `records` from `source` to `target` through
+    `bootstrap`, on Streams' `group_protocol`."""
+    from tests.support.kafka_dist import compiled, java_command
+    return subprocess.run(java_command("StreamsEos", bootstrap, application, source, target, str(records),
+                                       str(state_dir), group_protocol, cp=compiled(STREAMS_APP)),
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
 def copy_with_streams(kafka, bootstrap: str, state_dir: Path, records: int) -> None:
     """A Kafka Streams exactly_once_v2 application (tests/java/StreamsEos.java) copies
     through `bootstrap`, exactly once."""
-    from tests.support.kafka_dist import compiled, java_command
     source, target = topics(kafka)
     inputs = seed(kafka.bootstrap, source, records)
     application = f"streams-{uuid.uuid4().hex[:8]}"
-    done = subprocess.run(java_command("StreamsEos", bootstrap, application, source, target, str(records),
-                                       str(state_dir), cp=compiled(STREAMS_APP)),
-                          capture_output=True, text=True, timeout=300)
+    done = run_streams(bootstrap, application, source, target, records, state_dir)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     assert f"processed {records}" in done.stdout
     assert_exactly_once(kafka, bootstrap, application, source, target, inputs)

@@ -29,10 +29,11 @@ async def run(ctx: Context) -> list[Figure]:
             swarm, (stable,) = await form_groups(ctx, target, [group], size)
         except (TimeoutError, BenchError) as exc:
             return [not_measured(m, "ms", "lower", f"group did not form: {exc}", target.config) for m in metrics]
+        conns = []
         try:
             # Opened before the clock starts: the rows time the coordinator, not a connect.
-            (conn,) = await target.connections(1)
-            newcomer = Member(conn, group, session_timeout_ms=ctx.sizes.session_timeout_ms,
+            conns = await target.connections(1)
+            newcomer = Member(conns[0], group, session_timeout_ms=ctx.sizes.session_timeout_ms,
                               rebalance_timeout_ms=ctx.sizes.session_timeout_ms,
                               heartbeat_interval_ms=ctx.sizes.heartbeat_interval_ms)
             shrunk, left_ns = await swarm.one_leaves(stable.generation + 1, ctx.sizes.timeout_s)
@@ -41,6 +42,8 @@ async def run(ctx: Context) -> list[Figure]:
             return [not_measured(m, "ms", "lower", str(exc), target.config) for m in metrics]
         finally:
             await swarm.close()
+            for conn in conns:      # closed by the swarm too once the newcomer joined it
+                conn.close()
     note = (f"generations {stable.generation} to {shrunk.generation} (a leave) to {grown.generation} "
             f"(a join), heartbeat every {ctx.sizes.heartbeat_interval_ms} ms")
     return [
