@@ -2,8 +2,9 @@
 // to `output` unchanged, and stops once it
 // has processed `expected` records (close() commits the last transaction). Prints
 // "processed N" when done. Used by tests/e2e/test_exactly_once.py through kgc.
-// GROUP_PROTOCOL (default classic) is Streams' `group.protocol`: with `streams` (KIP-1071)
-// an application that fails stops at once, prints "failed: <the error>" and exits 2.
+// GROUP_PROTOCOL (default classic) is Streams' `group.protocol`. An application that fails
+// (on `streams`, KIP-1071, which kgc does not serve) stops at once, prints
+// "failed: <the root error>" and exits 2.
 //
 //   java StreamsEos BOOTSTRAP APPLICATION_ID INPUT OUTPUT EXPECTED STATE_DIR [GROUP_PROTOCOL]
 
