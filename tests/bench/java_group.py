@@ -36,6 +36,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator.bench.stats import Latencies
 from tests.support.kafka import THREE_HOSTS, KafkaCluster
 from tests.support.kafka_dist import compiled, java_command
 from tests.support.kgc import kgc_in_front_of
@@ -74,11 +75,6 @@ def run(bootstrap: str, topic: str, partitions: int, protocol: str, members: int
     return Run(group, answer["settled_ms"], rate, answer["latencies_us"])
 
 
-def percentile_ms(values: list[int], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] / 1000
-
-
 def alternating(rounds: int, targets: dict[str, str], measure) -> dict[str, list[float]]:
     """Per target, the median over `rounds` of each figure `measure(bootstrap)` returns."""
     rows: dict[str, list[tuple[float, ...]]] = {name: [] for name in targets}
@@ -112,7 +108,10 @@ def sync_commits(kafka: KafkaCluster, targets: dict[str, str], rounds: int) -> N
     for protocol in COMMIT_PROTOCOLS:
         def measure(bootstrap: str, protocol: str = protocol) -> tuple[float, float, float]:
             done = run(bootstrap, topic, partitions, protocol, COMMIT_MEMBERS, COMMITS)
-            return done.commits_per_s, percentile_ms(done.latencies_us, 0.5), percentile_ms(done.latencies_us, 0.99)
+            latencies = Latencies()
+            for us in done.latencies_us:
+                latencies.add(us * 1000)
+            return done.commits_per_s, latencies.percentile_ms(50), latencies.percentile_ms(99)
 
         medians = alternating(rounds, targets, measure)
         for name, (rate, p50, p99) in medians.items():
