@@ -125,7 +125,9 @@ class PartitionProducer:
                 answer = response.responses[0].partition_responses[0]
                 code = ErrorCode(answer.error_code)
             except (UpstreamUnavailable, TimeoutError, OSError) as exc:
-                code, answer = ErrorCode.REQUEST_TIMED_OUT, None
+                # The leader may be gone (SIGKILLed, say): the topic's metadata still names it
+                # until asked again, and asking names the new leader once Kafka has elected one.
+                code, answer = ErrorCode.NOT_LEADER_OR_FOLLOWER, None
                 log.debug("%s: Produce failed: %r", self.transactional_id, exc)
             # A retry of a batch the leader has: the idempotent producer's duplicate answer.
             if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):

@@ -1,16 +1,23 @@
 """The replicated store on the three-node cluster (replication factor 3, min ISR 2): the
 broker leading the group's state partition is SIGKILLed while a member commits
 synchronously; commits go on once Kafka elects a new leader, and every acknowledged commit
-is there afterwards, read by a new kgc process with no disk after kill -9 of the first."""
+is there afterwards, read by a new kgc process with no disk after kill -9 of the first.
+And the store's own next write after such a kill goes to the new leader, within one write
+timeout, without failing the partition."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.partitioning import partition_for
+from coordinator.replicated.state_topic import StateTopic
+from coordinator.replicated.store import ReplicatedLogStore
+from storage.api import LogRecord
 from tests.support.admin import new_name, offsets_once_owned
 from tests.support.kafka import partition_leader
 from tests.support.kgc import KgcProcess, kgc_in_front_of
@@ -51,3 +58,50 @@ def test_acknowledged_commits_survive_the_state_partitions_leader_sigkilled_and_
         assert offsets_once_owned(second.bootstrap, group) == {0: BEFORE + AFTER}
     finally:
         second.stop()
+
+
+async def test_the_next_write_after_the_leader_is_sigkilled_goes_to_the_new_leader(kafka3):
+    """Nothing was written between the kill and the write: the store's topic metadata still
+    names the dead leader. The write must ask again, not retry the dead broker until its
+    timeout fails the partition (seen in tests/system/test_ha_instances.py: a member's
+    OffsetCommit unanswered for 30 s).
+
+    The partition is one whose leader is not its transactional id's coordinator: a
+    coordinator killed just after a commit writes the commit marker again once it has
+    moved, which the store rightly takes for a lost marker and reads the partition again
+    (another path, not this one's)."""
+    state = new_name("kgc-state")
+    cluster = UpstreamCluster([(h, int(p)) for h, p in (a.split(":") for a in kafka3.bootstrap.split(","))])
+    cluster.start()
+    await cluster.wait_reachable()
+    # Long enough for Kafka to fence the dead broker (broker.session.timeout.ms, 9 s) and
+    # elect a leader, with room to spare.
+    store = ReplicatedLogStore(StateTopic(cluster, state, 50, replication_factor=3, min_insync_replicas=2),
+                               transactional_id_prefix=state, write_timeout_ms=25_000)
+    victim = None
+    try:
+        await store.open()
+        await asyncio.gather(*(store.acquire(p) for p in range(50)))    # the transaction coordinators known
+        partition, leader = await _led_apart_from_its_coordinator(cluster, kafka3.bootstrap, state)
+        await store.append(partition, [LogRecord(b"k", b"before")], 1_000).durable
+        victim = leader
+        kafka3.kill_node(victim)
+        await store.append(partition, [LogRecord(b"k", b"after")], 2_000).durable
+        assert partition_leader(kafka3.bootstrap, state, partition) != victim
+        assert [r.value for b in store.read(partition) for r in b.records if r.key == b"k"] == [b"before", b"after"]
+    finally:
+        if victim is not None:
+            kafka3.start_node(victim)
+        await store.close()
+        await cluster.close()
+
+
+async def _led_apart_from_its_coordinator(cluster: UpstreamCluster, bootstrap: str, state: str) -> tuple[int, int]:
+    """A partition of the state topic and its leader, which does not coordinate the
+    partition's transactional id."""
+    for partition in range(50):
+        leader = partition_leader(bootstrap, state, partition)
+        coordinator = await cluster.find_coordinator(f"{state}.p{partition:02d}", 1)
+        if coordinator.node_id != leader:
+            return partition, leader
+    raise AssertionError("every partition is led by its transactional id's coordinator")
