@@ -186,7 +186,8 @@ class KgcApp:
         shards = group_shard_factory(cfg.group, self._clock, new_member_id, self._topics, stopwatch=time.perf_counter)
         # Replicated: the partitions this instance owns come from the ownership group, later.
         self.runtime = CoordinatorRuntime(self.store, cfg.group.num_partitions, clock=self._clock,
-                                          shard_factory=shards, owned=() if cfg.store == "replicated" else None)
+                                          shard_factory=shards, owned=() if cfg.store == "replicated" else None,
+                                          answer_timeout_s=cfg.offsets_commit_timeout_ms / 1000)
         await self.runtime.start()
         try:
             bootstrap = self._listener(cfg.port, None)

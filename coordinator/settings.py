@@ -74,6 +74,8 @@ class ServerConfig:
     cleaner_interval_ms: int = 300_000       # 0: no online cleaner
     delete_retention_ms: int = 86_400_000    # tombstones kept this long (Kafka's delete.retention.ms)
     shutdown_timeout_ms: int = 10_000        # graceful stop: how long in-flight requests may take
+    # Kafka's offsets.commit.timeout.ms: how long an answer waits for its write to be durable
+    offsets_commit_timeout_ms: int = 5_000
     metrics_sample_interval_ms: int = 1_000  # group states and rebalances are sampled this often
     security_protocol: str = "plaintext"     # of every client listener, as Kafka names them
     sasl_mode: str = "terminate"
@@ -344,6 +346,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cleaner_interval_ms", _MS, "online cleaner pass interval (0: no cleaner)"),
     Setting("delete_retention_ms", _MS, "tombstones are kept this long by the cleaner"),
     Setting("shutdown_timeout_ms", _MS, "on SIGTERM, how long in-flight requests may take"),
+    Setting("offsets_commit_timeout_ms", _POSITIVE_MS,
+            "Kafka's offsets.commit.timeout.ms: an answer not durable by then is a retriable error "
+            "(COORDINATOR_NOT_AVAILABLE) while the write goes on"),
     Setting("metrics_sample_interval_ms", _POSITIVE_MS, "how often group states are sampled for metrics"),
     Setting("security_protocol", text(choices=("plaintext", "ssl", "sasl_plaintext", "sasl_ssl"), fold=str.lower),
             "plaintext | ssl | sasl_plaintext | sasl_ssl: of every client listener"),

@@ -15,7 +15,8 @@ isolated to it (see `partition.py`, "Fault isolation").
 Both raise `PartitionLoading` (answer COORDINATOR_LOAD_IN_PROGRESS),
 `PartitionNotActive` (NOT_COORDINATOR: failed, unloaded or not owned), or
 `RuntimeClosed` (COORDINATOR_NOT_AVAILABLE). A parked request whose partition fails or
-unloads gets `PartitionNotActive`.
+unloads gets `PartitionNotActive`. A client's request (`submit_write`, `submit_read`)
+whose answer has waited on durability for the answer timeout gets `WriteTimedOut`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ class PartitionNotActive(Exception):
 
 class RuntimeClosed(Exception):
     pass
+
+
+class WriteTimedOut(Exception):
+    """The write a request's answer waits for is not durable within the answer timeout
+    (Kafka's offsets.commit.timeout.ms): the request is answered with a retriable error,
+    while the write goes on; its state stands once durable, or goes with a reload."""
 
 
 class Shard(Protocol):

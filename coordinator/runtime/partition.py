@@ -55,6 +55,14 @@ the op whole or not at all, as one batch is kept or lost whole by recovery.
 Reads (`read(op)`) run on the same queue and return once every earlier write is durable
 (inline, when the partition is idle).
 A handle whose future is already done or cancelled (the client went away) is skipped.
+
+Answer timeout (`answer_timeout_s`, Kafka's offsets.commit.timeout.ms): an answer to a
+client's request (`submit_write`, `submit_read`; a parked request's too, once a Reply to
+it is parked) that has waited on durability that long is answered `WriteTimedOut`, a
+retriable error, while the write goes on. A store that cannot write (an upstream broker
+gone, a disk that hangs) then holds a connection's later requests, heartbeats among them,
+no longer than that, as in Kafka. The runtime's own reads and writes (`read`, `write`: a
+load's, an adoption's) wait for durability however long it takes.
 """
 
 from __future__ import annotations
@@ -70,7 +78,7 @@ from typing import Any
 
 from coordinator import metrics
 from coordinator.common.result import ReplyHandle, Result, Slices
-from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard
+from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard, WriteTimedOut
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from coordinator.runtime.partition_state import VALID_PREVIOUS, IllegalPartitionTransition, PartitionState
@@ -94,6 +102,13 @@ class _Event:
     future: asyncio.Future | None = field(default=None)
 
 
+class RequestFuture(EagerFuture):
+    """A client request's answer, which the answer timeout bounds while it waits on
+    durability (the runtime's own futures are plain `EagerFuture`s)."""
+
+    __slots__ = ()
+
+
 _RELOAD = object()
 # The scope of a Result that isolates a fault: if even it cannot be written, it is not
 # isolated again.
@@ -102,7 +117,7 @@ _ISOLATING = object()
 
 class PartitionRuntime:
     def __init__(self, partition: int, store: LogStore, shard_factory: ShardFactory,
-                 serde: RecordSerde, clock: Callable[[], int]):
+                 serde: RecordSerde, clock: Callable[[], int], answer_timeout_s: float | None = None):
         self.partition = partition
         self.state = PartitionState.INITIAL
         self.stats = PartitionStats()
@@ -121,6 +136,11 @@ class PartitionRuntime:
         # Futures of requests still waiting for an answer, failed together on failure/close.
         self._waiters: set[asyncio.Future] = set()
         self._parked: deque[Parked] = deque()
+        # Parked entries in the order they were parked, with the loop time their requests'
+        # answers are due; one timer at a time walks them (`_answer_overdue`).
+        self._answer_timeout_s = answer_timeout_s
+        self._due: deque[tuple[float, Parked]] = deque()
+        self._due_timer: asyncio.TimerHandle | None = None
         self._last_written = -1
         self._last_durable = -1
         # Bumped on every failure, so durability callbacks of a dead epoch do nothing.
@@ -186,7 +206,7 @@ class PartitionRuntime:
         self.stats.writes += 1
         if self._queue.empty() and self._sliced is None:
             return self._write_inline(op, scope)
-        return self._enqueue_write(op, scope)
+        return self._enqueue_write(op, scope, RequestFuture)
 
     def submit_read(self, op: Callable[[Any], Any]) -> Any:
         """`read` without a coroutine: the value itself when nothing is pending ahead of it."""
@@ -194,10 +214,11 @@ class PartitionRuntime:
         self.stats.reads += 1
         if self._idle():
             return op(self._shard)
-        return self._enqueue(self._read_event(op))
+        return self._enqueue(self._read_event(op, RequestFuture))
 
-    def _enqueue_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope) -> asyncio.Future:
-        handle = FutureReplyHandle(self._new_waiter())
+    def _enqueue_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope,
+                       future_type: type[EagerFuture] = EagerFuture) -> asyncio.Future:
+        handle = FutureReplyHandle(self._new_waiter(future_type))
         self._enqueue(_Event(lambda: self._run_write(op, handle, scope), handle.future))
         return handle.future
 
@@ -213,7 +234,7 @@ class PartitionRuntime:
         return not self._parked and self._last_written <= self._last_durable
 
     def _write_inline(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope) -> Any:
-        handle = InlineHandle(self._new_waiter)
+        handle = InlineHandle(self._new_request_waiter)
         try:
             result = op(self._shard, handle)
         except Exception as exc:
@@ -249,9 +270,9 @@ class PartitionRuntime:
             raise PartitionLoading(f"partition {self.partition} is loading")
         raise PartitionNotActive(f"partition {self.partition} is {self.state.value}")
 
-    def _new_waiter(self) -> EagerFuture:
+    def _new_waiter(self, future_type: type[EagerFuture] = EagerFuture) -> EagerFuture:
         # Eager, so that the request path can answer in the call that releases it.
-        fut = EagerFuture(self._loop)
+        fut = future_type(self._loop)
         self._waiters.add(fut)
         fut.add_done_callback(self._waiters.discard)
         return fut
@@ -260,8 +281,11 @@ class PartitionRuntime:
         self._queue.put_nowait(event)
         return event.future
 
-    def _read_event(self, op: Callable[[Any], Any]) -> _Event:
-        fut = self._new_waiter()
+    def _new_request_waiter(self) -> EagerFuture:
+        return self._new_waiter(RequestFuture)
+
+    def _read_event(self, op: Callable[[Any], Any], future_type: type[EagerFuture] = EagerFuture) -> _Event:
+        fut = self._new_waiter(future_type)
         return _Event(lambda: self._run_read(op, fut), fut)
 
     def _on_timer_expired(self, timer: LoopTimer, entry: TimerEntry) -> None:
@@ -436,8 +460,30 @@ class PartitionRuntime:
     def _park_or_release(self, parked: Parked) -> None:
         if parked.offset > self._last_durable:
             self._parked.append(parked)
+            if self._answer_timeout_s is not None:
+                due = self._loop.time() + self._answer_timeout_s
+                self._due.append((due, parked))
+                if self._due_timer is None:
+                    self._due_timer = self._loop.call_at(due, self._answer_overdue)
         else:
             self._release(parked)
+
+    def _answer_overdue(self) -> None:
+        """Answer `WriteTimedOut` to the client requests whose answers have waited on
+        durability for the answer timeout; their entries stay parked (an `after_commit`
+        still runs once the write is durable, and a late answer is dropped)."""
+        self._due_timer = None
+        due, now = self._due, self._loop.time()
+        while due and (due[0][1].offset <= self._last_durable or due[0][0] <= now):
+            _, parked = due.popleft()
+            if parked.offset <= self._last_durable:
+                continue        # released meanwhile
+            for fut, _ in parked.completions:
+                if type(fut) is RequestFuture and not fut.done():
+                    fut.set_exception(WriteTimedOut(
+                        f"partition {self.partition}: the write is not durable after {self._answer_timeout_s:g} s"))
+        if due:
+            self._due_timer = self._loop.call_at(due[0][0], self._answer_overdue)
 
     def _on_durable(self, epoch: int, offset: int, fut: asyncio.Future) -> None:
         exc = asyncio.CancelledError() if fut.cancelled() else fut.exception()
@@ -608,6 +654,10 @@ class PartitionRuntime:
                 event.future.set_exception(exc)
         self._parked.clear()
         self._deferred.clear()
+        self._due.clear()
+        if self._due_timer is not None:
+            self._due_timer.cancel()
+            self._due_timer = None
         for fut in list(self._waiters):
             if not fut.done():
                 fut.set_exception(exc)

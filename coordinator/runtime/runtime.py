@@ -35,17 +35,19 @@ log = logging.getLogger(__name__)
 class CoordinatorRuntime:
     def __init__(self, store: LogStore, num_partitions: int, *, clock: Callable[[], int],
                  shard_factory: ShardFactory, serde: RecordSerde | None = None,
-                 owned: Iterable[int] | None = None):
+                 owned: Iterable[int] | None = None, answer_timeout_s: float | None = None):
         """`shard_factory(partition, timer)` makes a partition's shard (the app's are
         `GroupShard`s: `coordinator.group.shard.group_shard_factory`); `owned`: the
-        partitions to load at start (None: all)."""
+        partitions to load at start (None: all); `answer_timeout_s`: how long a client's
+        answer may wait on durability (None: however long; `partition.py`)."""
         if store.num_partitions != num_partitions:
             raise ValueError(f"store has {store.num_partitions} partitions, config {num_partitions}")
         self.num_partitions = num_partitions
         self._closed = False
         self._store = store
         self._new_partition = partial(PartitionRuntime, store=store, shard_factory=shard_factory,
-                                      serde=serde or KafkaRecordSerde(), clock=clock)
+                                      serde=serde or KafkaRecordSerde(), clock=clock,
+                                      answer_timeout_s=answer_timeout_s)
         self._partitions = [self._new_partition(p) for p in range(self.num_partitions)]
         self.owned: set[int] = set(range(num_partitions) if owned is None else owned)
         # Several instances: whether this one's claim on `owned` still holds (its ownership

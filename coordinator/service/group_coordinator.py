@@ -17,6 +17,7 @@ each API and version carries it:
 | `PartitionLoading`    | COORDINATOR_LOAD_IN_PROGRESS 14 (Heartbeat: NONE, Kafka answers it blindly) |
 | `PartitionNotActive`  | NOT_COORDINATOR 16              |
 | `RuntimeClosed`       | COORDINATOR_NOT_AVAILABLE 15    |
+| `WriteTimedOut`       | COORDINATOR_NOT_AVAILABLE 15 (OffsetFetch: NOT_COORDINATOR 16, as Kafka remaps it) |
 | `ApiError`            | its own code                    |
 | anything else         | UNKNOWN_SERVER_ERROR -1, logged with its stack trace |
 """
@@ -38,7 +39,13 @@ from coordinator.group.describe import normalized_filter
 from coordinator.group.record_limits import check_group_id, fits
 from coordinator.node import CoordinatorNode
 from coordinator.partitioning import partition_for
-from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeApi, RuntimeClosed
+from coordinator.runtime.api import (
+    PartitionLoading,
+    PartitionNotActive,
+    RuntimeApi,
+    RuntimeClosed,
+    WriteTimedOut,
+)
 from coordinator.service.adoption import Adoption
 from protocol.answers.admin import (
     delete_groups_response,
@@ -74,6 +81,11 @@ def error_code_for(api_key: int, exc: BaseException) -> ErrorCode:
             return ErrorCode.NOT_COORDINATOR
         case RuntimeClosed():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        case WriteTimedOut():
+            # Kafka answers REQUEST_TIMED_OUT as COORDINATOR_NOT_AVAILABLE, and for OffsetFetch as
+            # NOT_COORDINATOR: clients before 3.9 retry neither REQUEST_TIMED_OUT nor, on a
+            # fetch, COORDINATOR_NOT_AVAILABLE.
+            return ErrorCode.NOT_COORDINATOR if api_key == ApiKey.OffsetFetch else ErrorCode.COORDINATOR_NOT_AVAILABLE
         case ApiError():
             return exc.code
     log.error("%s failed unexpectedly", ApiKey(api_key).name, exc_info=exc)

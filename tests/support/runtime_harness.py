@@ -74,10 +74,11 @@ class DummyShard:
 
 
 class Harness:
-    def __init__(self, store: MemoryLogStore, clock_ms: list[int]):
+    def __init__(self, store: MemoryLogStore, clock_ms: list[int], answer_timeout_s: float | None = None):
         self.store = store
         self.shards: list[DummyShard] = []
-        self.partition = PartitionRuntime(P, store, self._make_shard, StrSerde(), lambda: clock_ms[0])
+        self.partition = PartitionRuntime(P, store, self._make_shard, StrSerde(), lambda: clock_ms[0],
+                                          answer_timeout_s=answer_timeout_s)
 
     def _make_shard(self, partition: int, timer) -> DummyShard:
         shard = DummyShard(partition, timer)
