@@ -1,12 +1,18 @@
 """`kgc serve --store replicated` in front of the suite's real Kafka: group state lives in a
 compacted topic upstream, so an acknowledged commit outlives kill -9 of kgc and its disk.
 A new kgc process with no data dir at all serves the offsets the killed one acknowledged,
-and groups go on through it."""
+and groups go on through it. A commit whose write hangs upstream is answered a retriable
+error once the commit timeout has passed, as Kafka answers it, not when the write gives up."""
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, TopicPartition
+import time
 
+from confluent_kafka import Consumer, TopicPartition
+from kafka.protocol.consumer.group import OffsetCommitResponse
+
+from coordinator.probe import request_response
+from protocol.errors import ErrorCode
 from tests.support.admin import (
     committed_offsets,
     create_topic,
@@ -14,6 +20,7 @@ from tests.support.admin import (
     offsets_once_owned,
     produce_sequenced,
 )
+from tests.support.authorization_requests import commit, partition_errors
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import KgcProcess, kgc_in_front_of
 
@@ -70,3 +77,36 @@ def test_a_group_forms_and_consumes_through_kgc_on_the_replicated_store(kafka, t
         finally:
             for m in members:
                 m.close()
+
+
+COMMIT_TIMEOUT_MS = 2_000
+
+
+def test_a_commit_whose_write_hangs_upstream_is_answered_retriably_after_the_commit_timeout(kafka, tmp_path):
+    state, group = new_name("kgc-state"), new_name("hung")
+    topic = create_topic(kafka.bootstrap, 1)
+    with kgc_in_front_of(kafka, *replicated(state), "--offsets-commit-timeout-ms", str(COMMIT_TIMEOUT_MS),
+                         log_path=str(tmp_path / "kgc.log")) as kgc:
+        assert offsets_once_owned(kgc.bootstrap, group) == {}     # the group's partition is served
+        host, port = kgc.bootstrap.rsplit(":", 1)
+        address = (host, int(port))
+
+        def committed(offset: int, timeout_s: float) -> int:
+            answer = request_response(address, commit(group, {topic: offset}), OffsetCommitResponse,
+                                      timeout_s=timeout_s)
+            return partition_errors(answer)[topic]
+
+        assert committed(1, 10) == ErrorCode.NONE
+        # The broker hangs: kgc's write of the next commit (its transaction upstream) gets no
+        # answer. Before, the commit waited for the write's own 30 s timeout (the client's
+        # request timeout, too), and the heartbeats behind it on the connection with it.
+        with kafka.paused(kafka.nodes[0].node_id):
+            started = time.monotonic()
+            code = committed(2, 15)
+            took = time.monotonic() - started
+        assert code == ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode(code).name
+        assert took >= COMMIT_TIMEOUT_MS / 1000
+        # The broker back: the write went on (or failed and its partition was read again);
+        # commits are answered again, and what was acknowledged is there.
+        wait_until(lambda: committed(3, 15) == ErrorCode.NONE, 60, lambda: "commit 3 not answered NONE")
+        assert offsets_once_owned(kgc.bootstrap, group) == {0: 3}

@@ -19,6 +19,7 @@ shutdown would then wait minutes for it); a broker whose test run died is killed
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import os
 import signal
@@ -310,6 +311,17 @@ class KafkaCluster:
     def kill_node(self, node_id: int) -> None:
         """SIGKILL: the node stops at once, as in a crash."""
         self._signal_and_wait([self.node(node_id)], signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def paused(self, node_id: int):
+        """SIGSTOP for the block, SIGCONT after: the node answers nothing while its
+        connections stay open, as a hung broker's do."""
+        pid = self.node(node_id).proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def stop_node(self, node_id: int) -> None:
         """SIGTERM: a controlled shutdown (leadership moves first), SIGKILL after a bound."""
