@@ -23,6 +23,15 @@ pytestmark = pytest.mark.looptime
 TIMEOUT_S = 5.0
 
 
+async def times_out_in(answer: asyncio.Future, seconds: float) -> None:
+    """`answer` is still unanswered just before `seconds` from now, and WriteTimedOut just after."""
+    await asyncio.sleep(seconds - 0.1)
+    assert not answer.done()
+    await asyncio.sleep(0.2)
+    with pytest.raises(WriteTimedOut):
+        answer.result()
+
+
 @pytest.fixture
 async def slow(store: MemoryLogStore):
     h = Harness(store, [1_000], answer_timeout_s=TIMEOUT_S)
@@ -33,11 +42,7 @@ async def slow(store: MemoryLogStore):
 
 async def test_a_clients_write_not_durable_in_time_is_answered_write_timed_out_and_the_write_goes_on(slow, store):
     answer = slow.partition.submit_write(respond("a"))
-    await asyncio.sleep(TIMEOUT_S - 0.1)
-    assert not answer.done()
-    await asyncio.sleep(0.2)
-    with pytest.raises(WriteTimedOut):
-        answer.result()
+    await times_out_in(answer, TIMEOUT_S)
     # the write goes on: once durable, what it wrote stands and the partition serves
     store.commit(P, 0)
     await settle()
@@ -49,9 +54,7 @@ async def test_a_clients_write_not_durable_in_time_is_answered_write_timed_out_a
 async def test_a_read_behind_a_write_not_durable_in_time_is_answered_write_timed_out(slow, store):
     slow.partition.submit_write(respond("a"))
     read = slow.partition.submit_read(lambda shard: shard.keys())
-    await asyncio.sleep(TIMEOUT_S + 0.1)
-    with pytest.raises(WriteTimedOut):
-        read.result()
+    await times_out_in(read, TIMEOUT_S)
 
 
 async def test_the_runtimes_own_write_waits_past_the_timeout(slow, store):
@@ -71,13 +74,8 @@ async def test_each_answer_is_due_a_timeout_after_it_was_parked(slow, store):
     assert first.result() == "ok"
     await asyncio.sleep(3)
     second = slow.partition.submit_write(respond("b"))
-    # when the first's deadline passes, the second is not yet due
-    await asyncio.sleep(TIMEOUT_S - 1)
-    assert not second.done()
-    # then it is answered at its own deadline
-    await asyncio.sleep(1.1)
-    with pytest.raises(WriteTimedOut):
-        second.result()
+    # then the first's deadline (1 s from now) leaves it alone, and its own answers it
+    await times_out_in(second, TIMEOUT_S)
 
 
 async def test_a_parked_requests_answer_is_due_from_when_its_reply_was_parked(slow, store):
@@ -89,11 +87,7 @@ async def test_a_parked_requests_answer_is_due_from_when_its_reply_was_parked(sl
     assert not parked.done()
     # when a write answers it and that write is not durable in time
     slow.partition.submit_write(respond("g", replies=[Reply(parker.handles[0], "joined")]))
-    await asyncio.sleep(TIMEOUT_S - 0.1)
-    assert not parked.done()
-    await asyncio.sleep(0.2)
-    with pytest.raises(WriteTimedOut):
-        parked.result()
+    await times_out_in(parked, TIMEOUT_S)
 
 
 async def test_without_an_answer_timeout_a_clients_write_waits(harness, store):
