@@ -22,6 +22,7 @@ from coordinator.partitioning import partition_for
 from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import ReplicatedLogStore
 from coordinator.runtime.runtime import CoordinatorRuntime
+from coordinator.settings import host_ports
 from protocol.errors import ErrorCode
 from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
 from storage.file_store import FileLogStore
@@ -62,7 +63,7 @@ class Partition:
         loop = asyncio.get_running_loop()
         if isinstance(self.where, tuple):
             kafka, topic = self.where
-            self.cluster = UpstreamCluster([(h, int(p)) for h, p in (a.split(":") for a in kafka.bootstrap.split(","))])
+            self.cluster = UpstreamCluster(host_ports(kafka.bootstrap))
             self.cluster.start()
             await self.cluster.wait_reachable()
             self.store = ReplicatedLogStore(StateTopic(self.cluster, topic, CONFIG.num_partitions, replication_factor=1,

@@ -14,6 +14,7 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream import UpstreamUnavailable
+from coordinator.settings import host_ports
 from coordinator.txn.participant import ParticipantTopic
 from protocol.errors import ApiError, ErrorCode
 
@@ -27,7 +28,7 @@ REQUEST = {"group_id": "g", "member_id": "", "generation": -1, "topics": []}
 
 @pytest.fixture
 async def participant(kafka):
-    cluster = UpstreamCluster([(h, int(p)) for h, p in (a.split(":") for a in kafka.bootstrap.split(","))])
+    cluster = UpstreamCluster(host_ports(kafka.bootstrap))
     cluster.start()
     await cluster.wait_reachable()
     topic = ParticipantTopic(cluster, 50, topic=f"txn-{uuid.uuid4().hex[:8]}", replication_factor=1)

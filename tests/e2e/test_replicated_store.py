@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka.protocol.consumer.group import OffsetCommitResponse
 
 from coordinator.probe import request_response
+from coordinator.settings import host_ports
 from protocol.errors import ErrorCode
 from tests.support.admin import (
     committed_offsets,
@@ -88,8 +89,7 @@ def test_a_commit_whose_write_hangs_upstream_is_answered_retriably_after_the_com
     with kgc_in_front_of(kafka, *replicated(state), "--offsets-commit-timeout-ms", str(COMMIT_TIMEOUT_MS),
                          log_path=str(tmp_path / "kgc.log")) as kgc:
         assert offsets_once_owned(kgc.bootstrap, group) == {}     # the group's partition is served
-        host, port = kgc.bootstrap.rsplit(":", 1)
-        address = (host, int(port))
+        (address,) = host_ports(kgc.bootstrap)
 
         def committed(offset: int, timeout_s: float) -> int:
             answer = request_response(address, commit(group, {topic: offset}), OffsetCommitResponse,

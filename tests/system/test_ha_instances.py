@@ -29,6 +29,7 @@ from coordinator.partitioning import partition_for
 from coordinator.records.codec import deserialize
 from coordinator.records.types import OffsetCommitKey
 from coordinator.replicated.reader import read_committed
+from coordinator.settings import host_ports
 from tests.support.admin import new_name, offsets_once_owned, produce_sequenced
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc_instances import (
@@ -231,7 +232,7 @@ def test_groups_progress_and_keep_every_acknowledged_commit_through_kills_pauses
 async def check_state_topic(kafka3, state: str, committers: list[Committer]) -> None:
     """The state topic read directly (read_committed, as a new owner reads it): each partition's
     producer epochs never go back, and each committer's last offset record is in range."""
-    cluster = UpstreamCluster([(h, int(p)) for h, p in (a.split(":") for a in kafka3.bootstrap.split(","))])
+    cluster = UpstreamCluster(host_ports(kafka3.bootstrap))
     cluster.start()
     await cluster.wait_reachable()
     topic = UpstreamTopic(cluster, state, 50, client_id="ha-test")

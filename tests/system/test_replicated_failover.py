@@ -17,6 +17,7 @@ from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.partitioning import partition_for
 from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import ReplicatedLogStore
+from coordinator.settings import host_ports
 from storage.api import LogRecord
 from tests.support.admin import new_name, offsets_once_owned
 from tests.support.kafka import partition_leader
@@ -71,7 +72,7 @@ async def test_the_next_write_after_the_leader_is_sigkilled_goes_to_the_new_lead
     moved, which the store rightly takes for a lost marker and reads the partition again
     (another path, not this one's)."""
     state = new_name("kgc-state")
-    cluster = UpstreamCluster([(h, int(p)) for h, p in (a.split(":") for a in kafka3.bootstrap.split(","))])
+    cluster = UpstreamCluster(host_ports(kafka3.bootstrap))
     cluster.start()
     await cluster.wait_reachable()
     # Long enough for Kafka to fence the dead broker (broker.session.timeout.ms, 9 s) and

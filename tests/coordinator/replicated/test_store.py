@@ -15,6 +15,7 @@ from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream_topic import TopicRefused
 from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import FencedError, ReplicatedLogStore
+from coordinator.settings import host_ports
 from storage.api import LogRecord, StorageError
 
 PARTITIONS = 50
@@ -26,7 +27,7 @@ def new_topic() -> str:
 
 @contextlib.asynccontextmanager
 async def opened(kafka, topic: str, write_timeout_ms: int = 10_000):
-    cluster = UpstreamCluster([(h, int(p)) for h, p in (a.split(":") for a in kafka.bootstrap.split(","))])
+    cluster = UpstreamCluster(host_ports(kafka.bootstrap))
     cluster.start()
     await cluster.wait_reachable()
     store = ReplicatedLogStore(StateTopic(cluster, topic, PARTITIONS, replication_factor=1, min_insync_replicas=1),
