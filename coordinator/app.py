@@ -69,6 +69,7 @@ from coordinator.security.principal import PrincipalMapper
 from coordinator.security.tls import ServerTls, ServerTlsFiles, client_context
 from coordinator.service.adoption import Adoption
 from coordinator.service.cleaner_schedule import CleanerSchedule
+from coordinator.service.deleted_topics import DeletedTopics
 from coordinator.service.group_coordinator import GroupCoordinatorService
 from coordinator.service.group_stats import GroupStatsSampler
 from coordinator.settings import DEFAULT_NODE_ID, ServerConfig
@@ -124,6 +125,7 @@ class KgcApp:
         self._txn_task: asyncio.Task | None = None
         self.participant: ParticipantTopic | None = None
         self.transactions: TransactionalCommits | None = None
+        self.deleted_topics: DeletedTopics | None = None
         self._lag_stopping = asyncio.Event()
         self.stopping = False
         self._dispatcher: Dispatcher | None = None
@@ -204,6 +206,8 @@ class KgcApp:
                                                 default_wait_ms=cfg.group.consumer_session_timeout_ms)
         versions = dict(local_versions(cfg.min_group_api_versions))
         if self.cluster is not None:
+            self.deleted_topics = DeletedTopics(self.runtime)
+            self.cluster.on_topics_deleted(self.deleted_topics.on_deleted)
             # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
             self.participant = ParticipantTopic(self.cluster, cfg.group.num_partitions)
             # With several instances a client stuck on a dead owner (librdkafka#5511) is told
@@ -227,7 +231,8 @@ class KgcApp:
             self.store.owns = self.ownership.holds
             self.runtime.serving = self.ownership.serving
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
-                                               locate=self._locate if self.ownership is not None else None)
+                                               locate=self._locate if self.ownership is not None else None,
+                                               note_topics=self.cluster.learn_topics if self.cluster else None)
         answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
@@ -515,6 +520,8 @@ class KgcApp:
                 await background.close()
         await self._stop_lag()
         await self._stop_transactions()
+        if self.deleted_topics is not None:
+            await self.deleted_topics.close()
         self._tls_stop.set()
         if self._tls_reloader is not None:
             await self._tls_reloader

@@ -21,6 +21,7 @@ import asyncio
 import itertools
 import logging
 import ssl
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +41,7 @@ from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
 from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.gateway.versions import NO_FEATURES, Features
-from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata
+from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata, gone_topics
 from coordinator.version import kgc_version
 from protocol.errors import ErrorCode
 
@@ -94,6 +95,7 @@ class UpstreamCluster:
         self._control: UpstreamConnection | None = None
         self._correlation_ids = itertools.count(1)
         self._subscribers: list[Callable[[BrokerChange], None]] = []
+        self._on_topics_deleted: list[Callable[[Mapping[str, uuid.UUID]], None]] = []
         self._wake = asyncio.Event()
         self._next_refresh: asyncio.Future | None = None    # done when the refresh asked for ends
         self._asked: dict[str, float] = {}      # a topic name not seen -> when a refresh was asked for it
@@ -139,6 +141,11 @@ class UpstreamCluster:
     def subscribe(self, callback: Callable[[BrokerChange], None]) -> None:
         """`callback` runs on every change of the broker set, the first discovery included."""
         self._subscribers.append(callback)
+
+    def on_topics_deleted(self, callback: Callable[[Mapping[str, uuid.UUID]], None]) -> None:
+        """`callback` hears of the topics (name -> id) the upstream deleted since the last
+        read, as kgc sees them go between two reads of its topics."""
+        self._on_topics_deleted.append(callback)
 
     def live_broker(self) -> tuple[str, int] | None:
         """The address the control connection last reached, for the bootstrap listener."""
@@ -281,7 +288,7 @@ class UpstreamCluster:
         self.cluster_id = getattr(metadata, "cluster_id", None)
         self._apply([Broker(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in metadata.brokers])
         if with_ids:
-            self._apply_topics(metadata.topics)
+            await self._apply_topics(metadata.topics, version)
         self._set_reachable()
 
     async def _features(self) -> Features:
@@ -300,13 +307,42 @@ class UpstreamCluster:
                      ", ".join(f"{name}={high}" for name, _, high in features.finalized) or "none", features.epoch)
         return features
 
-    def _apply_topics(self, topics) -> None:
+    async def _apply_topics(self, topics, version: int) -> None:
+        """Takes the upstream's topics as read, once it has told those it deleted since the
+        last read apart (a failed request leaves the last read in place, to compare again)."""
         image = TopicImage.of(self._topics.version + 1, (
             TopicMetadata(t.topic_id, t.name, len(t.partitions)) for t in topics
-            if t.error_code == 0 and t.name and t.topic_id is not None and t.topic_id.int != 0))
-        if self._topics.version == 0 or not image.same_topics(self._topics):   # the first read is news
-            log.info("upstream topics now %d (was %d)", len(image.by_name), len(self._topics.by_name))
-            self._topics = image
+            if t.error_code == 0 and t.name and _has_id(t.topic_id)))
+        if self._topics.version != 0 and image.same_topics(self._topics):   # the first read is news
+            return
+        gone = gone_topics(self._topics, image)
+        deleted = await self._deleted(gone, image, version) if gone else {}
+        log.info("upstream topics now %d (was %d)", len(image.by_name), len(self._topics.by_name))
+        self._topics = image
+        for callback in self._on_topics_deleted if deleted else ():
+            callback(deleted)
+
+    async def _deleted(self, gone: dict[str, uuid.UUID], image: TopicImage, version: int) -> dict[str, uuid.UUID]:
+        """Of the topics gone from the last read, those the upstream deleted: recreated
+        under a new id, or unknown by name. A topic only hidden from kgc (its Describe ACL
+        revoked) is answered TOPIC_AUTHORIZATION_FAILED by name, and is not taken for deleted."""
+        deleted = {name: topic_id for name, topic_id in gone.items() if name in image.by_name}
+        asked = sorted(gone.keys() - deleted.keys())
+        if asked:
+            request = MetadataRequest[version]
+            answer = await self._request(request(topics=[request.MetadataRequestTopic(name=name) for name in asked],
+                                                 allow_auto_topic_creation=False), MetadataResponse)
+            for t in answer.topics:
+                if t.name in gone and (t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (
+                        t.error_code == 0 and _has_id(t.topic_id) and t.topic_id != gone[t.name])):
+                    deleted[t.name] = gone[t.name]
+            hidden = [name for name in asked if name not in deleted]
+            if hidden:
+                log.warning("upstream topics %s left kgc's view but are not deleted (no access, or not "
+                            "answered): their offsets stay", hidden)
+        if deleted:
+            log.info("upstream deleted topics %s", sorted(deleted))
+        return deleted
 
     async def _request(self, request, response_class):
         return await self._request_on(self._control, request, response_class)
@@ -405,3 +441,7 @@ class UpstreamCluster:
                  sorted(change.removed))
         for callback in self._subscribers:
             callback(change)
+
+
+def _has_id(topic_id: uuid.UUID | None) -> bool:
+    return topic_id is not None and topic_id.int != 0

@@ -436,6 +436,27 @@ class OffsetManager:
                                             client_host=ctx.client_host)
                 for topic, parts in self.committed.get(group_id, {}).items() for partition in parts]
 
+    # ------------------------------------------------------------ deleted topics
+
+    def tombstones_of_deleted_topics(self, deleted: Mapping[str, uuid.UUID]) -> list[CoordinatorRecord]:
+        """Kafka's `onTopicsDeleted`: a tombstone for every offset, committed or pending in a
+        transaction, of a deleted topic (name -> its id) in every group, whatever the group
+        subscribes to. An offset recorded with another id belongs to a topic of that name
+        created since, and stays."""
+        doomed: dict[PartitionKey, None] = {}
+        for group_id, by_topic in self.committed.items():
+            for name in deleted.keys() & by_topic.keys():
+                topic_id = deleted[name]
+                for partition, value in by_topic[name].items():
+                    if value.topic_id is None or value.topic_id == topic_id:
+                        doomed[(group_id, name, partition)] = None
+        for pending in self.txn.pending.values():
+            for key, entry in pending.items():
+                topic_id = deleted.get(key[1])
+                if topic_id is not None and entry.value.topic_id in (None, topic_id):
+                    doomed[key] = None
+        return [new_offset_commit_tombstone(group_id, topic, partition) for group_id, topic, partition in doomed]
+
     # ------------------------------------------------------------ expiry
 
     def expire(self, group_id: str, records: list[CoordinatorRecord]) -> bool:

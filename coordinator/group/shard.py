@@ -397,6 +397,15 @@ class GroupShard:
         self.consumer.on_unloaded()
         self.offsets.drop_all()
 
+    def delete_offsets_of_topics(self, deleted: Mapping[str, uuid.UUID]) -> Result:
+        """The upstream deleted these topics (name -> id): their offsets go, in every group.
+        Answers how many."""
+        records = self.offsets.tombstones_of_deleted_topics(deleted)
+        if records:
+            log.info("partition %d: deleting %d offsets of deleted topics %s", self.partition, len(records),
+                     sorted(deleted))
+        return Result(records=tuple(records), response=len(records))
+
     # ------------------------------------------------------------ offsets expiry
 
     def _schedule_offsets_expiry(self) -> None:

@@ -56,6 +56,16 @@ EMPTY_TOPIC_IMAGE = TopicImage()                  # not known yet
 NO_TOPICS = TopicImage(version=1)                 # known: a cluster without topics (standalone)
 
 
+def gone_topics(old: TopicImage, new: TopicImage) -> dict[str, uuid.UUID]:
+    """The topics of `old` whose id `new` lacks, by name: deleted, recreated under the same
+    name, or only hidden from kgc (the caller tells these apart). Kafka's coordinator hears
+    of deleted topic ids from the controller (`TopicsDelta.deletedTopicIds`); kgc compares
+    two reads of the upstream's topics. Nothing is gone before the first read."""
+    if old.version == 0:
+        return {}
+    return {t.name: t.topic_id for topic_id, t in old.by_id.items() if topic_id not in new.by_id}
+
+
 def _java_string(s: str) -> bytes:
     # hash4j putString: the UTF-16 code units, then the length in code units.
     units = s.encode("utf-16-le")

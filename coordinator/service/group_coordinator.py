@@ -96,7 +96,8 @@ class GroupCoordinatorService:
     def __init__(self, runtime: RuntimeApi, node: CoordinatorNode, adoption: Adoption | None = None,
                  transactions: Any = None,
                  learn_topics: Callable[[Iterable[str]], Awaitable[Any] | None] | None = None,
-                 locate: Callable[[str], CoordinatorNode | None] | None = None):
+                 locate: Callable[[str], CoordinatorNode | None] | None = None,
+                 note_topics: Callable[[Iterable[str]], object] | None = None):
         self._runtime = runtime
         # The coordinator of a group: this instance, unless several share the partitions
         # (coordinator/replicated/ownership.py); None while no instance owns its partition.
@@ -106,6 +107,9 @@ class GroupCoordinatorService:
         # The upstream's topics, asked for again when a KIP-848 member names one kgc has not
         # seen (None: nothing to wait for); none in standalone mode.
         self._learn_topics = learn_topics
+        # Told the topics a commit names, so that kgc reads a topic it has not seen yet:
+        # kgc learns a topic's deletion by seeing it go from its reads (service/deleted_topics.py).
+        self._note_topics = note_topics
         # Each returns the response, or a future of it (a runtime future, or a task for the
         # APIs that fan out over partitions); it may raise, and `_refuse` answers that.
         self._submitters: dict[int, Callable[[RequestContext, Any], Any]] = {
@@ -114,7 +118,7 @@ class GroupCoordinatorService:
             ApiKey.SyncGroup: partial(self._single_group_write, _sync_group),
             ApiKey.Heartbeat: partial(self._single_group_write, _heartbeat),
             ApiKey.LeaveGroup: partial(self._single_group_write, _leave_group),
-            ApiKey.OffsetCommit: partial(self._adopting_write, _offset_commit),
+            ApiKey.OffsetCommit: self._noting_topics(partial(self._adopting_write, _offset_commit)),
             ApiKey.OffsetDelete: partial(self._adopting_write, _offset_delete),
             ApiKey.OffsetFetch: self._adopting(_fetched_group_ids, self._offset_fetch),
             ApiKey.DescribeGroups: self._adopting(lambda ctx, request: request.groups,
@@ -212,6 +216,18 @@ class GroupCoordinatorService:
                 return submit(ctx, request)
             return asyncio.ensure_future(self._after(waiting, submit, ctx, request))
         return knowing
+
+    def _noting_topics(self, submit: Callable[[RequestContext, Any], Any]) -> Callable[[RequestContext, Any], Any]:
+        """`submit`, once the topics the commit names are noted (v10 names them by id, which
+        the edge resolved: a name is then one kgc has seen)."""
+        note = self._note_topics
+        if note is None:
+            return submit
+
+        def noting(ctx: RequestContext, request: Any) -> Any:
+            note([topic.name for topic in request.topics])
+            return submit(ctx, request)
+        return noting
 
     @staticmethod
     async def _after(waiting: Awaitable[Any], submit: Callable[[RequestContext, Any], Any], ctx: RequestContext,

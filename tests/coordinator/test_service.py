@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import uuid
 
 import pytest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
@@ -27,6 +28,7 @@ from coordinator.group.shard import GroupShard
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 from coordinator.runtime.partition_state import PartitionState
+from coordinator.service.deleted_topics import DeletedTopics
 from coordinator.service.group_coordinator import SLICE, error_code_for
 from protocol.errors import ApiError, ErrorCode
 from storage.api import LogRecord, StorageError
@@ -372,3 +374,47 @@ async def test_a_request_naming_groups_on_every_partition_does_a_slice_of_work_p
         last = described[0]
     assert [g.group_id for g in (await answer).groups] == names
     assert described[0] == len(names) and max(per_turn) <= SLICE
+
+
+# ---- offsets of deleted topics ---------------------------------------------------------
+
+DELETED = {"orders": uuid.UUID("7d6e7b0c-1f3a-4b2c-9d8e-0a1b2c3d4e5f")}
+
+
+async def test_deleted_topics_wait_for_a_loading_partition_while_the_others_go_at_once(loading):
+    kgc = loading
+    waiting, serving = group_on(LOADING_PARTITIONS[0], "loading"), group_on(9, "serving")
+    kgc.store.recovered.set()
+    await wait_for_states(kgc, LOADING_PARTITIONS, PartitionState.ACTIVE)
+    for group in (waiting, serving):
+        assert (await kgc.commit(group, 5)).topics[0].partitions[0].error_code == ErrorCode.NONE
+    kgc.store.recovered.clear()
+    kgc.store.fail(LOADING_PARTITIONS[0], OSError("I/O error"))
+    await kgc.commit(waiting, 6)
+    await wait_for_states(kgc, LOADING_PARTITIONS[:1], PartitionState.LOADING)
+
+    deleting = asyncio.ensure_future(DeletedTopics(kgc.runtime).delete(DELETED))
+    for _ in range(100):
+        if (await kgc.call(ApiKey.OffsetFetch, 8, fetch_v8(serving))).groups[0].topics[0].partitions[0] \
+                .committed_offset == -1:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the serving partition's offset stayed while another partition loads")
+    assert not deleting.done()
+    kgc.store.recovered.set()
+    assert await asyncio.wait_for(deleting, 10) == 2
+    assert (await kgc.call(ApiKey.OffsetFetch, 8, fetch_v8(waiting))).groups[0].topics[0].partitions[0] \
+        .committed_offset == -1
+
+
+async def test_deleted_topics_give_up_on_a_partition_still_loading_and_skip_one_not_served_here(loading, caplog):
+    kgc = loading
+    served, released = group_on(9, "served"), group_on(10, "released")
+    for group in (served, released):
+        assert (await kgc.commit(group, 5)).topics[0].partitions[0].error_code == ErrorCode.NONE
+    await kgc.runtime.release(10)          # another instance owns it now
+    assert await asyncio.wait_for(DeletedTopics(kgc.runtime, load_wait_s=0.3).delete(DELETED), 10) == 1
+    for partition in LOADING_PARTITIONS:
+        assert f"partition {partition} still loading after 0.3 s: offsets of deleted topics ['orders'] stay" \
+            in caplog.text

@@ -21,7 +21,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest
 from coordinator.settings import ServerConfig
 from protocol.errors import ErrorCode
 from tests.support.admin import new_name
-from tests.support.authorization_requests import fetch, join
+from tests.support.authorization_requests import commit, fetch, join, partition_errors
 from tests.support.blocking_socket import pipelined
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
@@ -183,3 +183,34 @@ async def test_in_passthrough_kafkas_refusal_comes_before_the_close_early_frames
                 assert refused.topics[0].partitions[0].error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
         await asyncio.to_thread(scenario)
+
+
+async def test_a_topic_hidden_from_kgc_keeps_its_offsets_where_a_deleted_one_loses_them(kafka_acls, tmp_path, caplog):
+    """kgc learns a deletion when a topic goes from its reads of the upstream's topics. A topic
+    kgc may no longer describe goes from them too, but it is not deleted: asked by name,
+    Kafka answers TOPIC_AUTHORIZATION_FAILED, and its offsets stay."""
+    kafka = kafka_acls
+    hidden, doomed = kafka.create_topic(new_name("hidden")), kafka.create_topic(new_name("secure"))
+    may_describe = ("--allow-principal", "User:kgc", "--operation", "Describe", "--topic", hidden)
+    kafka.admin_tool(ACLS, "--add", *may_describe)
+    group = new_name("secure-group")
+    async with kgc_in_front(kafka, tmp_path, "terminate") as app:
+        def call(request):
+            with KafkaSocket(app.port, context=kafka.security.pki.client_context()) as s:
+                assert s.login_scram("alice", kafka.security.users["alice"]).error_code == ErrorCode.NONE
+                return s.call(request)
+
+        def offsets() -> dict[str, int]:
+            return {t.name: t.partitions[0].committed_offset for t in call(fetch(group, [hidden, doomed])).topics}
+
+        assert partition_errors(await asyncio.to_thread(call, commit(group, {hidden: 3, doomed: 4}))) == {
+            hidden: ErrorCode.NONE, doomed: ErrorCode.NONE}
+        await asyncio.to_thread(wait_until, lambda: {hidden, doomed} <= app.cluster.topics.by_name.keys(),
+                                TIMEOUT_S, lambda: f"kgc's topics: {sorted(app.cluster.topics.by_name)}")
+        await asyncio.to_thread(kafka.admin_tool, ACLS, "--remove", "--force", *may_describe)
+        await asyncio.to_thread(kafka.admin_tool, "org.apache.kafka.tools.TopicCommand", "--delete", "--topic", doomed)
+        await asyncio.to_thread(wait_until, lambda: not {hidden, doomed} & app.cluster.topics.by_name.keys(),
+                                TIMEOUT_S, lambda: f"kgc's topics: {sorted(app.cluster.topics.by_name)}")
+        await asyncio.to_thread(wait_until, lambda: offsets()[doomed] == -1, TIMEOUT_S, lambda: f"{offsets()}")
+        assert await asyncio.to_thread(offsets) == {hidden: 3, doomed: -1}
+        assert f"upstream topics ['{hidden}'] left kgc's view but are not deleted" in caplog.text
