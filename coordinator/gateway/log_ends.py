@@ -10,7 +10,9 @@ time; a partition the upstream could not answer for keeps the reason instead.
 Topics the upstream does not have are remembered (`missing_topics`) and each is logged once
 at WARNING with the groups that committed offsets for it: after a restart over an upstream
 that lost its topics (the embedded broker keeps them in memory), those groups would resume
-past the end of empty topics and read nothing, silently.
+past the end of empty topics and read nothing, silently. After the first refresh a topic
+must be missing from two in a row: a deletion kgc sees takes the topic's offsets in between
+(`service/deleted_topics.py`), and only what stays is worth a warning.
 
 Lag itself (`coordinator.consumer_lag`) is never negative: an end below the committed
 offset makes it unknown, with the reason.
@@ -64,6 +66,7 @@ class LogEnds:
         self._leaders: dict[int, UpstreamConnection] = {}
         self._correlation_ids = itertools.count(1)
         self.missing_topics: set[str] = set()
+        self._missing_before: set[str] | None = None   # as of the previous warn_missing; None before it
         self._warned: set[str] = set()
 
     def get(self, tp: TopicPartition) -> LogEnd | None:
@@ -164,8 +167,10 @@ class LogEnds:
 
     def warn_missing(self, committed_by: Mapping[str, Iterable[str]]) -> None:
         """Once per topic: the groups (`committed_by[topic]`) holding offsets for a topic the
-        upstream does not have."""
-        for topic in sorted(self.missing_topics - self._warned):
+        upstream does not have (see the module's docstring)."""
+        before, self._missing_before = self._missing_before, set(self.missing_topics)
+        missing = self.missing_topics if before is None else self.missing_topics & before
+        for topic in sorted(missing - self._warned):
             groups = sorted(committed_by.get(topic, ()))
             if not groups:
                 continue
