@@ -205,7 +205,7 @@ class KgcApp:
             adoption = self.adoption = Adoption(self.runtime, self.upstream_groups, clock=self._clock,
                                                 default_wait_ms=cfg.group.consumer_session_timeout_ms)
         versions = dict(local_versions(cfg.min_group_api_versions))
-        if self.cluster is not None:
+        if self.cluster is not None and cfg.delete_offsets_of_deleted_topics:
             self.deleted_topics = DeletedTopics(self.runtime)
             self.cluster.on_topics_deleted(self.deleted_topics.on_deleted)
             # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
@@ -232,7 +232,7 @@ class KgcApp:
             self.runtime.serving = self.ownership.serving
         self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
                                                locate=self._locate if self.ownership is not None else None,
-                                               note_topics=self.cluster.learn_topics if self.cluster else None)
+                                               note_topics=self.cluster.learn_topics if self.deleted_topics else None)
         answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),

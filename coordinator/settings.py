@@ -59,6 +59,7 @@ class ServerConfig:
     upstream: tuple[tuple[str, int], ...] = ()
     standalone: bool = False                 # no upstream, not even the embedded one
     adopt_from_upstream: bool = True         # first use of an unknown group adopts it from upstream
+    delete_offsets_of_deleted_topics: bool = True   # as Kafka: a topic deleted upstream takes its offsets
     broker_port_base: int = 19092
     broker_ports: tuple[tuple[int, int], ...] = ()   # explicit (node id, port) listeners
     max_frame_bytes: int = 100 * 2**20      # Kafka's socket.request.max.bytes
@@ -325,6 +326,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("standalone", boolean, "run without any upstream, not even the embedded broker"),
     Setting("adopt_from_upstream", boolean, "on first use of a group kgc does not know, adopt its state and "
             "offsets from the upstream cluster's coordinator (waiting while it has members there)"),
+    Setting("delete_offsets_of_deleted_topics", boolean, "delete every group's offsets of a topic the upstream "
+            "deletes, as Kafka does (false: keep them; docs/operations.md, \"Deleted topics take their offsets\")"),
     Setting("broker_port_base", _PORT_OR_ANY, "kgc listener for upstream broker N is this + N"),
     Setting("broker_ports", broker_ports, "NODE_ID=PORT: an explicit listener port for one upstream broker",
             flag="--broker-port", repeatable=True, metavar="NODE_ID=PORT"),

@@ -5,11 +5,16 @@ the old topic's offsets."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 
+from coordinator.settings import ServerConfig, host_ports
 from tests.support.admin import admin, create_topic, new_name
 from tests.support.clients import wait_until
+from tests.support.kgc import TEST_GROUP_CONFIG, running_kgc
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -54,3 +59,24 @@ def test_the_offsets_of_a_deleted_topic_go_in_every_group_and_a_recreated_topic_
     finally:
         for client in clients:
             client.close()
+
+
+async def test_with_delete_offsets_of_deleted_topics_off_the_offsets_stay(kafka):
+    config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=host_ports(kafka.bootstrap),
+                          broker_ports=((kafka.node_id, free_port()),), delete_offsets_of_deleted_topics=False)
+    async with running_kgc(config) as app:
+        bootstrap = f"127.0.0.1:{app.port}"
+        gone = await asyncio.to_thread(create_topic, bootstrap, 1)
+        client = consumer(bootstrap, new_name("deleted-topic-kept"))
+        try:
+            await asyncio.to_thread(client.commit, offsets=[TopicPartition(gone, 0, 5)], asynchronous=False)
+            await asyncio.to_thread(wait_until, lambda: gone in app.cluster.topics.by_name, DELETION_SEEN_S,
+                                    lambda: f"kgc's topics: {sorted(app.cluster.topics.by_name)}")
+            deleter = await asyncio.to_thread(admin, bootstrap)
+            await asyncio.to_thread(deleter.delete_topics, [gone], timeout_ms=10_000)
+            await asyncio.to_thread(deleter.close)
+            await asyncio.to_thread(wait_until, lambda: gone not in app.cluster.topics.by_name, DELETION_SEEN_S,
+                                    lambda: f"kgc's topics: {sorted(app.cluster.topics.by_name)}")
+            assert await asyncio.to_thread(committed, client, (gone, 0)) == {(gone, 0): 5}
+        finally:
+            await asyncio.to_thread(client.close)
