@@ -208,6 +208,7 @@ class KgcApp:
         if self.cluster is not None and cfg.delete_offsets_of_deleted_topics:
             self.deleted_topics = DeletedTopics(self.runtime)
             self.cluster.on_topics_deleted(self.deleted_topics.on_deleted)
+        if self.cluster is not None:
             # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
             self.participant = ParticipantTopic(self.cluster, cfg.group.num_partitions)
             # With several instances a client stuck on a dead owner (librdkafka#5511) is told

@@ -22,6 +22,7 @@ tally per label set, so a client sending garbage grows neither the series nor me
 | kgc_connections | gauge | | open client connections |
 | kgc_connections_accepted_total | counter | | client connections accepted |
 | kgc_offsets_committed_total | counter | | partition offsets committed and acknowledged |
+| kgc_offsets_deleted_with_topics_total | counter | | offsets deleted because the upstream deleted their topic |
 | kgc_groups | gauge | state | groups per classic group state (sampled) |
 | kgc_group_members | gauge | | members of all groups (sampled) |
 | kgc_group_rebalances_total | counter | | completed join phases: generation bumps (sampled) |
@@ -179,6 +180,8 @@ SESSIONS_EXPIRED = Counter("kgc_sasl_sessions_expired", "Connections closed at t
                            registry=REGISTRY)
 AUTHORIZATION_DENIALS = Counter("kgc_authorization_denials", "Requests or parts refused by the authorizer",
                                 ["api"], registry=REGISTRY)
+OFFSETS_DELETED_WITH_TOPICS = Counter("kgc_offsets_deleted_with_topics",
+                                      "Offsets deleted because the upstream deleted their topic", registry=REGISTRY)
 ADOPTIONS = Counter("kgc_group_adoptions", "First uses of unknown groups, by outcome", ["outcome"],
                     registry=REGISTRY)
 ADOPTION_WAITING = Gauge("kgc_adoption_waiting_upstream_members",
@@ -491,6 +494,10 @@ def ownership_changed(owned: int, moved: int, seconds: float) -> None:
     OWNERSHIP_CHANGES.inc()
     PARTITIONS_MOVED.inc(moved)
     OWNERSHIP_CHANGE_SECONDS.observe(seconds)
+
+
+def offsets_deleted_with_topics(count: int) -> None:
+    OFFSETS_DELETED_WITH_TOPICS.inc(count)
 
 
 def adoption(outcome: str) -> None:

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from coordinator import metrics
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class DeletedTopics:
         """Writes the tombstones on every partition served here; how many offsets went."""
         counts = await asyncio.gather(*(self._delete_on(p, deleted) for p in range(self._runtime.num_partitions)))
         total = sum(counts)
+        metrics.offsets_deleted_with_topics(total)
         log.info("deleted topics %s: %d offsets deleted", sorted(deleted), total)
         return total
 

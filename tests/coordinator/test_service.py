@@ -23,6 +23,7 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from coordinator import metrics
 from coordinator.group.context import RequestContext
 from coordinator.group.shard import GroupShard
 from coordinator.partitioning import partition_for
@@ -403,7 +404,9 @@ async def test_deleted_topics_wait_for_a_loading_partition_while_the_others_go_a
         raise AssertionError("the serving partition's offset stayed while another partition loads")
     assert not deleting.done()
     kgc.store.recovered.set()
+    before = metrics.REGISTRY.get_sample_value("kgc_offsets_deleted_with_topics_total")
     assert await asyncio.wait_for(deleting, 10) == 2
+    assert metrics.REGISTRY.get_sample_value("kgc_offsets_deleted_with_topics_total") == before + 2
     assert (await kgc.call(ApiKey.OffsetFetch, 8, fetch_v8(waiting))).groups[0].topics[0].partitions[0] \
         .committed_offset == -1
 

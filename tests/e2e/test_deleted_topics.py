@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
+from kafka.protocol.api_key import ApiKey
 
 from coordinator.settings import ServerConfig, host_ports
 from tests.support.admin import admin, create_topic, new_name
@@ -65,6 +66,7 @@ async def test_with_delete_offsets_of_deleted_topics_off_the_offsets_stay(kafka)
     config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=host_ports(kafka.bootstrap),
                           broker_ports=((kafka.node_id, free_port()),), delete_offsets_of_deleted_topics=False)
     async with running_kgc(config) as app:
+        assert ApiKey.TxnOffsetCommit in app.service.api_keys      # only the deletion is off
         bootstrap = f"127.0.0.1:{app.port}"
         gone = await asyncio.to_thread(create_topic, bootstrap, 1)
         client = consumer(bootstrap, new_name("deleted-topic-kept"))
