@@ -15,6 +15,7 @@ epochs never go back)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import threading
@@ -164,7 +165,9 @@ def settled(live: list[Instance]) -> None:
     wait_until(lambda: shared_by(live), TIMEOUT_S, lambda: {i.address: i.ownership()["owned"] for i in live})
 
 
-def test_groups_progress_and_keep_every_acknowledged_commit_through_kills_pauses_and_stops(kafka3, tmp_path):
+def test_groups_progress_and_keep_every_acknowledged_commit_through_kills_pauses_and_stops(kafka3, tmp_path, caplog):
+    # kafka-python's coordinator lookups ("Discovered coordinator N"), for a stall's report.
+    caplog.set_level(logging.INFO, logger="kafka.coordinator")
     state = new_name("kgc-state")
     with instances(kafka3, tmp_path, state, replicas=3) as live:
         settled(live)
