@@ -9,9 +9,9 @@ offsets. kgc learns the same from its reads of the upstream's topics
 (`GroupShard.delete_offsets_of_topics`) on every partition this instance serves.
 
 kgc hears of a deletion once. A partition still loading is waited for (bounded); one not
-served here (another instance owns it) or failed is skipped, as Kafka's write on a
-partition it does not coordinate fails. What is missed that way stays, and `kgc audit
---upstream` reports it (`offset_of_deleted_topic`).
+served here is skipped, as Kafka's write on a partition it does not coordinate fails: the
+instance that owns it saw the same deletion. What a partition moving between instances
+misses stays, and `kgc audit --upstream` reports it (`offset_of_deleted_topic`).
 """
 
 from __future__ import annotations
