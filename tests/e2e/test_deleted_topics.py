@@ -66,6 +66,9 @@ async def test_with_delete_offsets_of_deleted_topics_off_the_offsets_stay(kafka)
     config = ServerConfig(host="127.0.0.1", port=0, group=TEST_GROUP_CONFIG, upstream=host_ports(kafka.bootstrap),
                           broker_ports=((kafka.node_id, free_port()),), delete_offsets_of_deleted_topics=False)
     async with running_kgc(config) as app:
+        # Until kgc first reaches Kafka it answers Metadata itself, without Kafka's controller:
+        # kafka-python's admin client then fails at once (UnknownBrokerIdError), not retries.
+        await asyncio.wait_for(app.cluster.wait_reachable(), 30)
         assert ApiKey.TxnOffsetCommit in app.service.api_keys      # only the deletion is off
         bootstrap = f"127.0.0.1:{app.port}"
         gone = await asyncio.to_thread(create_topic, bootstrap, 1)

@@ -194,8 +194,9 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
     from tests.support.kgc import kgc_in_front_of
 
     state = "kgc-state-audited"
+    # kgc told to keep the offsets of deleted topics: what a deletion it did not see leaves
     replicated = ("--store", "replicated", "--state-topic", state, "--state-topic-replication-factor", "1",
-                  "--state-topic-min-insync-replicas", "1")
+                  "--state-topic-min-insync-replicas", "1", "--delete-offsets-of-deleted-topics", "false")
     with kgc_in_front_of(cluster, *replicated, log_path=str(tmp_path / "kgc.log")) as kgc:
         # given a group that committed below its last commit, through kgc
         regress = Consumer({"bootstrap.servers": kgc.bootstrap, "group.id": "state-regress",
@@ -206,7 +207,7 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
         finally:
             regress.close()
         # and a Java client that commits by topic id (v10) to a topic then deleted and created
-        # again: kgc removes no offsets of a deleted topic, and the record keeps the old id
+        # again: the record kgc keeps has the old id
         produce(cluster.bootstrap, REBORN_KGC, 0, 3)
         java_commit_by_id(kgc.bootstrap, "state-reborn", REBORN_KGC, 0, 2)
         recreate(cluster.bootstrap, REBORN_KGC)
