@@ -42,6 +42,7 @@ from coordinator.gateway.login import UpstreamLogin
 from coordinator.gateway.offsets_topic import OffsetsTopic
 from coordinator.gateway.plan import ListenerPlan
 from coordinator.gateway.rewrite import Broker
+from coordinator.gateway.topic_partitions import TopicPartitions
 from coordinator.gateway.upstream_acls import UpstreamAcls
 from coordinator.gateway.upstream_groups import UpstreamGroups
 from coordinator.gateway.upstream_topic import TopicRefused
@@ -50,6 +51,7 @@ from coordinator.group.topics import NO_TOPICS, TopicImage
 from coordinator.http.groups import committed_offsets
 from coordinator.http.server import HttpServer
 from coordinator.net.authentication import SaslSettings
+from coordinator.net.committed_topics import CommittedTopics
 from coordinator.net.connection_limits import ConnectionsPerIp, IdleLimit
 from coordinator.net.dispatch import Dispatcher
 from coordinator.net.local_answers import LocalAnswers
@@ -239,7 +241,7 @@ class KgcApp:
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
                                       authorizer=self._authorizer(), codec_pool=self._codec_pool,
                                       topic_ids=TopicIds(self._topics, self._topic_id_unknown),
-                                      transactions=self.transactions)
+                                      transactions=self.transactions, committed_topics=self._committed_topics())
         await bootstrap.serve(self._dispatcher)
         if self.ownership is not None:
             self.ownership.start()
@@ -257,6 +259,14 @@ class KgcApp:
             self.cleaner.start()
         self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
         self.sampler.start()
+
+    def _committed_topics(self) -> CommittedTopics | None:
+        """Commits are checked against the upstream's topics, as Kafka checks them; with
+        no upstream (standalone) there is nothing to check against."""
+        if self.cluster is None:
+            return None
+        partitions = TopicPartitions(self.cluster)
+        return CommittedTopics(partitions.known, partitions.ask)
 
     def _coordinator_node_id(self, port: int) -> int:
         """Instances that share the partitions need node ids of their own (clients key their

@@ -75,6 +75,17 @@ class Guarded:
     denied: bool = False            # some of it was refused (for the denials metric)
 
 
+def without_topics(api_key: int, version: int, request: Any, kept: list, refused: list, code: int) -> Guarded:
+    """OffsetCommit or TxnOffsetCommit with only the topic entries `kept`; each of `refused`
+    (a topic with the partitions it refuses) is answered `code`. With nothing kept, the
+    answer is given here without touching the group, as Kafka's `KafkaApis` gives it."""
+    answer = error_response(api_key, version, SimpleNamespace(topics=refused), code)
+    if not kept:
+        return Guarded(refusal=answer)
+    request.topics = kept
+    return Guarded(request, _append("topics", answer.topics))
+
+
 def needs(api_key: int, resource: ResourceType) -> Operation:
     """The operation `api_key` needs on `resource`, from its row's ACL checks (`protocol.apis`)."""
     return Operation[operation(api_key, resource.name)]
@@ -150,11 +161,13 @@ def _commit_like(api_key: int):
         denied = [t for t in request.topics if _named(version, t) and not caller.topic(topic_op, t.name)]
         if not denied:
             return Guarded(request)
+        kept = [t for t in request.topics if t not in denied]
         if api_key in (ApiKey.OffsetCommit, ApiKey.TxnOffsetCommit):
-            refused = error_response(api_key, version, SimpleNamespace(topics=denied), TOPIC_DENIED).topics
-        else:
-            refused = [offset_delete_topic_error(version, t, TOPIC_DENIED) for t in denied]
-        request.topics = [t for t in request.topics if t not in denied]
+            guarded = without_topics(api_key, version, request, kept, denied, TOPIC_DENIED)
+            guarded.denied = True
+            return guarded
+        refused = [offset_delete_topic_error(version, t, TOPIC_DENIED) for t in denied]
+        request.topics = kept
         if not request.topics:
             answer = _append("topics", refused)(error_response(api_key, version, request, ErrorCode.NONE))
             return Guarded(refusal=answer, denied=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from functools import partial
@@ -35,6 +35,7 @@ from coordinator.group.topics import NO_TOPICS
 from coordinator.net import authorization, codec, sasl
 from coordinator.net.authentication import Answer, SaslSession, SaslSettings
 from coordinator.net.authorization import Caller
+from coordinator.net.committed_topics import CHECKED_APIS, CommittedTopics
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.pending_answers import PendingAnswer, settle
@@ -67,8 +68,10 @@ class Session:
     upstream: Any = None
     auth: SaslSession | None = None     # None: the listener has no SASL
     tls_principal: str | None = None    # from the client's certificate (mTLS)
-    # While a large frame is decoded off the loop: the frames read after it, each with
-    # the future that will carry its answer, dispatched once it has been handed on.
+    # While a request must be settled before the next is served (a large frame decoded off
+    # the loop, a login step judged, a commit's topics asked upstream): the frames read
+    # after it, each with the future that will carry its answer, dispatched once it has
+    # been handed on.
     held: deque | None = None
 
     @property
@@ -83,8 +86,12 @@ class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
                  sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None,
                  authorizer: AclSource | None = None, clock=None, codec_pool: Executor | None = None,
-                 topic_ids: TopicIds | None = None, transactions: Any = None):
+                 topic_ids: TopicIds | None = None, transactions: Any = None,
+                 committed_topics: CommittedTopics | None = None):
         self._service = service
+        # Commits name topics the upstream must have (None: no upstream, nothing to check).
+        self._committed_topics = committed_topics
+        self._asking: set[asyncio.Future] = set()
         # AddOffsetsToTxn, answered with kgc's participant partition (coordinator/txn); None: forwarded.
         self._transactions = transactions
         self._adding: set[asyncio.Future] = set()
@@ -280,12 +287,18 @@ class Dispatcher:
         if decoding.exception() is not None:
             frame.set_exception(decoding.exception())
             return
+        held, session.held = session.held, None
         try:
             outcome = self._serve(session, header, payload, decoding.result(), request_metrics)
         except Exception as exc:
+            session.held = held
             frame.set_exception(exc)
             return
         settle(frame, outcome)
+        if session.held is not None:        # held again (a commit's topics are being asked upstream)
+            session.held.extend(held)
+            return
+        session.held = held
         self._release(session)
 
     def _release(self, session: Session) -> None:
@@ -339,6 +352,64 @@ class Dispatcher:
             return encode_response(header, refusal, version)
         request, finish = resolved.request, _then(finish, resolved.finish)
         ctx = RequestContext(version, header.client_id or "", session.client_host, may_describe_topic)
+        if api_key in CHECKED_APIS and self._committed_topics is not None:
+            return self._check_topics(session, ctx, header, payload, request, request_metrics, finish)
+        return self._submit(ctx, header, payload, request, request_metrics, finish)
+
+    def _check_topics(self, session: Session, ctx: RequestContext, header, payload: bytes, request: Any,
+                      request_metrics: metrics.RequestMetrics,
+                      finish: Callable[[Any], Any] | None) -> bytes | asyncio.Future:
+        """A commit, once its topics are known to exist upstream (`net/committed_topics.py`):
+        at once when kgc knows them, else after asking, with the connection's later
+        requests held meanwhile so that they are served after it."""
+        checked = self._committed_topics
+        names = checked.to_ask(request)
+        if names is None:
+            return self._submit(ctx, header, payload, request, request_metrics, finish)
+        if not names:
+            return self._checked(ctx, header, payload, request, request_metrics, finish, {})
+        session.held = deque()
+        frame = self._loop.create_future()
+        asking = asyncio.ensure_future(checked.ask(names))
+        self._asking.add(asking)        # the loop keeps only a weak reference to a task
+
+        def asked(done: asyncio.Future) -> None:
+            self._asking.discard(done)
+            if frame.done():
+                if not done.cancelled():
+                    done.exception()    # retrieved: the client went away
+                return
+            if done.cancelled():        # kgc is stopping
+                frame.cancel()
+                return
+            if done.exception() is not None:
+                frame.set_exception(done.exception())
+                return
+            try:
+                outcome = self._checked(ctx, header, payload, request, request_metrics, finish, done.result())
+            except Exception as exc:
+                frame.set_exception(exc)
+                return
+            settle(frame, outcome)
+            self._release(session)
+        asking.add_done_callback(asked)
+        return frame
+
+    def _checked(self, ctx: RequestContext, header, payload: bytes, request: Any,
+                 request_metrics: metrics.RequestMetrics, finish: Callable[[Any], Any] | None,
+                 asked: Mapping[str, int]) -> bytes | asyncio.Future:
+        api_key, version = header.api_key, header.api_version
+        checked = self._committed_topics.check(api_key, version, request, asked)
+        if checked.refusal is not None:
+            refusal = finish(checked.refusal) if finish is not None else checked.refusal
+            metrics.response(request_metrics, api_key, version, refusal)
+            return encode_response(header, refusal, version)
+        return self._submit(ctx, header, payload, checked.request, request_metrics, _then(finish, checked.finish))
+
+    def _submit(self, ctx: RequestContext, header, payload: bytes, request: Any,
+                request_metrics: metrics.RequestMetrics,
+                finish: Callable[[Any], Any] | None) -> bytes | asyncio.Future:
+        api_key = header.api_key
         outcome = self._service.submit(ctx, api_key, request)
         if not isinstance(outcome, asyncio.Future):
             # Answered inline (a Heartbeat on an idle partition): no task, no future.

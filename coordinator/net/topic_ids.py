@@ -26,13 +26,12 @@ which clients retry, as the KIP-848 heartbeats are.
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
 from coordinator.group.topics import TopicImage
-from coordinator.net.authorization import Guarded
+from coordinator.net.authorization import Guarded, without_topics
 from protocol.answers.offsets import offset_fetch_topic_error
 from protocol.api_keys import NEVER_VERSION
 from protocol.error_responses import error_response
@@ -100,15 +99,7 @@ def _commit(api_key: int, version: int, request: Any) -> tuple[Guarded, bool]:
     known, unknown = _named(request.topics)
     if not unknown:
         return Guarded(request), False
-    refusal = error_response(api_key, version, SimpleNamespace(topics=unknown), _UNKNOWN_TOPIC_ID)
-    if not known:
-        return Guarded(refusal=refusal), True
-    request.topics = known
-
-    def finish(response: Any) -> Any:
-        response.topics = list(response.topics) + refusal.topics
-        return response
-    return Guarded(request, finish), True
+    return without_topics(api_key, version, request, known, unknown, _UNKNOWN_TOPIC_ID), True
 
 
 def _fetch(version: int, request: Any, image: TopicImage) -> tuple[Guarded, bool]:

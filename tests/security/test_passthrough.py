@@ -25,7 +25,7 @@ from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
 from tests.support.secure_front import SecureFront
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, unsecured_jwt
-from tests.support.tansu_topics import topic_with_records
+from tests.support.tansu_topics import created_topic, topic_with_records
 
 pytestmark = pytest.mark.integration
 
@@ -120,16 +120,17 @@ async def test_success_without_a_server_proof_is_refused(secured_tansu, front_po
 
 
 async def test_the_brokers_session_lifetime_binds_requests_kgc_answers(secured_tansu, front_port, pki, tmp_path):
+    topic = await asyncio.to_thread(created_topic, secured_tansu)
     async with passthrough(pki, secured_tansu, front_port, tmp_path, session_lifetime_ms=600) as (app, front):
         def scenario():
             with KafkaSocket(app.port, context=pki.client_context()) as s:
                 ok = s.login_scram("alice", USERS["alice"])
                 assert (ok.error_code, ok.session_lifetime_ms) == (ErrorCode.NONE, 600)
-                assert partition_errors(s.call(commit("secure-g", {"t": 1}))) == {"t": ErrorCode.NONE}
+                assert partition_errors(s.call(commit("secure-g", {topic: 1}))) == {topic: ErrorCode.NONE}
                 again = s.login_scram("alice", USERS["alice"])   # KIP-368, relayed
                 assert again.error_code == ErrorCode.NONE
                 time.sleep(0.7)
-                s.send(commit("secure-g", {"t": 2}))               # kgc's own API, after expiry
+                s.send(commit("secure-g", {topic: 2}))             # kgc's own API, after expiry
                 assert s.closed_by_peer()
 
         await asyncio.to_thread(scenario)
@@ -142,11 +143,12 @@ def token(**claims) -> str:
 async def test_oauthbearer_principal_is_the_tokens_claim_and_kgcs_acls_apply_to_it(secured_tansu, front_port, pki,
                                                                                    tmp_path):
     successes = auth_count("OAUTHBEARER", "success")
+    topic = await asyncio.to_thread(created_topic, secured_tansu)
     async with passthrough(pki, secured_tansu, front_port, tmp_path) as (app, front):
         def commit_as(jwt: str) -> int:
             with KafkaSocket(app.port, context=pki.client_context()) as s:
                 assert s.login_oauthbearer(jwt).error_code == ErrorCode.NONE
-                return partition_errors(s.call(commit("secure-oauth", {"t": 1})))["t"]
+                return partition_errors(s.call(commit("secure-oauth", {topic: 1})))[topic]
 
         assert await asyncio.to_thread(commit_as, token(sub="alice")) == ErrorCode.NONE
         assert await asyncio.to_thread(commit_as, token(sub="bob")) == ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -177,6 +179,7 @@ async def test_oauthbearer_tokens_the_broker_refuses_fail_the_client(secured_tan
 async def test_oauthbearer_uses_the_configured_claim_and_refuses_tokens_without_it(secured_tansu, front_port, pki,
                                                                                    tmp_path):
     failures = auth_count("OAUTHBEARER", "failure")
+    topic = await asyncio.to_thread(created_topic, secured_tansu)
     async with passthrough(pki, secured_tansu, front_port, tmp_path, oauth_claim="upn") as (app, front):
         def scenario():
             with KafkaSocket(app.port, context=pki.client_context()) as s:
@@ -186,7 +189,7 @@ async def test_oauthbearer_uses_the_configured_claim_and_refuses_tokens_without_
                 assert s.closed_by_peer()
             with KafkaSocket(app.port, context=pki.client_context()) as s:
                 assert s.login_oauthbearer(token(sub="mallory", upn="alice")).error_code == ErrorCode.NONE
-                return partition_errors(s.call(commit("secure-upn", {"t": 1})))["t"]
+                return partition_errors(s.call(commit("secure-upn", {topic: 1})))[topic]
 
         assert await asyncio.to_thread(scenario) == ErrorCode.NONE    # kgc's principal: User:alice
         assert set(front.logins) == {"User:kgc", "User:mallory"}      # the broker's: its own claim
@@ -235,6 +238,7 @@ GROUP, TOPIC, LITERAL, PREFIXED, ALL, READ, ALLOW = 3, 2, 3, 4, 2, 3, 3
 
 async def test_group_apis_follow_the_upstreams_own_acls(secured_tansu, front_port, pki, tmp_path):
     settings = {"authorizer": "upstream", "acl_refresh_interval_ms": 100}
+    topic = await asyncio.to_thread(created_topic, secured_tansu)
     async with passthrough(pki, secured_tansu, front_port, tmp_path, settings) as (app, front):
         front.acls[:] = [(GROUP, "secure-", PREFIXED, "User:alice", "*", ALL, ALLOW),
                          (TOPIC, "*", LITERAL, "User:alice", "*", READ, ALLOW)]
@@ -243,7 +247,7 @@ async def test_group_apis_follow_the_upstreams_own_acls(secured_tansu, front_por
         def commit_as_alice(group: str) -> int:
             with KafkaSocket(app.port, context=pki.client_context()) as s:
                 assert s.login_scram("alice", USERS["alice"]).error_code == ErrorCode.NONE
-                return partition_errors(s.call(commit(group, {"t": 1})))["t"]
+                return partition_errors(s.call(commit(group, {topic: 1})))[topic]
 
         assert await asyncio.to_thread(commit_as_alice, "secure-g") == ErrorCode.NONE
         assert await asyncio.to_thread(commit_as_alice, "payroll") == ErrorCode.GROUP_AUTHORIZATION_FAILED

@@ -188,7 +188,7 @@ async def test_in_passthrough_kafkas_refusal_comes_before_the_close_early_frames
 async def test_a_topic_hidden_from_kgc_keeps_its_offsets_where_a_deleted_one_loses_them(kafka_acls, tmp_path, caplog):
     """kgc learns a deletion when a topic goes from its reads of the upstream's topics. A topic
     kgc may no longer describe goes from them too, but it is not deleted: asked by name,
-    Kafka answers TOPIC_AUTHORIZATION_FAILED, and its offsets stay."""
+    Kafka answers TOPIC_AUTHORIZATION_FAILED, and its offsets stay, and so do its commits."""
     kafka = kafka_acls
     hidden, doomed = kafka.create_topic(new_name("hidden")), kafka.create_topic(new_name("secure"))
     may_describe = ("--allow-principal", "User:kgc", "--operation", "Describe", "--topic", hidden)
@@ -214,3 +214,8 @@ async def test_a_topic_hidden_from_kgc_keeps_its_offsets_where_a_deleted_one_los
         await asyncio.to_thread(wait_until, lambda: offsets()[doomed] == -1, TIMEOUT_S, lambda: f"{offsets()}")
         assert await asyncio.to_thread(offsets) == {hidden: 3, doomed: -1}
         assert f"upstream topics ['{hidden}'] left kgc's view but are not deleted" in caplog.text
+        # A commit naming both: the deleted topic is refused, as Kafka refuses it; the hidden
+        # one, which kgc cannot tell from a missing one, is committed.
+        assert partition_errors(await asyncio.to_thread(call, commit(group, {hidden: 5, doomed: 6}))) == {
+            hidden: ErrorCode.NONE, doomed: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert await asyncio.to_thread(offsets) == {hidden: 5, doomed: -1}
