@@ -302,7 +302,7 @@ class Dispatcher:
         self._release(session)
 
     def _release(self, session: Session) -> None:
-        """Dispatch the frames held behind a large one, in order, until one is large too."""
+        """Dispatch the frames held behind a request, in order, until one is held too."""
         held, session.held = session.held, None
         while held:
             payload, later = held.popleft()
@@ -318,7 +318,7 @@ class Dispatcher:
             if type(outcome) is LastFrame:
                 session.held = held     # the connection closes after it: nothing more is served
                 return
-            if session.held is not None:        # another large frame: the rest wait behind it
+            if session.held is not None:        # held again (a large frame, a commit asked about): the rest wait
                 session.held.extend(held)
                 return
 
