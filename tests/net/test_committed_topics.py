@@ -1,16 +1,30 @@
 """`CommittedTopics`: which commits are checked at once and which are asked about first,
 and the answer of a commit naming partitions the upstream does not have (Kafka's
-UNKNOWN_TOPIC_OR_PARTITION for those, the rest submitted)."""
+UNKNOWN_TOPIC_OR_PARTITION for those, the rest submitted); and, through a real
+`Dispatcher` on a fake transport, that what a connection sends behind a commit being asked
+about waits for it."""
 
 from __future__ import annotations
+
+import asyncio
+import struct
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetCommitResponse
 
+from coordinator.net.codec import LARGE_FRAME_BYTES
 from coordinator.net.committed_topics import CommittedTopics
+from coordinator.net.connection import KafkaConnection
+from coordinator.net.dispatch import Dispatcher
+from coordinator.net.local_answers import LocalAnswers
+from coordinator.node import CoordinatorNode
 from protocol.error_responses import error_response
 from protocol.errors import ErrorCode
 from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
+from tests.net.test_large_frames import GatedPool, RecordingService, correlation_ids, framed
+from tests.support.builders import commit_request, heartbeat_request
+from tests.support.fake_transport import FakeTransport
+from tests.support.waiting import wait_until
 
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 KNOWN = {"orders": (3, False), "fresh": (2, True), "deleted": (0, True)}
@@ -79,3 +93,71 @@ def test_a_transactional_commit_is_checked_alike():
     assert [t.name for t in guarded.request.topics] == ["orders"]
     answer = guarded.finish(error_response(ApiKey.TxnOffsetCommit, 3, guarded.request, ErrorCode.NONE))
     assert answered(answer) == {("orders", 0): 0, ("deleted", 0): UNKNOWN}
+
+
+class GatedAsk:
+    """The upstream's answers by name, given when the test says so."""
+
+    def __init__(self, answers: dict[str, int]) -> None:
+        self.answers = answers
+        self.go = asyncio.Event()
+        self.asked: list[list[str]] = []
+
+    async def __call__(self, names):
+        self.asked.append(list(names))
+        await self.go.wait()
+        return {name: self.answers[name] for name in names if name in self.answers}
+
+
+async def connected(ask: GatedAsk, pool=None) -> tuple[KafkaConnection, FakeTransport, RecordingService]:
+    service = RecordingService()
+    dispatcher = Dispatcher(service, LocalAnswers(CoordinatorNode(0, "127.0.0.1", 9092)), codec_pool=pool,
+                            committed_topics=CommittedTopics(KNOWN.get, ask))
+    conn = KafkaConnection(dispatcher, max_frame_bytes=2**24, max_in_flight=16)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    return conn, transport, service
+
+
+def answers_of(written: bytes, version: int = 8) -> dict[tuple[str, int], int]:
+    size = struct.unpack_from(">i", written)[0]
+    return answered(OffsetCommitResponse.decode(written[4:4 + size], version=version, header=True))
+
+
+async def test_requests_behind_a_commit_asked_about_wait_for_it_and_keep_their_turn():
+    ask = GatedAsk({"new": 2})
+    conn, transport, service = await connected(ask)
+    conn.data_received(framed(commit_request(8, "g", [("new", 0, 1, None), ("new", 5, 1, None),
+                                                      ("orders", 0, 1, None)]), 1)
+                       + framed(heartbeat_request(4, "g", "m"), 2))
+    await asyncio.sleep(0.05)
+    assert ask.asked == [["new"]]
+    assert service.seen == [] and transport.writes == []         # the heartbeat waits behind it
+
+    ask.go.set()
+    await wait_until(lambda: len(correlation_ids(transport.written)) == 2, timeout_s=10)
+    assert service.seen == [ApiKey.OffsetCommit, ApiKey.Heartbeat]
+    assert correlation_ids(transport.written) == [1, 2]
+    assert answers_of(transport.written) == {("new", 0): 0, ("orders", 0): 0, ("new", 5): UNKNOWN}
+
+
+async def test_a_large_commit_asked_about_after_its_decode_off_the_loop_keeps_its_turn_too():
+    ask = GatedAsk({"gone": 0})     # the upstream does not have it
+    pool = GatedPool()
+    pool.go.set()
+    try:
+        conn, transport, service = await connected(ask, pool)
+        large = framed(commit_request(8, "g", [("gone", p, 1, None) for p in range(10_000)]), 1)
+        assert len(large) > LARGE_FRAME_BYTES
+        conn.data_received(large + framed(heartbeat_request(4, "g", "m"), 2))
+        await wait_until(lambda: ask.asked == [["gone"]], timeout_s=10)
+        await asyncio.sleep(0.05)
+        assert service.seen == [] and transport.writes == []
+
+        ask.go.set()
+        await wait_until(lambda: len(correlation_ids(transport.written)) == 2, timeout_s=10)
+        assert service.seen == [ApiKey.Heartbeat]           # nothing of the commit was left to submit
+        assert correlation_ids(transport.written) == [1, 2]
+        assert set(answers_of(transport.written).values()) == {UNKNOWN}
+    finally:
+        pool.shutdown()
