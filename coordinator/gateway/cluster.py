@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 CLIENT_ID = "kgc-gateway"
 _NEWEST_METADATA = 12  # the brokers and topic ids of v12 are all we read
 _TOPIC_IDS_SINCE = 10  # Metadata v10 added topic ids
+_NO_AUTO_CREATION_SINCE = 4     # Metadata v4 added allow_auto_topic_creation
 _FIND_COORDINATOR_VERSION = 3  # the last with one key per request
 _FEATURES_SINCE = 3    # ApiVersions v3 added the feature flags (KIP-584)
 CLOSE_TIMEOUT_S = 1.0
@@ -329,10 +330,7 @@ class UpstreamCluster:
         deleted = {name: topic_id for name, topic_id in gone.items() if name in image.by_name}
         asked = sorted(gone.keys() - deleted.keys())
         if asked:
-            request = MetadataRequest[version]
-            answer = await self._request(request(topics=[request.MetadataRequestTopic(name=name) for name in asked],
-                                                 allow_auto_topic_creation=False), MetadataResponse)
-            for t in answer.topics:
+            for t in await self._topics_by_name(asked, version):
                 if t.name in gone and (t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (
                         t.error_code == 0 and _has_id(t.topic_id) and t.topic_id != gone[t.name])):
                     deleted[t.name] = gone[t.name]
@@ -343,6 +341,24 @@ class UpstreamCluster:
         if deleted:
             log.info("upstream deleted topics %s", sorted(deleted))
         return deleted
+
+    async def topics_by_name(self, names: Iterable[str]) -> list:
+        """`_topics_by_name` on the control connection, at the newest Metadata version both
+        sides speak; `UpstreamUnavailable` while the upstream is not reachable, or when it
+        serves Metadata below v4, which cannot ask without creating the topics."""
+        version = min(self._api_versions.get(ApiKey.Metadata, (0, -1))[1], _NEWEST_METADATA)
+        if version < _NO_AUTO_CREATION_SINCE:
+            raise UpstreamUnavailable(f"upstream serves Metadata up to v{version}: it would create topics asked for")
+        if not self.reachable or self._control is None or self._control.failure is not None:
+            raise UpstreamUnavailable(self.status)
+        return await self._topics_by_name(names, version)
+
+    async def _topics_by_name(self, names: Iterable[str], version: int) -> list:
+        """The upstream's entries for the topics `names`, creating none of them."""
+        request = MetadataRequest[version]
+        answer = await self._request(request(topics=[request.MetadataRequestTopic(name=name) for name in names],
+                                             allow_auto_topic_creation=False), MetadataResponse)
+        return answer.topics
 
     async def _request(self, request, response_class):
         return await self._request_on(self._control, request, response_class)

@@ -23,9 +23,6 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping
 
-from kafka.protocol.api_key import ApiKey
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream import UpstreamUnavailable
 from protocol.errors import ErrorCode
@@ -35,8 +32,6 @@ log = logging.getLogger(__name__)
 ABSENT_FOR_S = 1.0
 PRESENT_FOR_S = 5.0
 MAX_ANSWERS = 10_000        # names remembered at once (a client may name any number)
-_NEWEST_METADATA = 12
-_NO_AUTO_CREATION_SINCE = 4     # Metadata v4 added allow_auto_topic_creation
 
 
 class TopicPartitions:
@@ -82,20 +77,14 @@ class TopicPartitions:
         return {name: answers[name] for name in names if name in answers}
 
     async def _metadata(self, names: list[str]) -> dict[str, int]:
-        cluster = self._cluster
-        version = min(cluster.api_versions.get(ApiKey.Metadata, (0, -1))[1], _NEWEST_METADATA)
-        if version < _NO_AUTO_CREATION_SINCE:
-            return {}
-        request = MetadataRequest[version]
-        image_version = cluster.topics.version
+        image_version = self._cluster.topics.version
         try:
-            answer = await cluster.request(request(topics=[request.MetadataRequestTopic(name=name) for name in names],
-                                                   allow_auto_topic_creation=False), MetadataResponse)
+            topics = await self._cluster.topics_by_name(names)
         except (UpstreamUnavailable, TimeoutError) as exc:
             log.debug("cannot ask the upstream for topics %s: %s", names, exc)
             return {}
         found: dict[str, int] = {}
-        for topic in answer.topics:
+        for topic in topics:
             if topic.name not in names:
                 continue
             if topic.error_code == ErrorCode.NONE:

@@ -91,10 +91,9 @@ class Dispatcher:
         self._service = service
         # Commits name topics the upstream must have (None: no upstream, nothing to check).
         self._committed_topics = committed_topics
-        self._asking: set[asyncio.Future] = set()
         # AddOffsetsToTxn, answered with kgc's participant partition (coordinator/txn); None: forwarded.
         self._transactions = transactions
-        self._adding: set[asyncio.Future] = set()
+        self._tasks: set[asyncio.Future] = set()       # the loop keeps only a weak reference to a task
         # OffsetCommit/OffsetFetch v10 name topics by id; without an upstream none is known.
         self._topic_ids = topic_ids or TopicIds(lambda: NO_TOPICS)
         self._answers = answers
@@ -184,9 +183,8 @@ class Dispatcher:
         # transaction coordinator's, closed: the only thing that makes it look again.
         added = asyncio.ensure_future(self._transactions.add_offsets(session.conn.listener_node_id, request,
                                                                      session.conn.close))
-        # The loop keeps only a weak reference to a task.
-        self._adding.add(added)
-        added.add_done_callback(self._adding.discard)
+        self._tasks.add(added)
+        added.add_done_callback(self._tasks.discard)
         frame = self._loop.create_future()
 
         def answer(done: asyncio.Future) -> None:
@@ -371,10 +369,10 @@ class Dispatcher:
         session.held = deque()
         frame = self._loop.create_future()
         asking = asyncio.ensure_future(checked.ask(names))
-        self._asking.add(asking)        # the loop keeps only a weak reference to a task
+        self._tasks.add(asking)
 
         def asked(done: asyncio.Future) -> None:
-            self._asking.discard(done)
+            self._tasks.discard(done)
             if frame.done():
                 if not done.cancelled():
                     done.exception()    # retrieved: the client went away

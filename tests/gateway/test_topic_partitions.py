@@ -12,6 +12,7 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 
 from coordinator.gateway import topic_partitions
+from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.topic_partitions import ABSENT_FOR_S, PRESENT_FOR_S, TopicPartitions
 from coordinator.gateway.upstream import UpstreamUnavailable
 from coordinator.group.topics import NO_TOPICS, TopicImage, TopicMetadata
@@ -21,28 +22,27 @@ from protocol.errors import ErrorCode
 class FakeCluster:
     """Answers Metadata by name from `upstream` (name -> partitions, or an error code)."""
 
-    def __init__(self, upstream: dict, image: TopicImage = NO_TOPICS, metadata_max: int = 12):
+    def __init__(self, upstream: dict, image: TopicImage = NO_TOPICS):
         self.upstream = upstream
         self.topics = image
-        self.api_versions = {ApiKey.Metadata: (0, metadata_max)}
-        self.asked: list[tuple[list[str], bool]] = []
+        self.asked: list[list[str]] = []
         self.release = asyncio.Event()
         self.release.set()
         self.unreachable = False
 
-    async def request(self, request, response_class):
-        self.asked.append(([t.name for t in request.topics], request.allow_auto_topic_creation))
+    async def topics_by_name(self, names):
+        self.asked.append(list(names))
         await self.release.wait()
         if self.unreachable:
             raise UpstreamUnavailable("upstream unreachable")
         topics = []
-        for t in request.topics:
-            known = self.upstream.get(t.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        for name in names:
+            known = self.upstream.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if isinstance(known, ErrorCode):
-                topics.append(SimpleNamespace(name=t.name, error_code=int(known), partitions=[]))
+                topics.append(SimpleNamespace(name=name, error_code=int(known), partitions=[]))
             else:
-                topics.append(SimpleNamespace(name=t.name, error_code=0, partitions=[object()] * known))
-        return SimpleNamespace(topics=topics)
+                topics.append(SimpleNamespace(name=name, error_code=0, partitions=[object()] * known))
+        return topics
 
 
 def image(version: int, **topics: int) -> TopicImage:
@@ -70,7 +70,7 @@ async def test_an_answer_by_name_is_kept_briefly_and_only_while_the_read_is_the_
     cluster = FakeCluster({"fresh": 2}, image(3))
     partitions = TopicPartitions(cluster, clock)
     assert await partitions.ask(["fresh", "gone"]) == {"fresh": 2, "gone": 0}
-    assert cluster.asked == [(["fresh", "gone"], False)]        # nothing is created by asking
+    assert cluster.asked == [["fresh", "gone"]]
     assert partitions.known("fresh") == (2, True)
     assert partitions.known("gone") == (0, True)
     clock.now += ABSENT_FOR_S
@@ -94,18 +94,24 @@ async def test_one_question_per_name_at_a_time():
     cluster.release.set()
     assert await first == {"a": 1}
     assert await second == {"a": 1, "b": 2}
-    assert cluster.asked == [(["a"], False), (["b"], False)]
+    assert cluster.asked == [["a"], ["b"]]
 
 
-@pytest.mark.parametrize("why", ["unreachable", "no access", "old upstream"])
+@pytest.mark.parametrize("why", ["unreachable", "no access"])
 async def test_what_the_upstream_does_not_answer_plainly_is_left_out(why):
-    cluster = FakeCluster({"secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, metadata_max=3 if why == "old upstream" else 12)
+    cluster = FakeCluster({"secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
     cluster.unreachable = why == "unreachable"
     partitions = TopicPartitions(cluster)
     assert await partitions.ask(["secret"]) == {}
     assert partitions.known("secret") is None
-    # Metadata below v4 cannot ask without creating the topic: it is not asked at all.
-    assert cluster.asked == ([] if why == "old upstream" else [(["secret"], False)])
+
+
+async def test_an_upstream_that_would_create_the_topics_asked_for_is_not_asked():
+    # Metadata below v4 has no allow_auto_topic_creation: a question could create the topic.
+    cluster = UpstreamCluster([("127.0.0.1", 9)])
+    cluster._api_versions = {ApiKey.Metadata: (0, 3)}
+    with pytest.raises(UpstreamUnavailable, match="would create topics"):
+        await cluster.topics_by_name(["orders"])
 
 
 async def test_the_answers_kept_are_bounded(monkeypatch):
