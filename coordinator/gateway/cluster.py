@@ -5,7 +5,8 @@ One `UpstreamCluster` per process keeps a control connection to some upstream br
 once per connection and Metadata (all topics) every `refresh_interval_ms`, and also learns
 the broker set from Metadata responses passing through the gateway (`observe_brokers`).
 When the set changes, subscribers hear of it (the network layer opens a listener per new
-broker). The topics (ids, names, partition counts) become a `TopicImage` for KIP-848
+broker). The leaders of the upstream's `__consumer_offsets` partitions, from the same read,
+tell where its coordinator of a group is (`group_coordinator`). The topics (ids, names, partition counts) become a `TopicImage` for KIP-848
 consumer groups, whose assignments name the cluster's own topic ids; its version moves
 only when a topic appears, goes, is recreated or gains partitions.
 
@@ -37,11 +38,13 @@ from kafka.protocol.metadata import (
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator.gateway.login import UpstreamLogin, login
+from coordinator.gateway.offsets_metadata import TOPIC as OFFSETS_TOPIC
 from coordinator.gateway.plan import ListenerPlan, ListenerPlanError
 from coordinator.gateway.rewrite import Broker
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.gateway.versions import NO_FEATURES, Features
 from coordinator.group.topics import EMPTY_TOPIC_IMAGE, TopicImage, TopicMetadata, gone_topics
+from coordinator.partitioning import partition_for
 from coordinator.version import kgc_version
 from protocol.errors import ErrorCode
 
@@ -87,6 +90,7 @@ class UpstreamCluster:
         self._backoff_max_ms = backoff_max_ms
         self._brokers: Mapping[int, Broker] = MappingProxyType({})
         self._topics: TopicImage = EMPTY_TOPIC_IMAGE
+        self._offsets_leaders: tuple[int, ...] = ()   # node id by __consumer_offsets partition
         self._api_versions: Mapping[int, tuple[int, int]] = MappingProxyType({})
         self.features: Features = NO_FEATURES    # from the last ApiVersions v3+ answer
         self.cluster_id: str | None = None
@@ -147,6 +151,19 @@ class UpstreamCluster:
         """`callback` hears of the topics (name -> id) the upstream deleted since the last
         read, as kgc sees them go between two reads of its topics."""
         self._on_topics_deleted.append(callback)
+
+    def group_coordinator(self, group_id: str) -> tuple[str, int] | None:
+        """The address of the upstream's coordinator of `group_id` as Kafka places it: the
+        leader of `__consumer_offsets` partition abs(hashCode) % its partition count, as of
+        the last read. None when that read did not show the topic (kgc may not describe it,
+        or the upstream reads below Metadata v10) or the partition's leader. It saves the
+        FindCoordinator round trip; a leader that moved since answers NOT_COORDINATOR, as
+        every broker must to a client that asks the wrong one."""
+        leaders = self._offsets_leaders
+        if not leaders:
+            return None
+        broker = self._brokers.get(leaders[partition_for(group_id, len(leaders))])
+        return None if broker is None else (broker.host, broker.port)
 
     def live_broker(self) -> tuple[str, int] | None:
         """The address the control connection last reached, for the bootstrap listener."""
@@ -288,6 +305,7 @@ class UpstreamCluster:
         metadata = await self._request(MetadataRequest[version](topics=None if with_ids else []), MetadataResponse)
         self.cluster_id = getattr(metadata, "cluster_id", None)
         self._apply([Broker(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in metadata.brokers])
+        self._offsets_leaders = _offsets_leaders(metadata.topics)
         if with_ids:
             await self._apply_topics(metadata.topics, version)
         self._set_reachable()
@@ -457,6 +475,15 @@ class UpstreamCluster:
                  sorted(change.removed))
         for callback in self._subscribers:
             callback(change)
+
+
+def _offsets_leaders(topics) -> tuple[int, ...]:
+    for topic in topics:
+        if topic.name == OFFSETS_TOPIC and topic.error_code == 0:
+            leaders = {p.partition_index: p.leader_id for p in topic.partitions}
+            if sorted(leaders) == list(range(len(leaders))):
+                return tuple(leaders[i] for i in range(len(leaders)))
+    return ()
 
 
 def _has_id(topic_id: uuid.UUID | None) -> bool:

@@ -1,15 +1,17 @@
 """The upstream cluster's own group coordinator, asked as a client would ask it.
 
 For adoption (`coordinator.service.adoption`), `kgc import` and `kgc export`:
-`snapshot(group)` finds the group's coordinator upstream (FindCoordinator on the
-cluster's control broker) and asks it DescribeGroups (state, protocol type, members),
+`snapshot(group)` finds the group's coordinator upstream (where the cluster's last read
+of `__consumer_offsets` places it, else FindCoordinator on the control broker) and asks it DescribeGroups (state, protocol type, members),
 ConsumerGroupDescribe when DescribeGroups says Dead (a KIP-848 group), and OffsetFetch
 (committed offsets); `list_groups()` asks ListGroups of every broker;
 `commit(group, offsets)` writes offsets with OffsetCommit as a simple (generation -1)
 commit, as `kafka-consumer-groups --reset-offsets` does.
 
 The three questions to the coordinator go out together: a new group's adoption waits for
-two round trips (FindCoordinator, then the three at once), not six in a row.
+one round trip (the three at once), two when FindCoordinator is asked first, not six in a
+row. An address taken from the last read that fails (the leader moved: NOT_COORDINATOR, or
+it went) is asked again at once through FindCoordinator.
 ConsumerGroupDescribe's answer counts only when DescribeGroups says Dead, so its failure
 about a classic group is no failure of the snapshot. OffsetFetch asks for "all topics"
 (null, v2 on): Kafka 4.4 and Tansu 0.6 both list a group's committed topics on it, checked
@@ -89,17 +91,21 @@ class UpstreamGroups:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + NOT_READY_RETRY_S
         wait, longest = NOT_READY_BACKOFF_S
+        placed = self._cluster.group_coordinator(group_id)
         while True:
             try:
-                return await self._snapshot(group_id)
-            except CoordinatorNotReady:
-                if loop.time() + wait > deadline:
+                return await self._snapshot(group_id, placed)
+            except UpstreamUnavailable as exc:
+                if placed is not None:
+                    placed = None
+                    continue
+                if not isinstance(exc, CoordinatorNotReady) or loop.time() + wait > deadline:
                     raise
             await asyncio.sleep(wait)
             wait = min(wait * 2, longest)
 
-    async def _snapshot(self, group_id: str) -> UpstreamGroup:
-        coordinator = await self._coordinator(group_id)
+    async def _snapshot(self, group_id: str, placed: tuple[str, int] | None) -> UpstreamGroup:
+        coordinator = placed or await self._coordinator(group_id)
         asking = [self._describe(coordinator, group_id), self._fetch_offsets(coordinator, group_id)]
         if ApiKey.ConsumerGroupDescribe in self._cluster.api_versions:
             asking.append(self._describe_consumer_group(coordinator, group_id))

@@ -1,5 +1,6 @@
 """The upstream coordinator asked as a client would ask it (`UpstreamGroups.snapshot`), on the
-suite's real Kafka: what adoption learns about a group, and in how many round trips."""
+suite's real Kafka: what adoption learns about a group, in how many round trips, and where
+kgc finds the group's coordinator without asking (`UpstreamCluster.group_coordinator`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from coordinator.group.adopt import AdoptedOffset
 from tests.support.admin import create_topic, new_name
 from tests.support.clients import CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
 from tests.support.kafka import KafkaCluster
+from tests.support.ports import free_port
 from tests.support.simple_group_offsets import simple_commit
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -42,10 +44,18 @@ class CountingCluster(UpstreamCluster):
         return connection
 
 
-@pytest.fixture
-async def upstream(kafka):
-    host, port = kafka.bootstrap.split(":")
-    cluster = CountingCluster([(host, int(port))])
+class MisplacingCluster(CountingCluster):
+    """Places every group's coordinator at `placed`: a broker that is not the group's
+    coordinator, or an address nobody listens on, as after the leader moved or went."""
+
+    placed: tuple[str, int] | None = None
+
+    def group_coordinator(self, group_id):
+        return self.placed
+
+
+async def counting_groups(cluster_class, kafka_cluster):
+    cluster = cluster_class([tuple_address(a) for a in kafka_cluster.bootstrap.split(",")])
     cluster.start()
     await cluster.wait_reachable()
     groups = UpstreamGroups(cluster)
@@ -57,18 +67,69 @@ async def upstream(kafka):
             break
         except UpstreamUnavailable:
             await asyncio.sleep(0.1)
+    # ...and kgc's next read of the cluster shows the topic's leaders.
+    for _ in range(100):
+        if super(cluster_class, cluster).group_coordinator("any") is not None:
+            break
+        cluster.refresh_soon()
+        await asyncio.sleep(0.05)
     cluster.waves.clear()
+    return groups, cluster
+
+
+def tuple_address(address: str) -> tuple[str, int]:
+    host, port = address.rsplit(":", 1)
+    return host, int(port)
+
+
+@pytest.fixture
+async def upstream(kafka):
+    groups, cluster = await counting_groups(CountingCluster, kafka)
     yield groups, cluster
     await groups.close()
     await cluster.close()
 
 
-async def test_a_group_kafka_never_saw_is_dead_and_empty_after_two_round_trips(upstream):
+async def test_a_group_kafka_never_saw_is_dead_and_empty_after_one_round_trip(upstream):
     groups, cluster = upstream
     found = await groups.snapshot(new_name("unknown"))
     assert (found.state, found.members, found.offsets, found.live) == ("Dead", (), (), False)
-    # FindCoordinator alone, then DescribeGroups, OffsetFetch and ConsumerGroupDescribe together.
-    assert cluster.waves == [1, 1, 2, 3], cluster.waves
+    # No FindCoordinator: DescribeGroups, OffsetFetch and ConsumerGroupDescribe together, at
+    # the leader of the group's __consumer_offsets partition.
+    assert cluster.waves == [1, 2, 3], cluster.waves
+
+
+async def test_kgc_places_each_group_where_kafka_says_its_coordinator_is(kafka3):
+    groups, cluster = await counting_groups(CountingCluster, kafka3)
+    try:
+        for name in (new_name(f"placed-{i}") for i in range(30)):
+            found = await cluster.find_coordinator(name, 0)
+            assert cluster.group_coordinator(name) == (found.host, found.port), name
+        # the three nodes each lead some of the groups asked about
+        assert len({cluster.group_coordinator(new_name(f"spread-{i}")) for i in range(60)}) == 3
+    finally:
+        await groups.close()
+        await cluster.close()
+
+
+@pytest.mark.parametrize("misplaced", ["another broker", "nobody listening"])
+async def test_a_group_placed_at_the_wrong_address_is_found_through_find_coordinator(kafka3, misplaced):
+    # given a simple group with offsets on the three-node cluster, and kgc's last read placing
+    # its coordinator elsewhere: a broker that answers NOT_COORDINATOR, or one that is gone
+    topic, group = create_topic(kafka3.bootstrap, 3), new_name("misplaced")
+    await asyncio.to_thread(simple_commit, kafka3.bootstrap, group, topic, {1: 7})
+    groups, cluster = await counting_groups(MisplacingCluster, kafka3)
+    try:
+        coordinator = await cluster.find_coordinator(group, 0)
+        others = [(b.host, b.port) for b in cluster.brokers.values() if b.node_id != coordinator.node_id]
+        cluster.placed = others[0] if misplaced == "another broker" else ("127.0.0.1", free_port())
+        # when adoption takes a snapshot of it
+        found = await asyncio.wait_for(groups.snapshot(group), 10)
+    finally:
+        await groups.close()
+        await cluster.close()
+    # then it asked FindCoordinator at once and found the group's offsets at its coordinator
+    assert (found.state, found.offsets) == ("Empty", (AdoptedOffset(topic, 1, 7, -1, ""),))
 
 
 async def test_a_simple_groups_offsets_are_all_found(kafka, upstream):
