@@ -36,7 +36,7 @@ from coordinator.bench.workloads import (
 
 log = logging.getLogger(__name__)
 
-_MEMBERSHIP = (ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat)
+_MEMBERSHIP = (ApiKey.FindCoordinator, ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat)
 
 WORKLOADS: dict[str, Callable[[Context], Awaitable[list[Figure]]]] = {
     "join": join.run,

@@ -1,7 +1,8 @@
 """A simulated group member that behaves like a classic consumer, and the bookkeeping
 that says when a group has settled.
 
-A member joins (twice when the coordinator asks for a member id, KIP-394), syncs (the
+A member asks FindCoordinator about its group, as every client does before its first
+JoinGroup, then joins (twice when the coordinator asks for a member id, KIP-394), syncs (the
 leader hands out the topic's partitions round-robin), then heartbeats every
 `heartbeat_interval_ms`. A heartbeat or sync answered REBALANCE_IN_PROGRESS or
 ILLEGAL_GENERATION sends it back to JoinGroup; UNKNOWN_MEMBER_ID makes it join afresh.
@@ -11,7 +12,8 @@ retry (Tansu).
 
 A `Phase` is settled when every member it expects holds a successful SyncGroup on one
 generation (at least `min_generation`): then nobody is rebalancing any more. It records
-when the first and the last JoinGroup of the phase were sent and when it settled.
+when the first request of the phase was sent (a FindCoordinator when a member is new), when
+its last JoinGroup was sent, and when it settled.
 """
 
 from __future__ import annotations
@@ -53,16 +55,21 @@ class Phase:
         self.min_generation = min_generation
         self.synced: dict[Member, int] = {}
         self.settled = asyncio.Event()
-        self.first_join_ns: int | None = None
+        self.first_ns: int | None = None
         self.last_join_ns: int | None = None
         self.settled_ns: int | None = None
         self.generation: int | None = None
 
+    def asked(self, at_ns: int) -> None:
+        """A member sent its FindCoordinator."""
+        if self.first_ns is None and not self.settled.is_set():
+            self.first_ns = at_ns
+
     def join_sent(self, at_ns: int) -> None:
         if self.settled.is_set():
             return
-        if self.first_join_ns is None:
-            self.first_join_ns = at_ns
+        if self.first_ns is None:
+            self.first_ns = at_ns
         self.last_join_ns = at_ns
 
     def lost(self, member: Member) -> None:
@@ -107,6 +114,18 @@ class Member:
     async def _call(self, request) -> bytes:
         cid = self.conn.next_correlation_id()
         return await self.conn.send(messages.encode(request, cid), cid)
+
+    async def find_coordinator(self) -> None:
+        for _ in range(MAX_ROUNDS):
+            if self.phase is not None:
+                self.phase.asked(time.perf_counter_ns())
+            found = messages.decode_find_coordinator(await self._call(messages.find_coordinator_request(self.group)))
+            if found.error_code == ErrorCode.NONE:
+                return
+            if found.error_code not in _RETRY:
+                raise BenchError(f"[group={self.group}] FindCoordinator failed: {_error_name(found.error_code)}")
+            await asyncio.sleep(RETRY_BACKOFF_S)
+        raise BenchError(f"[group={self.group}] no coordinator found in {MAX_ROUNDS} attempts")
 
     async def join_and_sync(self) -> None:
         for _ in range(MAX_ROUNDS):
@@ -166,7 +185,8 @@ class Member:
         return messages.heartbeat_error(await self.conn.send(template.frame(cid), cid))
 
     async def run(self) -> None:
-        """Join, then heartbeat and rejoin whenever told to, until `stop()`."""
+        """Find the coordinator, join, then heartbeat and rejoin whenever told to, until `stop()`."""
+        await self.find_coordinator()
         await self.join_and_sync()
         while not self._stopping:
             await asyncio.sleep(self.heartbeat_interval_s)
@@ -250,7 +270,7 @@ class Swarm:
     async def one_joins(self, newcomer: Member, min_generation: int, timeout_s: float) -> tuple[Phase, int]:
         """`newcomer` (on its own connection, not started) joins the running members; returns
         the phase of all of them, once they are synced on `min_generation` or later, and
-        when the newcomer started (perf_counter ns), just before its first JoinGroup."""
+        when the newcomer started (perf_counter ns), just before its FindCoordinator."""
         phase = Phase([*self.tasks, newcomer], min_generation=min_generation)
         for member in phase.expected:
             member.phase = phase

@@ -1,7 +1,7 @@
 """The requests the load generator sends, at one fixed version per API.
 
-The versions are the ones librdkafka sends for the classic group protocol (JoinGroup ≤5,
-SyncGroup ≤3, Heartbeat ≤3, LeaveGroup ≤1) and the last non-flexible OffsetCommit (7)
+The versions are the ones librdkafka sends for the classic group protocol (FindCoordinator
+≤2, JoinGroup ≤5, SyncGroup ≤3, Heartbeat ≤3, LeaveGroup ≤1) and the last non-flexible OffsetCommit (7)
 and OffsetFetch (5), so the same bytes go to every target and every response has header
 v0. A target that does not advertise one of them cannot run the workloads that need it (`missing_versions`).
 
@@ -33,6 +33,7 @@ from kafka.protocol.consumer.group import (
     SyncGroupResponse,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator.bench.wire import Template
 
@@ -41,6 +42,7 @@ PROTOCOL_TYPE = "consumer"
 ASSIGNOR = "range"
 
 VERSIONS: dict[ApiKey, int] = {
+    ApiKey.FindCoordinator: 2,
     ApiKey.JoinGroup: 5,
     ApiKey.SyncGroup: 3,
     ApiKey.Heartbeat: 3,
@@ -113,6 +115,14 @@ def topic_partitions(payload: bytes, topic: str) -> int:
 
 
 # ---------------------------------------------------------------- membership
+
+
+def find_coordinator_request(group: str):
+    return FindCoordinatorRequest[VERSIONS[ApiKey.FindCoordinator]](key=group, key_type=0)
+
+
+def decode_find_coordinator(payload: bytes):
+    return decode(FindCoordinatorResponse, VERSIONS[ApiKey.FindCoordinator], payload)
 
 
 def subscription(topic: str) -> bytes:

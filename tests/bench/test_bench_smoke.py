@@ -30,10 +30,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 REPO = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
-    "join": ["join 1: first JoinGroup to all synced", "join 1: last JoinGroup to all synced",
-             "join 3: first JoinGroup to all synced", "join 3: last JoinGroup to all synced"],
+    "join": ["join 1: FindCoordinator to all synced", "join 1: last JoinGroup to all synced",
+             "join 3: FindCoordinator to all synced", "join 3: last JoinGroup to all synced"],
     "rebalance": ["rebalance 3: LeaveGroup to all others synced", "rebalance 3: last JoinGroup to all others synced",
-                  "rebalance 3: a new member's first JoinGroup to all synced",
+                  "rebalance 3: a new member's FindCoordinator to all synced",
                   "rebalance 3: last JoinGroup to all synced, after a new member"],
     "heartbeat": ["heartbeat 4 members in 2 groups: heartbeats/s", "heartbeat 4 members in 2 groups: p50",
                   "heartbeat 4 members in 2 groups: p99"],

@@ -2,8 +2,8 @@
 time until every other member is synced on the new generation. Then a new member joins
 the N-1 that are left; time until all N are synced on the generation after.
 
-Each is measured from the event (the LeaveGroup; the newcomer's first JoinGroup, which
-includes its KIP-394 round for a member id), and from the last JoinGroup of the
+Each is measured from the event (the LeaveGroup; the newcomer's FindCoordinator, which
+it sends before its first JoinGroup and its KIP-394 round for a member id), and from the last JoinGroup of the
 rebalance: the second leaves out how long the members took to learn of the rebalance
 through their heartbeats, which is the client's interval, not the coordinator's work.
 """
@@ -20,7 +20,7 @@ async def run(ctx: Context) -> list[Figure]:
     size = ctx.sizes.rebalance_members
     from_leave = f"rebalance {size}: LeaveGroup to all others synced"
     from_rejoin = f"rebalance {size}: last JoinGroup to all others synced"
-    from_newcomer = f"rebalance {size}: a new member's first JoinGroup to all synced"
+    from_newcomer = f"rebalance {size}: a new member's FindCoordinator to all synced"
     from_last_join = f"rebalance {size}: last JoinGroup to all synced, after a new member"
     metrics = (from_leave, from_rejoin, from_newcomer, from_last_join)
     group = ctx.group_name("rebalance", size)
