@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
         work = Path(tmp)
         # Kafka's default: 50 partitions of __consumer_offsets, as kgc's 50.
         settings = {"group.initial.rebalance.delay.ms": delay, "offsets.topic.num.partitions": "50"}
-        with KafkaCluster(work / "kafka", hosts, settings=settings) as kafka, \
+        with KafkaCluster(work / "kafka", hosts, settings=settings, few_threads=False) as kafka, \
                 kgc_in_front_of(kafka, *args.kgc_flag, "--fsync", fsync, "--initial-rebalance-delay-ms", delay,
                                 "--data-dir", str(work / "kgc-data"), "--log-level", "WARNING",
                                 log_path=str(work / "kgc.log")) as kgc:

@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--per-transaction", type=int, default=10)
     parser.add_argument("--client", choices=("librdkafka", "java"), default="librdkafka")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, KafkaCluster(Path(tmp) / "kafka") as kafka:
+    with tempfile.TemporaryDirectory() as tmp, KafkaCluster(Path(tmp) / "kafka", few_threads=False) as kafka:
         # A warm-up first: a broker just started creates `__consumer_offsets` and loads its
         # transaction log on first use, which must not be charged to the side measured first.
         one_side(args.client, kafka.bootstrap, kafka, args.per_transaction * 20, args.per_transaction)

@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--commits-only", action="store_true", help="the commit rows, no failover")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kgc-failover-") as tmp, \
-            KafkaCluster(Path(tmp) / "kafka", THREE_HOSTS) as kafka:
+            KafkaCluster(Path(tmp) / "kafka", THREE_HOSTS, few_threads=False) as kafka:
         directory = Path(tmp)
         topic = kafka.create_topic(f"bench-{uuid.uuid4().hex[:6]}", PARTITIONS)
         state = f"kgc-state-{uuid.uuid4().hex[:6]}"

@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", default="librdkafka,java", help="comma-separated: librdkafka, java")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
-        with KafkaCluster(Path(work) / "kafka", settings={"group.initial.rebalance.delay.ms": "0"}) as kafka:
+        with KafkaCluster(Path(work) / "kafka", settings={"group.initial.rebalance.delay.ms": "0"},
+                          few_threads=False) as kafka:
             with kgc_in_front_of(kafka, "--initial-rebalance-delay-ms", "0",
                                  log_path=str(Path(work) / "kgc.log")) as kgc:
                 targets = {"kgc": kgc.bootstrap, "kafka": kafka.bootstrap}

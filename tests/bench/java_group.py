@@ -138,7 +138,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="kgc-java-group-") as tmp:
         work = Path(tmp)
         settings = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "50"}
-        with KafkaCluster(work / "kafka", hosts, settings=settings) as kafka, \
+        with KafkaCluster(work / "kafka", hosts, settings=settings, few_threads=False) as kafka, \
                 kgc_in_front_of(kafka, "--fsync", fsync, "--initial-rebalance-delay-ms", "0",
                                 "--data-dir", str(work / "kgc-data"), "--log-level", "WARNING",
                                 log_path=str(work / "kgc.log")) as kgc:

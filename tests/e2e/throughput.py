@@ -205,7 +205,7 @@ def _upstream_and_kgc(upstream: str) -> Iterator[tuple[str, KgcProcess]]:
     """The broker's bootstrap, and kgc in front of it."""
     if upstream == "kafka":
         with tempfile.TemporaryDirectory(prefix="kgc-throughput-") as tmp, \
-                KafkaCluster(Path(tmp) / "kafka") as kafka, \
+                KafkaCluster(Path(tmp) / "kafka", few_threads=False) as kafka, \
                 kgc_in_front_of(kafka, "--data-dir", f"{tmp}/kgc-data", "--log-level", "WARNING") as kgc:
             yield kafka.bootstrap, kgc
         return

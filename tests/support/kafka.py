@@ -44,19 +44,24 @@ BROKER_JVM = ("-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
 
 # What Kafka's own integration tests change for small, fast test clusters: no 3 s delay
 # before a classic group's first rebalance, a small log cleaner buffer (allocated on the heap
-# at start), few threads on a 2-core machine, and background tasks that start at once.
+# at start), background tasks that start at once, and (`_FEW_THREADS`) few threads on a
+# 2-core machine.
 _TEST_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
     "num.partitions": "1",
     "auto.create.topics.enable": "false",
     "log.cleaner.dedupe.buffer.size": "2097152",
     "log.initial.task.delay.ms": "100",
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
+}
+# Kafka's defaults are 3, 8, 10 and 4. The benchmarks run Kafka with its defaults
+# (`few_threads=False`): the coordinator a team runs, not one the tests slimmed.
+_FEW_THREADS = {
     "num.network.threads": "2",
     "num.io.threads": "4",
     "background.threads": "2",
     "group.coordinator.threads": "1",
-    "offsets.topic.num.partitions": "5",
-    "transaction.state.log.num.partitions": "5",
 }
 
 
@@ -113,7 +118,8 @@ class KafkaNode:
 class KafkaCluster:
     def __init__(self, directory: Path, hosts: tuple[str, ...] = ("127.0.0.1",), *,
                  version: str = KAFKA_VERSION, security: KafkaSecurity | None = None,
-                 settings: dict[str, str] | None = None, features: tuple[str, ...] = ()):
+                 settings: dict[str, str] | None = None, features: tuple[str, ...] = (),
+                 few_threads: bool = True):
         self.directory = directory
         self.version = version
         self.security = security
@@ -126,6 +132,7 @@ class KafkaCluster:
         replicas = str(min(3, len(hosts)))
         self.settings = {
             **_TEST_SETTINGS,
+            **(_FEW_THREADS if few_threads else {}),
             "default.replication.factor": replicas,
             "min.insync.replicas": "2" if len(hosts) >= 3 else "1",
             "offsets.topic.replication.factor": replicas,
