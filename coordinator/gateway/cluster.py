@@ -6,9 +6,10 @@ once per connection and Metadata (all topics) every `refresh_interval_ms`, and a
 the broker set from Metadata responses passing through the gateway (`observe_brokers`).
 When the set changes, subscribers hear of it (the network layer opens a listener per new
 broker). The leaders of the upstream's `__consumer_offsets` partitions, from the same read,
-tell where its coordinator of a group is (`group_coordinator`). The topics (ids, names, partition counts) become a `TopicImage` for KIP-848
-consumer groups, whose assignments name the cluster's own topic ids; its version moves
-only when a topic appears, goes, is recreated or gains partitions.
+tell where its coordinator of a group is (`group_coordinator`). The topics (ids, names,
+partition counts) become a `TopicImage` for KIP-848 consumer groups, whose assignments name
+the cluster's own topic ids; its version moves only when a topic appears, goes, is
+recreated or gains partitions.
 
 Unreachable upstream never stops kgc: the loop retries with exponential backoff, each
 attempt bounded by `connect_timeout_ms` / `request_timeout_ms`, and `status` says why it
@@ -478,6 +479,8 @@ class UpstreamCluster:
 
 
 def _offsets_leaders(topics) -> tuple[int, ...]:
+    """The leader of each `__consumer_offsets` partition by index; () unless the read lists
+    the topic with every partition from 0 up."""
     for topic in topics:
         if topic.name == OFFSETS_TOPIC and topic.error_code == 0:
             leaders = {p.partition_index: p.leader_id for p in topic.partitions}

@@ -2,9 +2,9 @@
 
 For adoption (`coordinator.service.adoption`), `kgc import` and `kgc export`:
 `snapshot(group)` finds the group's coordinator upstream (where the cluster's last read
-of `__consumer_offsets` places it, else FindCoordinator on the control broker) and asks it DescribeGroups (state, protocol type, members),
-ConsumerGroupDescribe when DescribeGroups says Dead (a KIP-848 group), and OffsetFetch
-(committed offsets); `list_groups()` asks ListGroups of every broker;
+of `__consumer_offsets` places it, else FindCoordinator on the control broker) and asks it
+DescribeGroups (state, protocol type, members), ConsumerGroupDescribe when DescribeGroups
+says Dead (a KIP-848 group), and OffsetFetch (committed offsets); `list_groups()` asks ListGroups of every broker;
 `commit(group, offsets)` writes offsets with OffsetCommit as a simple (generation -1)
 commit, as `kafka-consumer-groups --reset-offsets` does.
 
