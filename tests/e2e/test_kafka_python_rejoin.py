@@ -135,7 +135,9 @@ def test_a_kafka_python_leader_that_is_not_in_poll_when_its_rejoin_completes_nev
     with pytest.raises(RebalanceInProgressError):  # and every commit fails, in the client, for good
         consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
     description = describe_group(kgc.bootstrap, group)
-    assert (description["group_state"], description["members"]) == ("Empty", [])  # its session expired
+    # Its session expired. The group, empty and with no offsets, may already be deleted (Dead)
+    # by kgc's periodic cleanup, as Kafka's would be: the session-wide kgc runs it every 10 min.
+    assert description["members"] == [] and description["group_state"] in ("Empty", "Dead"), description
 
 
 def test_a_commit_that_awaits_the_rejoin_recovers_the_stalled_leader(kgc, leader, coordinator_log):
