@@ -3,8 +3,8 @@ time until every other member is synced on the new generation. Then a new member
 the N-1 that are left; time until all N are synced on the generation after.
 
 Each is measured from the event (the LeaveGroup; the newcomer's FindCoordinator, which
-it sends before its first JoinGroup and its KIP-394 round for a member id), and from the last JoinGroup of the
-rebalance: the second leaves out how long the members took to learn of the rebalance
+it sends before its first JoinGroup and its KIP-394 round for a member id), and from the
+last JoinGroup of the rebalance: the second leaves out how long the members took to learn of the rebalance
 through their heartbeats, which is the client's interval, not the coordinator's work.
 """
 
