@@ -69,6 +69,7 @@ def structs(buf: np.ndarray, positions: np.ndarray, dtype: np.dtype) -> dict[str
     size = dtype.itemsize
     rows = sliding_window_view(buf, size)[np.minimum(positions, len(buf) - size)]
     found = rows.view(dtype).ravel()
+    assert dtype.names is not None      # built by `packed`: a structured dtype
     return {name: found[name].astype(np.int64) for name in dtype.names}
 
 

@@ -184,8 +184,9 @@ class FileLogStore:
 
     def _submit(self, partition: int, count: int, encode: Callable[[int], bytes]) -> Append:
         """Write a batch of `count` records, `encode(base_offset)`, as the partition's next."""
-        if self._open_errors[partition] is not None:
-            raise self._open_errors[partition]
+        refused = self._open_errors[partition]
+        if refused is not None:
+            raise refused
         writer = self._writers[partition]
         if writer is None:
             raise StorageError(f"partition {partition}: the store is not open")
@@ -211,6 +212,8 @@ class FileLogStore:
             if self._open_errors[partition] is not None:
                 await self._open_partition(partition)
                 self._check(partition)
+            elif writer is None:
+                raise StorageError(f"partition {partition}: the store is not open")
             elif writer.failure is not None:
                 try:
                     await asyncio.to_thread(self._logs[partition].truncate_to_durable)

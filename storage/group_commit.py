@@ -188,8 +188,7 @@ class GroupCommitWriter:
         try:
             segment, size = self._log.write_group([(queued.base_offset, queued.data)])
         except Exception as e:
-            self._fail(e, "write")
-            _settle(queued.durable, self.failure)
+            _settle(queued.durable, self._fail(e, "write"))
             return
         self._unsynced = True
         self._written([queued], segment, size, time.perf_counter() - started, None)
@@ -250,9 +249,9 @@ class GroupCommitWriter:
         thread whatever queued meanwhile, in the same callback."""
         self._busy = False
         if error is not None:
-            self._fail(error, "write")
+            failure = self._fail(error, "write")
             for queued in group:
-                _settle(queued.durable, self.failure)
+                _settle(queued.durable, failure)
         else:
             segment, size, write_s, fsync_s = outcome
             if fsync:
@@ -320,15 +319,16 @@ class GroupCommitWriter:
         await done
         self._observer.fsynced(time.perf_counter() - started)
 
-    def _fail(self, cause: BaseException, what: str) -> None:
-        self.failure = StorageError(f"partition {self.partition}: {what} failed: {cause}")
-        self.failure.__cause__ = cause
+    def _fail(self, cause: BaseException, what: str) -> StorageError:
+        failure = self.failure = StorageError(f"partition {self.partition}: {what} failed: {cause}")
+        failure.__cause__ = cause
         log.error("partition %d failed: %s failed: %s", self.partition, what, cause)
         for queued in self._queue:
-            _settle(queued.durable, self.failure)
+            _settle(queued.durable, failure)
         self._queue = []
         if not self._busy:
             self._idle.set()
+        return failure
 
 
 def _settle(future: EagerFuture, outcome: int | StorageError) -> None:

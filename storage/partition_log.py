@@ -47,7 +47,7 @@ from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from storage.api import CorruptLogError, DurableRead, RecordFields, StoredBatch
+from storage.api import CorruptLogError, DurableRead, RecordFields, StorageError, StoredBatch
 from storage.format import (
     CONTROL_FLAG,
     TRANSACTIONAL_FLAG,
@@ -103,6 +103,17 @@ class PartitionLog:
         self._allocated = 0                  # the active segment's file size (zeros past its log)
         self._resized = False                # the file size changed since the last sync
         self.manifest = Manifest(directory, io)
+
+    def _active_fd(self) -> int:
+        if self._fd is None:
+            raise StorageError(f"{self.directory.name}: the log is not open")
+        return self._fd
+
+    def _durable(self) -> Segment:
+        # Set by `open`, which comes before any write or read.
+        if self.durable_segment is None:
+            raise StorageError(f"{self.directory.name}: the log is not open")
+        return self.durable_segment
 
     # -- open and recover ---------------------------------------------------------------
 
@@ -191,7 +202,7 @@ class PartitionLog:
 
     def _record_manifest(self, manifest: Manifest, states: dict[int, SegmentState], active_base: int) -> None:
         """What open found is now what the manifest says (each state it accepted)."""
-        closed: dict[int, tuple[SegmentState, ...]] = {base: (state,) for base, state in states.items()}
+        closed: dict[int, tuple[SegmentState | None, ...]] = {base: (state,) for base, state in states.items()}
         if not manifest.exists:
             # DEBUG: a first start says this once per partition, 50 times over.
             log.debug("%s: recording %d closed segments in a new manifest", self.directory.name, len(closed))
@@ -337,7 +348,7 @@ class PartitionLog:
             data = b"".join(run)
             active = self.segments[-1]
             end = active.size + len(data)
-            self.io.write(self._fd, data, active.size)
+            self.io.write(self._active_fd(), data, active.size)
             active.size = end
             if end > self._allocated:
                 self._allocated = end
@@ -352,23 +363,25 @@ class PartitionLog:
         target = min(end + self.preallocate_bytes, self.segment_bytes)
         if target <= end:
             return
+        fd = self._active_fd()
         try:
-            self.io.preallocate(self._fd, end, target - end)
+            self.io.preallocate(fd, end, target - end)
         except OSError as e:
             log.warning("%s: cannot preallocate %d bytes: %s", self.directory.name, target - end, e)
-            self._allocated = os.fstat(self._fd).st_size
+            self._allocated = os.fstat(fd).st_size
         else:
             self._allocated = target
 
     def _roll(self, base_offset: int) -> None:
         closed = self.segments[-1]
+        fd = self._active_fd()
         if self._allocated > closed.size:
             # A closed segment holds its log and nothing after it (module docstring).
-            self.io.truncate(self._fd, closed.size)
+            self.io.truncate(fd, closed.size)
         # The closed segment is fsynced whatever the policy: only the active segment may
         # ever be torn, which is what lets recovery treat damage elsewhere as corruption.
-        self.io.fsync(self._fd)
-        os.close(self._fd)
+        self.io.fsync(fd)
+        os.close(fd)
         self._fd = None
         state = SegmentState(closed.size, base_offset - 1, file_checksum(closed.path, closed.size))
         segment = self._create_segment(base_offset)
@@ -388,10 +401,10 @@ class PartitionLog:
 
     def fsync(self) -> None:
         if self._resized:
-            self.io.fsync(self._fd)
+            self.io.fsync(self._active_fd())
             self._resized = False
         else:
-            self.io.fdatasync(self._fd)
+            self.io.fdatasync(self._active_fd())
 
     def mark_durable(self, segment: Segment, size: int, next_offset: int) -> None:
         with self.lock:
@@ -405,8 +418,8 @@ class PartitionLog:
         """Cut the log back to the last durable mark (after a failed write); return the
         end offset. Bytes past the mark are our own failed write, known and unacknowledged,
         so they are dropped rather than saved: on a full disk, saving them could not work."""
+        durable = self._durable()
         self.close()
-        durable = self.durable_segment
         with self.lock:
             self.segments = self.segments[:self.segments.index(durable) + 1]
         # Listed from the directory, not from `segments`: a roll may have failed between
@@ -464,13 +477,14 @@ class PartitionLog:
 
     def _read(self, from_offset: int, decode: Callable[[Any, int, BatchHeader], T]) -> Generator[T, None, None]:
         with self.lock:
-            segments = self.segments[:self.segments.index(self.durable_segment) + 1]
+            durable = self._durable()
+            segments = self.segments[:self.segments.index(durable) + 1]
             chosen = []
             for i, segment in enumerate(segments):
                 following = segments[i + 1].base_offset if i + 1 < len(segments) else None
                 if following is not None and following <= from_offset:
                     continue
-                size = self.durable_size if segment is self.durable_segment else segment.size
+                size = self.durable_size if segment is durable else segment.size
                 chosen.append((segment.path, os.open(segment.path, os.O_RDONLY), size))
         return self._read_files(chosen, from_offset, decode)
 
@@ -487,7 +501,7 @@ class PartitionLog:
     def closed_durable_segments(self) -> list[Segment]:
         """Segments the cleaner may rewrite: closed, and wholly behind the durable mark."""
         with self.lock:
-            return self.segments[:self.segments.index(self.durable_segment)]
+            return self.segments[:self.segments.index(self._durable())]
 
     def close(self) -> None:
         """Close the active segment; a preallocated tail is cut first, so a stopped
