@@ -67,7 +67,7 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from typing import Any, cast
+from typing import Any, Literal, cast, overload
 
 from coordinator.records.types import (
     ADOPTED_GROUP_KEY_TYPE,
@@ -503,7 +503,7 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
     return value
 
 
-def deserialize(key_bytes: bytes, value_bytes: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
+def deserialize(key_bytes: bytes | None, value_bytes: bytes | None) -> tuple[RecordKey, RecordValue | None] | None:
     """Decode one record; None for record types this coordinator does not know (skip them)."""
     key = deserialize_key(key_bytes)
     if key is None:
@@ -511,7 +511,7 @@ def deserialize(key_bytes: bytes, value_bytes: bytes | None) -> tuple[RecordKey,
     return key, None if value_bytes is None else deserialize_value(key, value_bytes)
 
 
-def deserialize_key(key_bytes: bytes) -> RecordKey | None:
+def deserialize_key(key_bytes: bytes | None) -> RecordKey | None:
     """A record's key; None for record types this coordinator does not know."""
     if key_bytes is None:
         raise RecordDecodeError("record without a key")
@@ -714,6 +714,10 @@ class _NotPlain(Exception):
     """A field `_Reader` would refuse: it decodes the value again and says why."""
 
 
+@overload
+def _plain_string(buf: bytes, pos: int, nullable: Literal[False] = False) -> tuple[str, int]: ...
+@overload
+def _plain_string(buf: bytes, pos: int, nullable: Literal[True]) -> tuple[str | None, int]: ...
 def _plain_string(buf: bytes, pos: int, nullable: bool = False) -> tuple[str | None, int]:
     """The string (int16 length) at `pos` and the position after it; None for null if `nullable`."""
     (n,) = _I16.unpack_from(buf, pos)
@@ -738,7 +742,7 @@ def _plain_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos:end]), end
 
 
-def deserialize_record(key_bytes: bytes, value_bytes: bytes | None, headers: Headers) -> CoordinatorRecord | None:
+def deserialize_record(key_bytes: bytes | None, value_bytes: bytes | None, headers: Headers) -> CoordinatorRecord | None:
     """`deserialize` as a record carrying `headers`; None for record types this
     coordinator does not know."""
     decoded = deserialize(key_bytes, value_bytes)

@@ -196,6 +196,7 @@ async def _replay(partition: int, fields: Iterable[RecordFields], shard: Shard, 
         handled += 1
         since_yield += 1
         if record is None:
+            assert key is not None          # deserialize refuses a record without a key
             skipped += 1
             key_type = key[:2]
             if key_type not in warned_key_types:

@@ -124,6 +124,16 @@ async def test_an_undecodable_record_stops_the_load_at_its_offset(store):
     assert fields(shard) == [as_replayed(0, COMMIT)]
 
 
+async def test_a_record_without_a_key_stops_the_load_at_its_offset_and_says_so(store):
+    # Kafka keys every record of __consumer_offsets: a keyless one is damage, never skipped.
+    await durable(store, 0, [SERDE.serialize(COMMIT), LogRecord(None, b"\x00\x03"), SERDE.serialize(GROUP)])
+    shard = RecordingShard()
+    with pytest.raises(LoadError, match="record without a key") as err:
+        await load_partition(store, 0, shard, SERDE)
+    assert err.value.offset == 1
+    assert fields(shard) == [as_replayed(0, COMMIT)]
+
+
 async def test_a_record_that_replay_rejects_stops_the_load(store):
     await durable(store, 0, [SERDE.serialize(COMMIT), SERDE.serialize(GROUP)])
     with pytest.raises(LoadError) as err:
