@@ -452,8 +452,8 @@ class OffsetManager:
                         doomed[(group_id, name, partition)] = None
         for pending in self.txn.pending.values():
             for key, entry in pending.items():
-                topic_id = deleted.get(key[1])
-                if topic_id is not None and entry.value.topic_id in (None, topic_id):
+                deleted_id = deleted.get(key[1])
+                if deleted_id is not None and entry.value.topic_id in (None, deleted_id):
                     doomed[key] = None
         return [new_offset_commit_tombstone(group_id, topic, partition) for group_id, topic, partition in doomed]
 

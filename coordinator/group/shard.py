@@ -294,7 +294,7 @@ class GroupShard:
     def replay(self, offset: int, record: CoordinatorRecord) -> None:
         key = record.key
         if self._upgrading is not None:
-            self._check_upgrade_continues(offset, key)
+            self._check_upgrade_continues(self._upgrading, offset, key)
         if isinstance(key, OffsetCommitKey):
             self.offsets.replay(offset, key, record.value)
         elif isinstance(key, GroupMetadataKey):
@@ -309,8 +309,8 @@ class GroupShard:
         else:
             raise CorruptStateError(f"record at offset {offset} has an unknown key {key!r}")
 
-    def _check_upgrade_continues(self, offset: int, key) -> None:
-        tombstone_offset, group_id = self._upgrading
+    def _check_upgrade_continues(self, upgrading: tuple[int, str], offset: int, key) -> None:
+        tombstone_offset, group_id = upgrading
         self._upgrading = None
         if not (isinstance(key, ConsumerGroupKey) and key.group == group_id):
             raise CorruptStateError(f"tombstone at offset {tombstone_offset} for group {group_id}, which still "

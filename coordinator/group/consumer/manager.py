@@ -261,7 +261,7 @@ class ConsumerGroups:
 
         reconciled = reconcile(updated, target_epoch, targets.get(member_id, EMPTY_ASSIGNMENT), owned, ids,
                                subscription_changed and not is_new, is_free)
-        if is_new or replaced is not None or not reconciled.same_assignment(old):
+        if old is None or replaced is not None or not reconciled.same_assignment(old):
             records.append(new_consumer_group_current_assignment_record(group.group_id, member_id,
                                                                         reconciled.assignment_value()))
             if old is None or reconciled.member_epoch != old.member_epoch or reconciled.state != old.state:
@@ -441,7 +441,9 @@ class ConsumerGroups:
 
     def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> Result:
         group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
+        if group is None:
+            return EMPTY_RESULT
+        member = group.members.get(member_id)
         if member is None or member.state != MemberState.UNREVOKED_PARTITIONS or member.member_epoch != epoch:
             return EMPTY_RESULT
         log.info("[group=%s] member %s fenced: it did not revoke its partitions within its rebalance timeout",
@@ -464,7 +466,7 @@ class ConsumerGroups:
     # ------------------------------------------------------------ offsets
 
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int, version: int,
-                               committed: Iterable[tuple[str, Iterable[int]]]) -> ErrorCode:
+                               committed: Iterable[tuple[str | None, Iterable[int]]]) -> ErrorCode:
         """Kafka's `ConsumerGroup.validateOffsetCommit` (member epochs instead of generations),
         with a part of KIP-1251 (Kafka 4.3): a commit at the member's previous epoch is
         accepted when the member still holds every partition it commits. A commit sent just
@@ -488,10 +490,10 @@ class ConsumerGroups:
             return ErrorCode.NONE
         return ErrorCode.STALE_MEMBER_EPOCH
 
-    def _holds(self, member: ConsumerGroupMember, committed: Iterable[tuple[str, Iterable[int]]]) -> bool:
+    def _holds(self, member: ConsumerGroupMember, committed: Iterable[tuple[str | None, Iterable[int]]]) -> bool:
         image = self.topics()
         for name, partitions in committed:
-            topic = image.by_name.get(name)
+            topic = image.by_name.get(name) if name is not None else None   # None: an unknown topic id
             if topic is None:
                 return False
             held = member.assigned.get(topic.topic_id, frozenset()) | member.pending_revocation.get(
