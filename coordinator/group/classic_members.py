@@ -142,7 +142,7 @@ class ClassicMembers:
             stale = bumped or group.assignment_epoch < group.group_epoch
             behind = any(m.state is not MemberState.STABLE or m.member_epoch != group.group_epoch
                          for mid, m in group.members.items() if mid != replaced.member_id)
-            downgraded = self.consumer.downgrade(group, set(), joining=reconciled, replaced=replaced,
+            downgraded = self.consumer.downgrade(group, set(), succession=(reconciled, replaced),
                                                  rebalance=stale or behind)
             return replace(downgraded, records=(*records, *downgraded.records), response=answer)
         self.timer.cancel(classic_join_key(group_id, member_id))
@@ -179,6 +179,7 @@ class ClassicMembers:
         version = ctx.api_version
         member = self._classic_member(group, request.member_id, request.group_instance_id if version >= 3 else None,
                                       request.generation_id)
+        assert member.classic is not None           # what `_classic_member` returns
         name = member.classic.supported_protocols[0][0]
         protocol_type = request.protocol_type if version >= 5 else None
         protocol_name = request.protocol_name if version >= 5 else None

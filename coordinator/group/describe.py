@@ -25,7 +25,7 @@ def describe_group(groups: dict[str, ClassicGroup], api_version: int, group_id: 
         for m in group.members.values())
     # The selected protocol and member data are shown only once the group is Stable.
     return GroupDescription(group_id, ErrorCode.NONE, None, group.state.value, group.protocol_type or "",
-                            group.protocol_name if stable else "", members)
+                            (group.protocol_name or "") if stable else "", members)
 
 
 def normalized_filter(values) -> frozenset[str]:

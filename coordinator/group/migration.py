@@ -140,22 +140,27 @@ class Migration:
 
     # ------------------------------------------------------------ consumer → classic
 
-    def downgrade(self, group: ConsumerGroup, leaving: set[str], *, joining: ConsumerGroupMember | None = None,
-                  replaced: ConsumerGroupMember | None = None, rebalance: bool = True) -> Result:
+    def downgrade(self, group: ConsumerGroup, leaving: set[str], *,
+                  succession: tuple[ConsumerGroupMember, ConsumerGroupMember] | None = None,
+                  rebalance: bool = True) -> Result:
         """The consumer group's remaining (all classic) members as a classic group, then
-        (`rebalance`) a rebalance among them. `joining` is a classic static member that
-        took `replaced`'s place in the same batch: it joins with `replaced`'s target."""
+        (`rebalance`) a rebalance among them. `succession` is (joining, replaced): a classic
+        static member that took another's place in the same batch, and joins with its target."""
         group_id = group.group_id
         image = self.consumer.topics()
         classic = ClassicGroup(group_id, GroupState.STABLE, self.clock(), generation=group.group_epoch,
                                protocol_type="consumer")
-        gone = leaving | ({replaced.member_id} if replaced is not None else set())
+        gone = leaving | ({succession[1].member_id} if succession is not None else set())
         remaining = [m for mid, m in sorted(group.members.items()) if mid not in gone]
         targets = dict(group.target)
-        if joining is not None:
+        renamed = None
+        if succession is not None:
+            joining, replaced = succession
             remaining.append(joining)
             targets[joining.member_id] = targets.get(replaced.member_id, {})
+            renamed = {replaced.member_id: joining.member_id}
         for m in remaining:
+            assert m.classic is not None            # the remaining members are all classic
             classic.add(ClassicGroupMember(
                 m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                 m.classic.session_timeout_ms, "consumer", m.classic.supported_protocols), None)
@@ -168,7 +173,6 @@ class Migration:
                 version = 0
             assignments[classic_member.member_id] = encode_assignment(
                 targets.get(classic_member.member_id, {}), image, version)
-        renamed = {replaced.member_id: joining.member_id} if joining is not None else None
         records = self.consumer.group_tombstones(group, renamed)
         records.append(new_group_metadata_record(group_id, group_metadata_value(classic, assignments)))
         log.info("[group=%s] no consumer-protocol member left: %d classic members continue as a "

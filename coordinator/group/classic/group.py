@@ -95,7 +95,7 @@ class ClassicGroupMember:
     def matches(self, protocols: Protocols) -> bool:
         return self.protocols == protocols
 
-    def metadata(self, protocol: str) -> bytes:
+    def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
             if name == protocol:
                 return metadata

@@ -172,6 +172,7 @@ class ConsumerGroup:
             return False
         names = set(names)
         for member in self.classic_members():
+            assert member.classic is not None       # what `classic_members` picks
             names &= {name for name, _ in member.classic.supported_protocols}
         return bool(names)
 
