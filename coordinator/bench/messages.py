@@ -3,7 +3,8 @@
 The versions are the ones librdkafka sends for the classic group protocol (FindCoordinator
 ≤2, JoinGroup ≤5, SyncGroup ≤3, Heartbeat ≤3, LeaveGroup ≤1) and the last non-flexible
 OffsetCommit (7) and OffsetFetch (5), so the same bytes go to every target and every
-response has header v0. A target that does not advertise one of them cannot run the workloads that need it (`missing_versions`).
+response has header v0. A target that does not advertise one of them cannot run the
+workloads that need it (`missing_versions`).
 
 Cold requests (join, sync, leave, fetch set-up) go through kafka-python's codecs. The two
 hot ones are cheaper: a Heartbeat is a `Template` re-sent with a new correlation id, and

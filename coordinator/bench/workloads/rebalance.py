@@ -4,8 +4,9 @@ the N-1 that are left; time until all N are synced on the generation after.
 
 Each is measured from the event (the LeaveGroup; the newcomer's FindCoordinator, which
 it sends before its first JoinGroup and its KIP-394 round for a member id), and from the
-last JoinGroup of the rebalance: the second leaves out how long the members took to learn of the rebalance
-through their heartbeats, which is the client's interval, not the coordinator's work.
+last JoinGroup of the rebalance: the second leaves out how long the members took to learn
+of the rebalance through their heartbeats, which is the client's interval, not the
+coordinator's work.
 """
 
 from __future__ import annotations
