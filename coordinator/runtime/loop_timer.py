@@ -90,12 +90,13 @@ class LoopTimer:
     def is_scheduled(self, key: Hashable) -> bool:
         return key in self._entries
 
-    def claim(self, entry: TimerEntry) -> bool:
-        """Remove `entry` if it is still the live one for its key; the caller then runs its op."""
+    def claim(self, entry: TimerEntry) -> TimerOp | None:
+        """Remove `entry` if it is still the live one for its key, and return its op for the
+        caller to run; None if it is not (rescheduled or cancelled since it expired)."""
         if self._entries.get(entry.key) is not entry:
-            return False
+            return None
         del self._entries[entry.key]
-        return True
+        return entry.op
 
     def cancel_all(self) -> None:
         if self._armed is not None:

@@ -125,7 +125,8 @@ class PartitionRuntime:
         self._shard_factory = shard_factory
         self._serde = serde
         self._clock = clock
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # Set by `start`: nothing before it uses the loop.
+        self._loop: asyncio.AbstractEventLoop
         self._queue: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None
         self._shard: Shard | None = None
@@ -148,7 +149,7 @@ class PartitionRuntime:
         # A sliced op in progress: the executor is its until it ends.
         self._sliced: asyncio.Task | None = None
         # `after_commit`s released while a sliced op held the executor, run when it ends.
-        self._deferred: list[Parked] = []
+        self._deferred: list[tuple[Callable[[], Result], Scope]] = []
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -170,7 +171,7 @@ class PartitionRuntime:
         self._closing = True
         self._closing_reason = reason or RuntimeClosed("coordinator is shutting down")
         if self.state is PartitionState.ACTIVE:
-            barrier = self._enqueue(self._read_event(lambda shard: None))
+            barrier = self._enqueue_read(lambda shard: None)
             try:
                 await asyncio.wait_for(barrier, drain_timeout_s)
             except Exception as exc:
@@ -197,7 +198,7 @@ class PartitionRuntime:
     async def read(self, op: Callable[[Any], Any]) -> Any:
         self._check_serving()
         self.stats.reads += 1
-        return await self._enqueue(self._read_event(op))
+        return await self._enqueue_read(op)
 
     def submit_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope = None) -> Any:
         """`write` without a coroutine, for the request path: the response itself when the
@@ -214,7 +215,7 @@ class PartitionRuntime:
         self.stats.reads += 1
         if self._idle():
             return op(self._shard)
-        return self._enqueue(self._read_event(op, RequestFuture))
+        return self._enqueue_read(op, RequestFuture)
 
     def _enqueue_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope,
                        future_type: type[EagerFuture] = EagerFuture) -> asyncio.Future:
@@ -277,16 +278,16 @@ class PartitionRuntime:
         fut.add_done_callback(self._waiters.discard)
         return fut
 
-    def _enqueue(self, event: _Event) -> asyncio.Future | None:
+    def _enqueue(self, event: _Event) -> None:
         self._queue.put_nowait(event)
-        return event.future
 
     def _new_request_waiter(self) -> EagerFuture:
         return self._new_waiter(RequestFuture)
 
-    def _read_event(self, op: Callable[[Any], Any], future_type: type[EagerFuture] = EagerFuture) -> _Event:
+    def _enqueue_read(self, op: Callable[[Any], Any], future_type: type[EagerFuture] = EagerFuture) -> EagerFuture:
         fut = self._new_waiter(future_type)
-        return _Event(lambda: self._run_read(op, fut), fut)
+        self._enqueue(_Event(lambda: self._run_read(op, fut), fut))
+        return fut
 
     def _on_timer_expired(self, timer: LoopTimer, entry: TimerEntry) -> None:
         if timer is not self._timer or self.state is not PartitionState.ACTIVE or self._closing:
@@ -342,11 +343,12 @@ class PartitionRuntime:
         self._park_or_release(Parked(self._last_written, [(fut, value)], None))
 
     def _run_timer(self, timer: LoopTimer, entry: TimerEntry) -> None:
-        if timer is not self._timer or not timer.claim(entry):
+        op = timer.claim(entry) if timer is self._timer else None
+        if op is None:
             return      # rescheduled or cancelled after it expired
         self.stats.timer_ops += 1
         try:
-            result = entry.op()
+            result = op()
         except Exception as exc:
             self._isolate(entry.key, exc)
             return
@@ -400,6 +402,7 @@ class PartitionRuntime:
         self.stats.op_failures += 1
         metrics.operation_failed()
         try:
+            assert self._shard is not None, "only an active partition runs operations"
             recovery = self._shard.isolate(scope)
         except Exception as isolate_exc:
             log.exception("partition %d: could not isolate the failure on %r", self.partition, scope)
@@ -418,18 +421,20 @@ class PartitionRuntime:
         try:
             # The op already changed soft state for these records: if they cannot be
             # replayed, only a reload gives back a consistent shard.
+            shard = self._shard
+            assert shard is not None, "only an active partition appends"
             txn = result.transaction
             if txn is None:
                 if result.replay:
                     for i, record in enumerate(result.records):
-                        self._shard.replay(base + i, record)
+                        shard.replay(base + i, record)
                 append = self._store.append(self.partition, log_records, self._clock())
             else:
                 if txn.marker is None:
                     for i, record in enumerate(result.records):
-                        self._shard.replay_transactional(base + i, txn.producer_id, record)
+                        shard.replay_transactional(base + i, txn.producer_id, record)
                 else:
-                    self._shard.replay_end_transaction(txn.producer_id, txn.marker)
+                    shard.replay_end_transaction(txn.producer_id, txn.marker)
                 append = self._store.append(self.partition, log_records, self._clock(), TxnBatch(*txn))
         except Exception as exc:
             self._fail(exc)
@@ -506,17 +511,18 @@ class PartitionRuntime:
         if parked.after_commit is None:
             return
         if self._sliced is not None:
-            self._deferred.append(parked)   # the executor is a sliced op's until it ends
+            # The executor is a sliced op's until it ends.
+            self._deferred.append((parked.after_commit, parked.scope))
             return
-        self._after_commit(parked)
+        self._after_commit(parked.after_commit, parked.scope)
 
-    def _after_commit(self, parked: Parked) -> None:
+    def _after_commit(self, after_commit: Callable[[], Result], scope: Scope) -> None:
         try:
-            result = parked.after_commit()
+            result = after_commit()
         except Exception as exc:
-            self._isolate(parked.scope, exc)
+            self._isolate(scope, exc)
             return
-        self._apply(result, None, parked.scope)
+        self._apply(result, None, scope)
 
     # ---- sliced ops ------------------------------------------------------------------
 
@@ -536,8 +542,8 @@ class PartitionRuntime:
         finally:
             self._sliced = None
         deferred, self._deferred = self._deferred, []
-        for parked in deferred:
-            self._guarded(partial(self._after_commit, parked))
+        for after_commit, deferred_scope in deferred:
+            self._guarded(partial(self._after_commit, after_commit, deferred_scope))
 
     async def _write_slices(self, slices: Slices, handle: FutureReplyHandle | InlineHandle, scope: Scope,
                             epoch: int) -> None:
@@ -581,13 +587,15 @@ class PartitionRuntime:
                 return
             base = prepared.base_offset
             if result.replay:
+                shard = self._shard
+                assert shard is not None, "the epoch has not moved, so the shard is the op's"
                 for start in range(0, len(records), REPLAY_SLICE):
                     if start:
                         await asyncio.sleep(0)
                         if epoch != self._epoch:
                             return
                     for offset in range(start, min(start + REPLAY_SLICE, len(records))):
-                        self._shard.replay(base + offset, records[offset])
+                        shard.replay(base + offset, records[offset])
             if not self._appended(self._store.append_prepared(prepared), base, len(records)):
                 return
         self._park_or_release(Parked(self._last_written, completions, result.after_commit, scope))

@@ -277,10 +277,10 @@ async def test_an_expiry_overtaken_by_a_reschedule_is_not_run():
     # when the key is rescheduled (a heartbeat arrived) before the expiry event runs
     timer.schedule("heartbeat-g-m", 1_000, lambda: Result())
     # then the stale expiry cannot claim the timer, and the new deadline still stands
-    assert not timer.claim(stale)
+    assert timer.claim(stale) is None
     assert timer.is_scheduled("heartbeat-g-m")
     await asyncio.sleep(1.5)
-    assert len(expired) == 2 and timer.claim(expired[1])
+    assert len(expired) == 2 and timer.claim(expired[1]) is not None
     assert not timer.is_scheduled("heartbeat-g-m")
 
 
