@@ -97,7 +97,7 @@ class FrameReader:
         end = len(view)
         pos = 0
         if self._partial is not None:
-            pos = self._continue_partial(view, frames)
+            pos = self._continue_partial(self._partial, view, frames)
         while pos < end:
             if self._size_prefix or end - pos < 4:
                 needed = 4 - len(self._size_prefix)
@@ -114,33 +114,35 @@ class FrameReader:
                 frames.append(bytes(view[pos:pos + size]))
                 pos += size
             else:
-                self._partial = []
+                partial: list[memoryview | bytearray] = []
+                self._partial = partial
                 self._partial_bytes = 0
-                self._gather(view[pos:])
+                self._gather(partial, view[pos:])
                 self._remaining = size - (end - pos)
                 break
         return frames
 
-    def _continue_partial(self, view: memoryview, frames: list[bytes]) -> int:
+    def _continue_partial(self, partial: list[memoryview | bytearray], view: memoryview,
+                          frames: list[bytes]) -> int:
         take = min(self._remaining, len(view))
-        self._gather(view[:take])
+        self._gather(partial, view[:take])
         self._remaining -= take
         if self._remaining == 0:
-            frames.append(b"".join(self._partial))
+            frames.append(b"".join(partial))
             self._partial = None
             self._partial_bytes = 0
         return take
 
-    def _gather(self, part: memoryview) -> None:
+    def _gather(self, partial: list[memoryview | bytearray], part: memoryview) -> None:
         self._partial_bytes += len(part)
         if len(part) >= VIEW_MIN_BYTES:
-            self._partial.append(part)      # keeps the read alive; copied once, at the join
+            partial.append(part)      # keeps the read alive; copied once, at the join
             return
-        tail = self._partial[-1] if self._partial else None
+        tail = partial[-1] if partial else None
         if type(tail) is bytearray:
             tail += part
         else:
-            self._partial.append(bytearray(part))
+            partial.append(bytearray(part))
 
     def _check_size(self, size: int) -> int:
         if size < 0:

@@ -147,7 +147,7 @@ class _Flexible(FlexibleReader):
         return out
 
 
-def _decode(version: int, data: memoryview, r: _Classic) -> OffsetCommitRequest:
+def _decode(version: int, data: memoryview, r: _Classic | _Flexible) -> OffsetCommitRequest:
     # The attributes kafka-python's compiled decoder sets, in-version fields only.
     request = bare(OffsetCommitRequest, version)
     request.group_id = r.string()

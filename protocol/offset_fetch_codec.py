@@ -131,7 +131,7 @@ def _topics(r: ClassicReader, version: int, cls: type, n: int | None) -> list | 
         return None
     topics = []
     for _ in range(n):
-        topic = bare(cls, version)
+        topic: Any = bare(cls, version)
         if version >= TOPIC_IDS_SINCE:
             topic.topic_id = r.uuid()
         else:
@@ -167,7 +167,7 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
 
 
 def offset_fetch_group(version: int, group_id: str, error_code: int,
-                       topics: Iterable[tuple[str, Iterable[tuple[int, int, int, str | None, int]]]]) -> _Group:
+                       topics: Iterable[tuple[str, Iterable[tuple[int, int, int, str | None, int]]]]) -> Any:
     """v8+: one group's entry, built as `offset_fetch_response` builds a v0-7 answer (its
     topics named; v10's ids are set by the edge that named them)."""
     group = bare(_Group, version)
@@ -180,14 +180,14 @@ def offset_fetch_group(version: int, group_id: str, error_code: int,
 def _built_topics(version: int, cls: type, topics: Iterable[tuple[str, Iterable[tuple]]]) -> list:
     out = []
     for name, partitions in topics:
-        topic = bare(cls, version)
+        topic: Any = bare(cls, version)
         topic.name = name
         topic.partitions = partitions if isinstance(partitions, OffsetColumns) else PartitionTuples(partitions)
         out.append(topic)
     return out
 
 
-def offset_fetch_groups_response(version: int, groups: list[_Group]) -> OffsetFetchResponse:
+def offset_fetch_groups_response(version: int, groups: list) -> OffsetFetchResponse:
     """v8+: `OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)`."""
     response = bare_message(OffsetFetchResponse, version)
     response.throttle_time_ms = 0
@@ -213,7 +213,7 @@ def _materialize(topics: list, version: int | None, partition_cls: type) -> None
             continue
         answers = []
         for index, offset, epoch, metadata, error in topic.partitions:
-            p = bare(partition_cls, version)
+            p: Any = bare(partition_cls, version)
             p.partition_index = index
             p.committed_offset = offset
             p.committed_leader_epoch = epoch
@@ -266,6 +266,10 @@ def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
     `PartitionTuples`) or from kafka-python's objects read as the same tuples: one pack
     for the whole topic when no partition carries metadata, else one per partition."""
     n = len(partitions)
+    index: Iterable[int]
+    offset: Iterable[int]
+    epoch: Iterable[int]
+    error: Iterable[int]
     if isinstance(partitions, OffsetColumns):
         values = partitions.values
         if list(map(_VALUE_METADATA, values)).count("") != n:
@@ -282,6 +286,7 @@ def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
         index, offset, epoch, error = (map(_INDEX, partitions), map(_OFFSET, partitions), map(_EPOCH, partitions),
                                        map(_ERROR, partitions))
     # The pack's arguments laid out column by column, each column one C-level pass.
+    columns: tuple[Iterable[int] | None, ...]
     if version >= 6:    # (index, offset, epoch, compact length 1 of "", error), tags after
         columns = (index, offset, epoch, None, error)
         layout = _no_metadata_flexible(n)
