@@ -32,10 +32,12 @@ import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from scramp import ScramException, ScramMechanism
+from scramp.core import ScramServer
 
 from coordinator import metrics
 from coordinator.net.connection import ProtocolViolation
@@ -60,8 +62,8 @@ class SaslSettings:
     max_reauth_ms: int = 0            # 0: sessions never expire
     failure_delay_ms: int = 100
 
-    def session(self, clock: Callable[[], float], peer: str, upstream) -> SaslSession:
-        return SaslSession(self, clock, peer)
+    def session(self, clock: Callable[[], float], peer: str, upstream) -> TerminatedSession:
+        return TerminatedSession(self, clock, peer)
 
 
 class AuthState(enum.Enum):
@@ -72,21 +74,22 @@ class AuthState(enum.Enum):
 
 
 class SaslSession:
-    """The authentication of one connection. `clock` gives monotonic milliseconds."""
+    """The authentication of one connection, as both modes keep it: its state, the barrier
+    before login, the handshake's refusals and the session's lifetime. `clock` gives
+    monotonic milliseconds. `TerminatedSession` judges the exchange itself;
+    `passthrough.PassthroughSession` has the upstream judge it."""
 
-    __slots__ = ("_settings", "_clock", "_peer", "state", "mechanism", "principal", "expires_at",
-                 "_scram", "_scram_user", "_reauthenticating")
+    __slots__ = ("_mechanisms", "_clock", "_peer", "state", "mechanism", "principal", "expires_at",
+                 "_reauthenticating")
 
-    def __init__(self, settings: SaslSettings, clock: Callable[[], float], peer: str):
-        self._settings = settings
+    def __init__(self, mechanisms: tuple[str, ...], clock: Callable[[], float], peer: str):
+        self._mechanisms = mechanisms
         self._clock = clock
         self._peer = peer
         self.state = AuthState.START
         self.mechanism: str | None = None
         self.principal: str | None = None
         self.expires_at: float | None = None
-        self._scram = None
-        self._scram_user: str | None = None
         self._reauthenticating = False
 
     # ---- the barrier ------------------------------------------------------------------
@@ -101,20 +104,17 @@ class SaslSession:
 
     # ---- SaslHandshake ----------------------------------------------------------------
 
-    def handshake(self, header, payload: bytes, request) -> Answer:
-        refused = self._refuse_handshake(request)
-        if refused is not None:
-            return refused
-        self.state = AuthState.HANDSHAKEN
-        self.mechanism = request.mechanism
-        self._scram = None
-        return handshake_response(request.version, ErrorCode.NONE, list(self._settings.mechanisms)), False
+    def handshake(self, header, payload: bytes, request) -> Answer | asyncio.Future:
+        raise NotImplementedError
+
+    def authenticate(self, header, payload: bytes, request) -> Answer | asyncio.Future:
+        raise NotImplementedError
 
     def _refuse_handshake(self, request) -> Answer | None:
         """The answer to a SaslHandshake that may not start an exchange, else None (and a
         handshake on an authenticated connection starts a re-authentication)."""
         version, wanted = request.version, request.mechanism
-        enabled = list(self._settings.mechanisms)
+        enabled = list(self._mechanisms)
         if self.state is AuthState.AUTHENTICATED:
             if self.expires_at is None:
                 return illegal_state(ApiKey.SaslHandshake, version), False
@@ -128,6 +128,29 @@ class SaslSession:
             metrics.sasl_attempt(wanted, "unsupported_mechanism")
             return handshake_response(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled), True
         return None
+
+
+class TerminatedSession(SaslSession):
+    """A login kgc judges itself, against its credential store."""
+
+    __slots__ = ("_settings", "_scram", "_scram_user")
+
+    def __init__(self, settings: SaslSettings, clock: Callable[[], float], peer: str):
+        super().__init__(settings.mechanisms, clock, peer)
+        self._settings = settings
+        self._scram: ScramServer | None = None
+        self._scram_user: str | None = None
+
+    # ---- SaslHandshake ----------------------------------------------------------------
+
+    def handshake(self, header, payload: bytes, request) -> Answer:
+        refused = self._refuse_handshake(request)
+        if refused is not None:
+            return refused
+        self.state = AuthState.HANDSHAKEN
+        self.mechanism = request.mechanism
+        self._scram = None
+        return handshake_response(request.version, ErrorCode.NONE, list(self._mechanisms)), False
 
     # ---- SaslAuthenticate -------------------------------------------------------------
 
@@ -166,13 +189,14 @@ class SaslSession:
         return answer
 
     def _scram_round(self, version: int, token: bytes) -> Answer | asyncio.Future:
+        mechanism = self.mechanism
+        assert mechanism is not None, "a handshaken session has its mechanism"
         try:
             message = token.decode("utf-8")
             if self._scram is None:
-                mechanism = self.mechanism
-                self._scram = ScramMechanism(mechanism).make_server(self._scram_credentials)
-                self._scram.set_client_first(message)
-                return authenticate_response(version, ErrorCode.NONE, None, self._scram.get_server_first().encode()), False
+                self._scram = server = ScramMechanism(mechanism).make_server(partial(self._scram_credentials, mechanism))
+                server.set_client_first(message)
+                return authenticate_response(version, ErrorCode.NONE, None, server.get_server_first().encode()), False
             self._scram.set_client_final(message)
             server_final = self._scram.get_server_final().encode()
         except (ScramException, UnicodeDecodeError, ValueError, KeyError) as exc:
@@ -180,13 +204,15 @@ class SaslSession:
             self._fail(version, answer, f"SCRAM exchange failed ({type(exc).__name__})"
                        + (f" for user {self._scram_user!r}" if self._scram_user else ""))
             return answer
-        return self._succeed(version, self._scram_user, server_final)
+        user = self._scram_user
+        assert user is not None, "a SCRAM exchange that succeeded looked its user up"
+        return self._succeed(version, user, server_final)
 
-    def _scram_credentials(self, saslname: str) -> tuple[bytes, bytes, bytes, int]:
+    def _scram_credentials(self, mechanism: str, saslname: str) -> tuple[bytes, bytes, bytes, int]:
         # Kafka's ScramFormatter.username: saslname escapes "," as =2C and "=" as =3D.
         user = saslname.replace("=2C", ",").replace("=3D", "=")
         self._scram_user = user
-        return self._settings.credentials.scram(user, self.mechanism)
+        return self._settings.credentials.scram(user, mechanism)
 
     # ---- outcomes ---------------------------------------------------------------------
 

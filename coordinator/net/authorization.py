@@ -197,11 +197,11 @@ def _offset_fetch(version: int, request: Any, caller: Caller) -> Guarded:
             return _refuse(ApiKey.OffsetFetch, version, request)
         denied, keep_topic = _fetch_topics(version, request, caller)
 
-        def finish(response: Any) -> Any:
+        def finish_topics(response: Any) -> Any:
             response.topics = [t for t in response.topics if keep_topic(t.name)] + [
                 offset_fetch_topic_error(version, t, TOPIC_DENIED) for t in denied]
             return response
-        return Guarded(request, finish if denied or request.topics is None else None, denied=bool(denied))
+        return Guarded(request, finish_topics if denied or request.topics is None else None, denied=bool(denied))
     denied_groups = [g for g in request.groups if not caller.group(_FETCH_GROUP_OP, g.group_id)]
     if len(denied_groups) == len(request.groups):
         return _refuse(ApiKey.OffsetFetch, version, request)

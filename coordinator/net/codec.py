@@ -46,8 +46,13 @@ class Codec:
     def off_loop(self, payload: bytes) -> bool:
         return self._pool is not None and len(payload) > LARGE_FRAME_BYTES
 
+    def _off_loop_pool(self) -> Executor:
+        if self._pool is None:
+            raise RuntimeError("a frame goes off the loop only with a codec pool (see `off_loop`)")
+        return self._pool
+
     def decode_off_loop(self, header, payload: bytes) -> asyncio.Future:
-        return asyncio.wrap_future(self._pool.submit(decode, header, payload), loop=self._loop)
+        return asyncio.wrap_future(self._off_loop_pool().submit(decode, header, payload), loop=self._loop)
 
     def answer(self, header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
                response: Any) -> bytes | asyncio.Future:
@@ -56,7 +61,7 @@ class Codec:
         if not self.off_loop(payload):
             return encode(header, payload, request, request_metrics, response)
         frame = self._loop.create_future()
-        encoding = asyncio.wrap_future(self._pool.submit(_encoded_and_counted, header, response),
+        encoding = asyncio.wrap_future(self._off_loop_pool().submit(_encoded_and_counted, header, response),
                                        loop=self._loop)
         encoding.add_done_callback(partial(_encoded, header, payload, request, request_metrics, response, frame))
         return frame
@@ -95,7 +100,7 @@ def encode(header, payload: bytes, request: Any, request_metrics: metrics.Reques
 
 
 def unencodable(header, payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
-                exc: Exception) -> bytes:
+                exc: BaseException) -> bytes:
     log.error("%s v%d: the response could not be encoded; answering UNKNOWN_SERVER_ERROR",
               ApiKey(header.api_key).name, header.api_version, exc_info=exc)
     if request is None:

@@ -39,7 +39,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from coordinator.security.tls import peer_certificate
 from protocol.framing import FrameError, FrameReader, FrameTooLarge
@@ -118,8 +118,9 @@ class KafkaConnection(asyncio.Protocol):
         self._dispatching = False
         self._stream_source: StreamSource | None = None   # while a response streams
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream server's protocol is given a full Transport (asyncio types it as the base).
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer_host = peer[0]
@@ -222,18 +223,22 @@ class KafkaConnection(asyncio.Protocol):
         # commit releasing many) go out in one send.
         if ready and self.state in _WRITING:
             self.last_active = self._clock()
-            self._transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
+            transport = self._transport
+            assert transport is not None, "a connection writes once it is made"
+            transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
 
     def _apply_backpressure(self) -> None:
         if self.state is not ConnectionState.ACTIVE:
             return
         should_pause = self._writing_paused or len(self._slots) >= self._max_in_flight
-        if should_pause and not self._reading_paused:
-            self._reading_paused = True
-            self._transport.pause_reading()
-        elif not should_pause and self._reading_paused:
-            self._reading_paused = False
-            self._transport.resume_reading()
+        if should_pause != self._reading_paused:
+            transport = self._transport
+            assert transport is not None, "a connection reads once it is made"
+            self._reading_paused = should_pause
+            if should_pause:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -263,7 +268,9 @@ class KafkaConnection(asyncio.Protocol):
     def stream(self, data: bytes | memoryview) -> None:
         if self.state in _WRITING:
             self.last_active = self._clock()
-            self._transport.write(data)
+            transport = self._transport
+            assert transport is not None, "a connection streams once it is made"
+            transport.write(data)
 
     def end_stream(self) -> None:
         """The streamed response's last byte went out and its slot is settled: move on."""
@@ -281,7 +288,7 @@ class KafkaConnection(asyncio.Protocol):
         """Read no more requests; those already read are still answered."""
         if self.state is ConnectionState.ACTIVE:
             self.state = ConnectionState.DRAINING
-            if not self._reading_paused:
+            if not self._reading_paused and self._transport is not None:
                 self._reading_paused = True
                 self._transport.pause_reading()
 

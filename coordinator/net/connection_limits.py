@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 UNLIMITED_CONNECTIONS = 2**31 - 1     # Kafka's default for max.connections.per.ip
 NEVER = -1                            # connections.max.idle.ms that closes nothing
@@ -54,6 +54,9 @@ class Activity(Protocol):
     def in_flight(self) -> int: ...
 
 
+_A = TypeVar("_A", bound=Activity)
+
+
 @dataclass(frozen=True, slots=True)
 class IdleLimit:
     max_idle_ms: int = 600_000
@@ -68,7 +71,7 @@ class IdleLimit:
     def enabled(self) -> bool:
         return self.max_idle_ms >= 0
 
-    def idle(self, connections: Iterable[Activity], now: float) -> list[Activity]:
+    def idle(self, connections: Iterable[_A], now: float) -> list[_A]:
         """The connections idle past the limit at `now`."""
         if not self.enabled:
             return []

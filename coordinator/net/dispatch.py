@@ -225,31 +225,32 @@ class Dispatcher:
         else:
             answer = auth.authenticate(header, payload, request)
         if not isinstance(answer, asyncio.Future):
-            return self._sasl_frame(session, header, answer)
+            return self._sasl_frame(auth, session.conn, header, answer)
         # What the client sends before it has this answer waits for it, as in Kafka, which
         # reads nothing more while a login step is being judged: after a refusal it is never
         # served (the refusal is written, then the connection closes), after a success it is.
         session.held = deque()
         frame = self._loop.create_future()
-        answer.add_done_callback(partial(self._sasl_answered, session, header, frame))
+        answer.add_done_callback(partial(self._sasl_answered, session, auth, header, frame))
         return frame
 
     @staticmethod
-    def _sasl_frame(session: Session, header, answer: Answer) -> bytes:
+    def _sasl_frame(auth: SaslSession, conn: KafkaConnection, header, answer: Answer) -> bytes:
         response, last = answer
-        if session.auth.principal is not None:
-            session.conn.logged_in()        # frames past the login limit may come now
+        if auth.principal is not None:
+            conn.logged_in()        # frames past the login limit may come now
         # bytes: upstream's answer, relayed as it came (passthrough)
         data = response if isinstance(response, bytes) else encode_response(header, response, header.api_version)
         return LastFrame(data) if last else data
 
-    def _sasl_answered(self, session: Session, header, frame: asyncio.Future, answer: asyncio.Future) -> None:
+    def _sasl_answered(self, session: Session, auth: SaslSession, header, frame: asyncio.Future,
+                       answer: asyncio.Future) -> None:
         if frame.done():
             return      # the client went away
-        if answer.exception() is not None:      # upstream gone mid-exchange: close the client
-            frame.set_exception(answer.exception())
+        if (exc := answer.exception()) is not None:      # upstream gone mid-exchange: close the client
+            frame.set_exception(exc)
             return
-        response = self._sasl_frame(session, header, answer.result())
+        response = self._sasl_frame(auth, session.conn, header, answer.result())
         frame.set_result(response)
         if type(response) is not LastFrame:
             self._release(session)
@@ -282,8 +283,8 @@ class Dispatcher:
         if frame.done():
             decoding.exception()        # retrieved: the client went away
             return
-        if decoding.exception() is not None:
-            frame.set_exception(decoding.exception())
+        if (error := decoding.exception()) is not None:
+            frame.set_exception(error)
             return
         held, session.held = session.held, None
         try:
@@ -350,22 +351,22 @@ class Dispatcher:
             return encode_response(header, refusal, version)
         request, finish = resolved.request, _then(finish, resolved.finish)
         ctx = RequestContext(version, header.client_id or "", session.client_host, may_describe_topic)
-        if api_key in CHECKED_APIS and self._committed_topics is not None:
-            return self._check_topics(session, ctx, header, payload, request, request_metrics, finish)
+        checked = self._committed_topics
+        if api_key in CHECKED_APIS and checked is not None:
+            return self._check_topics(checked, session, ctx, header, payload, request, request_metrics, finish)
         return self._submit(ctx, header, payload, request, request_metrics, finish)
 
-    def _check_topics(self, session: Session, ctx: RequestContext, header, payload: bytes, request: Any,
-                      request_metrics: metrics.RequestMetrics,
+    def _check_topics(self, checked: CommittedTopics, session: Session, ctx: RequestContext, header,
+                      payload: bytes, request: Any, request_metrics: metrics.RequestMetrics,
                       finish: Callable[[Any], Any] | None) -> bytes | asyncio.Future:
         """A commit, once its topics are known to exist upstream (`net/committed_topics.py`):
         at once when kgc knows them, else after asking, with the connection's later
         requests held meanwhile so that they are served after it."""
-        checked = self._committed_topics
         names = checked.to_ask(request)
         if names is None:
             return self._submit(ctx, header, payload, request, request_metrics, finish)
         if not names:
-            return self._checked(ctx, header, payload, request, request_metrics, finish, {})
+            return self._checked(checked, ctx, header, payload, request, request_metrics, finish, {})
         session.held = deque()
         frame = self._loop.create_future()
         asking = asyncio.ensure_future(checked.ask(names))
@@ -380,11 +381,12 @@ class Dispatcher:
             if done.cancelled():        # kgc is stopping
                 frame.cancel()
                 return
-            if done.exception() is not None:
-                frame.set_exception(done.exception())
+            if (error := done.exception()) is not None:
+                frame.set_exception(error)
                 return
             try:
-                outcome = self._checked(ctx, header, payload, request, request_metrics, finish, done.result())
+                outcome = self._checked(checked, ctx, header, payload, request, request_metrics, finish,
+                                        done.result())
             except Exception as exc:
                 frame.set_exception(exc)
                 return
@@ -393,16 +395,16 @@ class Dispatcher:
         asking.add_done_callback(asked)
         return frame
 
-    def _checked(self, ctx: RequestContext, header, payload: bytes, request: Any,
+    def _checked(self, checked: CommittedTopics, ctx: RequestContext, header, payload: bytes, request: Any,
                  request_metrics: metrics.RequestMetrics, finish: Callable[[Any], Any] | None,
                  asked: Mapping[str, int]) -> bytes | asyncio.Future:
         api_key, version = header.api_key, header.api_version
-        checked = self._committed_topics.check(api_key, version, request, asked)
-        if checked.refusal is not None:
-            refusal = finish(checked.refusal) if finish is not None else checked.refusal
+        verdict = checked.check(api_key, version, request, asked)
+        if verdict.refusal is not None:
+            refusal = finish(verdict.refusal) if finish is not None else verdict.refusal
             metrics.response(request_metrics, api_key, version, refusal)
             return encode_response(header, refusal, version)
-        return self._submit(ctx, header, payload, checked.request, request_metrics, _then(finish, checked.finish))
+        return self._submit(ctx, header, payload, verdict.request, request_metrics, _then(finish, verdict.finish))
 
     def _submit(self, ctx: RequestContext, header, payload: bytes, request: Any,
                 request_metrics: metrics.RequestMetrics,

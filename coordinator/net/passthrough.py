@@ -143,10 +143,11 @@ class PassthroughSession(SaslSession):
     """Same barrier and lifetime rules as terminate mode (`SaslSession.admit`); the
     exchange itself goes upstream."""
 
-    __slots__ = ("_upstream", "_claimed", "_round")
+    __slots__ = ("_claim", "_upstream", "_claimed", "_round")
 
     def __init__(self, settings: PassthroughSettings, clock: Callable[[], float], peer: str, upstream):
-        super().__init__(settings, clock, peer)
+        super().__init__(settings.mechanisms, clock, peer)
+        self._claim = settings.oauthbearer_claim
         self._upstream = upstream
         self._claimed: str | None = None
         self._round = 0
@@ -174,7 +175,7 @@ class PassthroughSession(SaslSession):
         if self._round == 0:
             if self.mechanism == OAUTHBEARER:
                 try:
-                    self._claimed = oauthbearer_user(token, self._settings.oauthbearer_claim)
+                    self._claimed = oauthbearer_user(token, self._claim)
                 except OAuthBearerError as exc:
                     return self._refuse(version, str(exc), tell_client=True), True
             else:
@@ -233,8 +234,8 @@ class PassthroughSession(SaslSession):
                 return
             if fut.cancelled():
                 answer.cancel()
-            elif fut.exception() is not None:
-                answer.set_exception(fut.exception())
+            elif (exc := fut.exception()) is not None:
+                answer.set_exception(exc)
             else:
                 frame = fut.result()
                 response = response_class(header.api_key).decode(frame[4:], version=header.api_version, header=True)

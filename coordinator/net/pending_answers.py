@@ -82,8 +82,8 @@ def _relay(frame: asyncio.Future, outcome: asyncio.Future) -> None:
             outcome.exception()     # retrieved: the client is gone, nobody else will look
     elif outcome.cancelled():
         frame.cancel()
-    elif outcome.exception() is not None:
-        frame.set_exception(outcome.exception())
+    elif (exc := outcome.exception()) is not None:
+        frame.set_exception(exc)
     else:
         frame.set_result(outcome.result())
 

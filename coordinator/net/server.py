@@ -12,9 +12,11 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from coordinator import metrics
-from coordinator.net.connection import ConnectionState, KafkaConnection
+from coordinator.net.connection import ConnectionState, FrameHandler, KafkaConnection
 from coordinator.net.connection_limits import ConnectionsPerIp, IdleLimit
 from coordinator.security.tls import HANDSHAKE_TIMEOUT_S, ServerTls
 
@@ -30,7 +32,6 @@ class Listener:
                  max_frame_bytes: int, max_in_flight: int, tls: ServerTls | None = None,
                  login_frame_bytes: int | None = None, per_ip: ConnectionsPerIp | None = None,
                  idle: IdleLimit = DEFAULT_IDLE_LIMIT, clock: Callable[[], float] = time.monotonic):
-        self._dispatcher = None
         self._tls = tls
         self._sock: socket.socket | None = None
         self._host = host
@@ -44,16 +45,13 @@ class Listener:
         self._clock = clock
         self._sweep: asyncio.TimerHandle | None = None
         self._server: asyncio.Server | None = None
-        self._connections: set[KafkaConnection] = set()
+        self._connections: set[_TrackedConnection] = set()
 
-    def _make_connection(self) -> KafkaConnection:
-        conn = _TrackedConnection(self._dispatcher, max_frame_bytes=self._max_frame_bytes,
+    def _make_connection(self, dispatcher: FrameHandler) -> _TrackedConnection:
+        return _TrackedConnection(dispatcher, self._connections, self._per_ip, max_frame_bytes=self._max_frame_bytes,
                                   max_in_flight=self._max_in_flight, listener_node_id=self._node_id,
                                   tls=self._tls is not None, login_frame_bytes=self._login_frame_bytes,
                                   clock=self._clock)
-        conn.registry = self._connections
-        conn.per_ip = self._per_ip
-        return conn
 
     def _sweep_idle(self) -> None:
         for conn in self._idle.idle(self._connections, self._clock()):
@@ -73,13 +71,15 @@ class Listener:
         self._port = self._sock.getsockname()[1]
         return self._port
 
-    async def serve(self, dispatcher) -> None:
-        self._dispatcher = dispatcher
+    async def serve(self, dispatcher: FrameHandler) -> None:
+        if self._sock is None:
+            raise RuntimeError("a listener serves once it is bound")
         loop = asyncio.get_running_loop()
+        make = partial(self._make_connection, dispatcher)
         if self._tls is None:
-            self._server = await loop.create_server(self._make_connection, sock=self._sock)
+            self._server = await loop.create_server(make, sock=self._sock)
         else:
-            self._server = await loop.create_server(self._make_connection, sock=self._sock, ssl=self._tls.context,
+            self._server = await loop.create_server(make, sock=self._sock, ssl=self._tls.context,
                                                     ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
         self._schedule_sweep()
         log.info("listening on %s:%d (%s%s)", self._host, self._port,
@@ -112,7 +112,16 @@ class Listener:
 
 
 class _TrackedConnection(KafkaConnection):
+    """A connection that counts itself in its address's limit and its listener's registry."""
+
     __slots__ = ("registry", "per_ip", "_counted")
+
+    def __init__(self, dispatcher: FrameHandler, registry: set[_TrackedConnection], per_ip: ConnectionsPerIp,
+                 **settings: Any):
+        super().__init__(dispatcher, **settings)
+        self.registry = registry
+        self.per_ip = per_ip
+        self._counted = False
 
     def connection_made(self, transport) -> None:
         peer = transport.get_extra_info("peername")

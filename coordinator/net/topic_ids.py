@@ -89,7 +89,8 @@ class TopicIds:
 
 def _named(topics: list) -> tuple[list, list]:
     """(the topics `TopicIds.name` named, the others)."""
-    known, unknown = [], []
+    known: list = []
+    unknown: list = []
     for topic in topics:
         (known if topic.name else unknown).append(topic)
     return known, unknown
@@ -107,7 +108,7 @@ def _fetch(version: int, request: Any, image: TopicImage) -> tuple[Guarded, bool
     refused: dict[str, list[list]] = {}
     any_unknown = False
     for group in request.groups:
-        unknown = []
+        unknown: list = []
         if group.topics is not None:
             group.topics, unknown = _named(group.topics)
             any_unknown = any_unknown or bool(unknown)
