@@ -312,7 +312,7 @@ def _error_name(code: int) -> str:
 
 
 @cache
-def _error_paths(response_class: type, version: int) -> tuple[tuple[str, ...], ...]:
+def _error_paths(response_class: Any, version: int) -> tuple[tuple[str, ...], ...]:
     """Where `error_code` fields sit in this response at this version, from its schema."""
     paths: list[tuple[str, ...]] = []
 
@@ -366,7 +366,7 @@ def _count_codes(tally: Tally[int], api_key: int, version: int, answer: Any) -> 
     if api_key == _OFFSET_FETCH:
         _offset_fetch_codes(answer, version, tally)
         return 0
-    paths = _error_paths(type(answer), version)
+    paths = _error_paths(answer.__class__, version)
     if paths == _TOP_LEVEL_ONLY:
         tally[answer.error_code] += 1
         return 0
@@ -584,9 +584,9 @@ class _LagCollector:
             per_partition = GaugeMetricFamily("kgc_consumer_lag_partition", "Consumer lag per group, topic and "
                                               "partition (only where it is known)",
                                               labels=["group", "topic", "partition"])
-            known_rows = [r for r in self.rows if r.lag is not None]
-            for row in known_rows[:MAX_LAG_SERIES]:
-                per_partition.add_metric([row.group, row.topic, str(row.partition)], row.lag)
+            known_rows = [(r, r.lag) for r in self.rows if r.lag is not None]
+            for row, row_lag in known_rows[:MAX_LAG_SERIES]:
+                per_partition.add_metric([row.group, row.topic, str(row.partition)], row_lag)
             dropped += max(0, len(known_rows) - MAX_LAG_SERIES)
             yield per_partition
         yield GaugeMetricFamily("kgc_consumer_lag_series_dropped", f"Lag series left out past {MAX_LAG_SERIES} "

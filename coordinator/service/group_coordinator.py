@@ -181,22 +181,23 @@ class GroupCoordinatorService:
         # A JoinGroup says how long its member lives without asking again; while the group
         # waits for upstream members, that is how long kgc counts it as waiting.
         session_timeout_ms = request.session_timeout_ms if op is _join_group else None
-        return asyncio.ensure_future(self._after_adoption(
-            (request.group_id,), partial(self._single_group_write, op), ctx, request, session_timeout_ms))
+        return asyncio.ensure_future(self._after(adoption.ensure_all((request.group_id,), session_timeout_ms),
+                                                 partial(self._single_group_write, op), ctx, request))
 
     def _adopting(self, group_ids_of: Callable[[RequestContext, Any], Iterable[str | None]],
                   submit: Callable[[RequestContext, Any], Any]) -> Callable[[RequestContext, Any], Any]:
         """`submit` once every group the request names is settled (`runtime.adoption`);
         a settled group costs a set lookup."""
-        if self._adoption is None:
+        adoption = self._adoption
+        if adoption is None:
             return submit
-        settled = self._adoption.settled
+        settled = adoption.settled
 
         def adopting(ctx: RequestContext, request: Any) -> Any:
             group_ids = group_ids_of(ctx, request)
             if all(g in settled for g in group_ids):
                 return submit(ctx, request)
-            return asyncio.ensure_future(self._after_adoption(group_ids, submit, ctx, request))
+            return asyncio.ensure_future(self._after(adoption.ensure_all(group_ids), submit, ctx, request))
         return adopting
 
     def _knowing_topics(self, submit: Callable[[RequestContext, Any], Any]) -> Callable[[RequestContext, Any], Any]:
@@ -235,10 +236,6 @@ class GroupCoordinatorService:
         await waiting
         outcome = submit(ctx, request)
         return await outcome if isinstance(outcome, asyncio.Future) else outcome
-
-    async def _after_adoption(self, group_ids: Iterable[str | None], submit: Callable[[RequestContext, Any], Any],
-                              ctx: RequestContext, request: Any, session_timeout_ms: int | None = None) -> Any:
-        return await self._after(self._adoption.ensure_all(group_ids, session_timeout_ms), submit, ctx, request)
 
     async def _per_partition(self, api_key: int, items: Sequence[Any], group_of: Callable[[Any], str | None],
                              run: Callable[[int, list[Any]], Awaitable[list[Any]]]) -> list[Any]:
@@ -360,7 +357,7 @@ class GroupCoordinatorService:
 
         def describe(partition: int, group_ids: list[str]) -> Awaitable[list[Any]]:
             return self._runtime.read(partition, lambda shard: [
-                _answer_or_code(lambda g=g: shard.describe_group(ctx, g)) for g in group_ids])
+                _answer_or_code(partial(shard.describe_group, ctx, g)) for g in group_ids])
 
         outcomes = await self._per_partition(ApiKey.DescribeGroups, request.groups, lambda g: g, describe)
         return describe_groups_response(version, await _sliced(
@@ -399,11 +396,12 @@ class GroupCoordinatorService:
 
         listings = await asyncio.gather(*(listing(p) for p in range(self._runtime.num_partitions)),
                                         return_exceptions=True)
-        # One partition still loading (or failing otherwise) answers for the whole request.
-        error = next((x for x in listings if isinstance(x, BaseException)), None)
-        if error is not None:
-            raise error
-        listed = [g for partition_listing in listings for g in partition_listing]
+        listed = []
+        for partition_listing in listings:
+            if isinstance(partition_listing, BaseException):
+                # One partition still loading (or failing otherwise) answers for the whole request.
+                raise partition_listing
+            listed.extend(partition_listing)
         return list_groups_response(version, await _sliced(listed, partial(listed_group, version)))
 
     async def _delete_groups(self, ctx: RequestContext, request: Any) -> Any:
@@ -491,7 +489,7 @@ def _fetched_group_ids(ctx: RequestContext, request: Any) -> list[str | None]:
 
 async def _sliced(items: Sequence[Any], build: Callable[[Any], Any]) -> list[Any]:
     """`[build(x) for x in items]`, yielding to the loop after every `SLICE` items."""
-    built = []
+    built: list[Any] = []
     for start in range(0, len(items), SLICE):
         if start:
             await asyncio.sleep(0)
