@@ -93,7 +93,9 @@ GROUP_APIS: frozenset[ApiKey] = frozenset({
     ApiKey.DeleteShareGroupState, ApiKey.ReadShareGroupStateSummary,
     ApiKey.DescribeShareGroupOffsets, ApiKey.AlterShareGroupOffsets, ApiKey.DeleteShareGroupOffsets,
 })
-UNSERVED_GROUP_APIS: frozenset[ApiKey] = GROUP_APIS - LOCAL_VERSIONS.keys()
+# `difference`, not `-`: a frozenset minus dict keys is a plain set (dict_keys answers the
+# subtraction), where the annotation promises a frozenset.
+UNSERVED_GROUP_APIS: frozenset[ApiKey] = GROUP_APIS.difference(LOCAL_VERSIONS)
 
 # SASL is answered by kgc on every listener, never forwarded: a client that authenticates
 # its upstream leg through kgc would otherwise look authenticated while kgc answers the
