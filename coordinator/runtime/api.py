@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
-from coordinator.common.result import ReplyHandle, Result
+from coordinator.common.result import ReplyHandle, Result, Slices
 from coordinator.records import CoordinatorRecord
 
 
@@ -71,18 +71,22 @@ class Shard(Protocol):
         ...
 
 
+# A write: run on the partition's shard, it returns the Result to apply, or `Slices` that
+# make it a slice at a time (`partition.py`, "Sliced ops").
+WriteOp = Callable[[Any, ReplyHandle], Result | Slices]
+
 class RuntimeApi(Protocol):
     """What the service needs of the runtime (`runtime.CoordinatorRuntime` is the one there is)."""
 
     num_partitions: int
     owned: set[int]             # the partitions this instance serves now
 
-    async def write(self, partition: int, op: Callable[[Any, ReplyHandle], Result],
+    async def write(self, partition: int, op: WriteOp,
                     scope: Hashable = None) -> Any: ...
 
     async def read(self, partition: int, op: Callable[[Any], Any]) -> Any: ...
 
-    def submit_write(self, partition: int, op: Callable[[Any, ReplyHandle], Result],
+    def submit_write(self, partition: int, op: WriteOp,
                      scope: Hashable = None) -> Any: ...
 
     def submit_read(self, partition: int, op: Callable[[Any], Any]) -> Any: ...

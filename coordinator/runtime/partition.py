@@ -77,8 +77,15 @@ from functools import partial
 from typing import Any
 
 from coordinator import metrics
-from coordinator.common.result import ReplyHandle, Result, Slices
-from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed, Shard, WriteTimedOut
+from coordinator.common.result import Result, Slices
+from coordinator.runtime.api import (
+    PartitionLoading,
+    PartitionNotActive,
+    RuntimeClosed,
+    Shard,
+    WriteOp,
+    WriteTimedOut,
+)
 from coordinator.runtime.loader import LoadError, RecordSerde, load_partition
 from coordinator.runtime.loop_timer import LoopTimer, TimerEntry
 from coordinator.runtime.partition_state import VALID_PREVIOUS, IllegalPartitionTransition, PartitionState
@@ -190,7 +197,7 @@ class PartitionRuntime:
 
     # ---- requests --------------------------------------------------------------------
 
-    async def write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope = None) -> Any:
+    async def write(self, op: WriteOp, scope: Scope = None) -> Any:
         self._check_serving()
         self.stats.writes += 1
         return await self._enqueue_write(op, scope)
@@ -200,7 +207,7 @@ class PartitionRuntime:
         self.stats.reads += 1
         return await self._enqueue_read(op)
 
-    def submit_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope = None) -> Any:
+    def submit_write(self, op: WriteOp, scope: Scope = None) -> Any:
         """`write` without a coroutine, for the request path: the response itself when the
         op ran inline and its answer needs no durable write, otherwise a future of it."""
         self._check_serving()
@@ -217,7 +224,7 @@ class PartitionRuntime:
             return op(self._shard)
         return self._enqueue_read(op, RequestFuture)
 
-    def _enqueue_write(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope,
+    def _enqueue_write(self, op: WriteOp, scope: Scope,
                        future_type: type[EagerFuture] = EagerFuture) -> asyncio.Future:
         handle = FutureReplyHandle(self._new_waiter(future_type))
         self._enqueue(_Event(lambda: self._run_write(op, handle, scope), handle.future))
@@ -234,7 +241,7 @@ class PartitionRuntime:
         """Nothing waits on durability: an answer made now may go out now."""
         return not self._parked and self._last_written <= self._last_durable
 
-    def _write_inline(self, op: Callable[[Any, ReplyHandle], Result], scope: Scope) -> Any:
+    def _write_inline(self, op: WriteOp, scope: Scope) -> Any:
         handle = InlineHandle(self._new_request_waiter)
         try:
             result = op(self._shard, handle)
@@ -320,7 +327,7 @@ class PartitionRuntime:
             log.exception("partition %d: runtime step failed", self.partition)
             self._fail(exc)
 
-    def _run_write(self, op: Callable[[Any, ReplyHandle], Result], handle: FutureReplyHandle,
+    def _run_write(self, op: WriteOp, handle: FutureReplyHandle,
                    scope: Scope) -> None:
         try:
             result = op(self._shard, handle)

@@ -20,13 +20,11 @@ from collections.abc import Callable, Hashable, Iterable
 from functools import partial
 from typing import Any
 
-from coordinator.common.result import Result
-from coordinator.runtime.api import PartitionNotActive, RuntimeClosed
+from coordinator.runtime.api import PartitionNotActive, RuntimeClosed, WriteOp
 from coordinator.runtime.loader import KafkaRecordSerde, RecordSerde
 from coordinator.runtime.partition import PartitionRuntime, ShardFactory
 from coordinator.runtime.partition_state import PartitionState
 from coordinator.runtime.partition_stats import PartitionStats
-from coordinator.runtime.replies import FutureReplyHandle
 from storage.api import LogStore
 
 log = logging.getLogger(__name__)
@@ -85,14 +83,14 @@ class CoordinatorRuntime:
         await old.close(drain_timeout_s, PartitionNotActive(f"partition {partition} moved to another instance"))
         await self._store.release(partition)
 
-    async def write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result],
+    async def write(self, partition: int, op: WriteOp,
                     scope: Hashable = None) -> Any:
         return await self._partition(partition).write(op, scope)
 
     async def read(self, partition: int, op: Callable[[Any], Any]) -> Any:
         return await self._partition(partition).read(op)
 
-    def submit_write(self, partition: int, op: Callable[[Any, FutureReplyHandle], Result],
+    def submit_write(self, partition: int, op: WriteOp,
                      scope: Hashable = None) -> Any:
         """`write` without a coroutine: the response, or a future of it (see `PartitionRuntime`)."""
         return self._partition(partition).submit_write(op, scope)
