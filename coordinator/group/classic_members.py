@@ -245,6 +245,7 @@ class ClassicMembers:
 
     def leave(self, ctx: RequestContext, request: LeaveGroupRequest, group: ConsumerGroup) -> Result:
         version = ctx.api_version
+        leaving: list[tuple[str, str | None]]
         if version <= 2:
             leaving = [(request.member_id, None)]
         else:
@@ -252,18 +253,17 @@ class ClassicMembers:
         outcomes: list[tuple[str, str | None, ErrorCode]] = []
         gone: list[str] = []
         for member_id, instance_id in leaving:
+            found: str | None
             if instance_id is None:
-                error = ErrorCode.NONE if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID
-                found = member_id
+                found = member_id if member_id in group.members else None
             else:
                 found = group.static_members.get(instance_id)
-                if found is None:
-                    error = ErrorCode.UNKNOWN_MEMBER_ID
-                elif member_id not in ("", found):
-                    error = ErrorCode.FENCED_INSTANCE_ID
-                else:
-                    error = ErrorCode.NONE
-            if error is ErrorCode.NONE:
+            if found is None:
+                error = ErrorCode.UNKNOWN_MEMBER_ID
+            elif instance_id is not None and member_id not in ("", found):
+                error = ErrorCode.FENCED_INSTANCE_ID
+            else:
+                error = ErrorCode.NONE
                 log.info("[group=%s] member %s left through LeaveGroup", group.group_id, found)
                 gone.append(found)
             outcomes.append((member_id, instance_id, error))

@@ -219,7 +219,8 @@ class GroupShard:
         groups = {} if group_id in self.consumer_groups else self.groups
         return describe.describe_group(groups, ctx.api_version, group_id)
 
-    def list_groups(self, states_filter: set[str], types_filter: set[str]) -> list[GroupListing]:
+    def list_groups(self, states_filter: frozenset[str] | set[str],
+                    types_filter: frozenset[str] | set[str]) -> list[GroupListing]:
         return (describe.list_groups(self.groups, states_filter, types_filter)
                 + describe.list_consumer_groups(self.consumer_groups, states_filter, types_filter))
 

@@ -13,7 +13,6 @@ import socket
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from coordinator import metrics
 from coordinator.net.connection import ConnectionState, FrameHandler, KafkaConnection
@@ -116,9 +115,11 @@ class _TrackedConnection(KafkaConnection):
 
     __slots__ = ("registry", "per_ip", "_counted")
 
-    def __init__(self, dispatcher: FrameHandler, registry: set[_TrackedConnection], per_ip: ConnectionsPerIp,
-                 **settings: Any):
-        super().__init__(dispatcher, **settings)
+    def __init__(self, dispatcher: FrameHandler, registry: set[_TrackedConnection], per_ip: ConnectionsPerIp, *,
+                 max_frame_bytes: int, max_in_flight: int, listener_node_id: int | None, tls: bool,
+                 login_frame_bytes: int | None, clock: Callable[[], float]):
+        super().__init__(dispatcher, max_frame_bytes=max_frame_bytes, max_in_flight=max_in_flight,
+                         listener_node_id=listener_node_id, tls=tls, login_frame_bytes=login_frame_bytes, clock=clock)
         self.registry = registry
         self.per_ip = per_ip
         self._counted = False

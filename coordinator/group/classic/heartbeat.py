@@ -65,6 +65,7 @@ def _result(version: int, error: ErrorCode) -> Result:
 def leave_group(membership: Membership, ctx: RequestContext, request: LeaveGroupRequest) -> Result:
     version = ctx.api_version
     group_id = request.group_id
+    leaving: list[tuple[str, str | None, str | None]]
     if version <= 2:
         leaving = [(request.member_id, None, None)]
     else:
