@@ -27,7 +27,8 @@ def described_group(version: int, group_id: str, outcome: Any) -> Any:
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def described_group_error(version: int, group_id: str, code: int, message: str | None = None) -> Any:
+def described_group_error(version: int, group_id: str | None, code: int, message: str | None = None) -> Any:
+    """`group_id` is None for a request built by hand with a null id: answered as sent."""
     return DescribeGroupsResponse.DescribedGroup(
         version=version, error_code=code, error_message=message, group_id=group_id, group_state="",
         protocol_type="", protocol_data="", members=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
