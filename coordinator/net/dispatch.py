@@ -74,6 +74,13 @@ class Session:
     # been handed on.
     held: deque | None = None
 
+    def take_held(self) -> deque | None:
+        """The held frames, now no longer held. A method, not `held, s.held = s.held, None`
+        at the caller: the type checker would take `held` for None after the calls that
+        follow, which may hold frames again (and a compiled build trusts it)."""
+        held, self.held = self.held, None
+        return held
+
     @property
     def principal(self) -> str:
         """Kafka's rule: the SASL principal on a SASL listener, else the certificate's, else ANONYMOUS."""
@@ -286,7 +293,8 @@ class Dispatcher:
         if (error := decoding.exception()) is not None:
             frame.set_exception(error)
             return
-        held, session.held = session.held, None
+        held = session.take_held()
+        assert held is not None, "a frame decoded off the loop holds the frames read after it"
         try:
             outcome = self._serve(session, header, payload, decoding.result(), request_metrics)
         except Exception as exc:
@@ -302,7 +310,7 @@ class Dispatcher:
 
     def _release(self, session: Session) -> None:
         """Dispatch the frames held behind a request, in order, until one is held too."""
-        held, session.held = session.held, None
+        held = session.take_held()
         while held:
             payload, later = held.popleft()
             if later.done():
