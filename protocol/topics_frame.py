@@ -15,9 +15,11 @@ the answer after all.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
+
+from mypy_extensions import mypyc_attr
 
 from protocol.wire import count, encode_uvarint
 
@@ -28,6 +30,8 @@ _TAGS = attrgetter("tags")
 _UNKNOWN_TAGS = attrgetter("unknown_tags")
 
 
+# A Python class when compiled: mypyc's native classes cannot subclass list.
+@mypyc_attr(native_class=False)
 class PartitionTuples(list):
     """A topic's partition answers as tuples of the partition's fields, in wire order
     (each codec names its order). They carry no tagged fields."""
@@ -35,14 +39,17 @@ class PartitionTuples(list):
     __slots__ = ()
 
 
-class OffsetColumns(Sequence):
+class OffsetColumns:
     """One topic's OffsetFetch answers as two columns: `indexes`, the partitions asked, and
     `values`, for each a tuple whose first three items are its committed offset, leader
     epoch and metadata (kgc's stored record value, or one standing for "none"). Every
     error code is NONE. A consumer fetches every partition it owns at once, so the answer
     is built from a dict lookup per partition in C (`map`) and packed column by column,
     with no object made per partition. Read as a sequence, the partitions are tuples in
-    wire order (`row`); they carry no tagged fields."""
+    wire order (`row`); they carry no tagged fields.
+
+    Not a `collections.abc.Sequence`: mypyc gives a compiled class its ABC base's registry,
+    and `isinstance(a_list, OffsetColumns)` was then true."""
 
     __slots__ = ("indexes", "values")
 
@@ -60,7 +67,7 @@ class OffsetColumns(Sequence):
     def __iter__(self):
         return map(self.row, self.indexes, self.values)
 
-    def __getitem__(self, i):   # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return list(map(self.row, self.indexes[i], self.values[i]))
         return self.row(self.indexes[i], self.values[i])

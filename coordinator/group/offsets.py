@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -54,7 +54,13 @@ from coordinator.group.consumer.manager import ConsumerGroups
 from coordinator.group.context import RequestContext
 from coordinator.group.record_limits import check_commit_topics
 from coordinator.group.txn_offsets import SOURCE_HEADER, PartitionKey, TransactionalOffsets
-from coordinator.group.views import FetchedOffsets, OffsetFetchGroup, OffsetFetchPartition, OffsetFetchTopic
+from coordinator.group.views import (
+    FetchedOffsets,
+    FetchedPartitions,
+    OffsetFetchGroup,
+    OffsetFetchPartition,
+    OffsetFetchTopic,
+)
 from coordinator.records import (
     CoordinatorRecord,
     OffsetCommitKey,
@@ -367,7 +373,7 @@ class OffsetManager:
             topics = sorted((topic, sorted(parts)) for topic, parts in listed.items())
         out = []
         for topic, partitions in topics:
-            fetched: Sequence[OffsetFetchPartition] = _fetched(stored.get(topic, {}), partitions)
+            fetched: FetchedPartitions = _fetched(stored.get(topic, {}), partitions)
             asked_id = topic_ids.get(topic) if topic_ids else None
             if asked_id is not None:
                 fetched = _of_topic_id(stored.get(topic, {}), fetched, asked_id)
@@ -508,7 +514,7 @@ def _commit_time(value: OffsetCommitValue) -> int:
     return value.commit_timestamp_ms
 
 
-def _of_topic_id(stored: dict[int, OffsetCommitValue], fetched: Sequence[OffsetFetchPartition],
+def _of_topic_id(stored: dict[int, OffsetCommitValue], fetched: FetchedPartitions,
                  topic_id: uuid.UUID) -> tuple[OffsetFetchPartition, ...]:
     """`fetched` without the offsets committed with another topic id than `topic_id`."""
     out = []

@@ -34,10 +34,14 @@ class FetchedOffsets(OffsetColumns):
         return OffsetFetchPartition(index, value[0], value[1], value[2])
 
 
+# A topic's answers: as fetched (columns), or one by one.
+FetchedPartitions = FetchedOffsets | Sequence[OffsetFetchPartition]
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetFetchTopic:
     name: str
-    partitions: Sequence[OffsetFetchPartition]
+    partitions: FetchedPartitions
 
 
 @dataclass(frozen=True, slots=True)
