@@ -124,12 +124,23 @@ async def test_an_undecodable_record_stops_the_load_at_its_offset(store):
     assert fields(shard) == [as_replayed(0, COMMIT)]
 
 
-async def test_a_record_without_a_key_stops_the_load_at_its_offset_and_says_so(store):
+async def test_a_record_without_a_key_stops_the_load_at_its_offset_and_says_so(tmp_path):
     # Kafka keys every record of __consumer_offsets: a keyless one is damage, never skipped.
-    await durable(store, 0, [SERDE.serialize(COMMIT), LogRecord(None, b"\x00\x03"), SERDE.serialize(GROUP)])
+    # The log's format allows it (a key of length -1), so it is written on disk as such.
+    first, after = SERDE.serialize(COMMIT), SERDE.serialize(GROUP)
+    records = (StoredRecord(0, 1_000, first.key, first.value), StoredRecord(1, 1_000, None, b"\x00\x03"),
+               StoredRecord(2, 1_000, after.key, after.value, after.headers))
+    directory = partition_dir(tmp_path, 0)
+    directory.mkdir(parents=True)
+    (directory / f"{0:020d}.log").write_bytes(encode_stored_batch(StoredBatch(0, 0, records)))
+    store = FileLogStore(tmp_path, num_partitions=1, fsync="never")
+    await store.open()
     shard = RecordingShard()
-    with pytest.raises(LoadError, match="record without a key") as err:
-        await load_partition(store, 0, shard, SERDE)
+    try:
+        with pytest.raises(LoadError, match="record without a key") as err:
+            await load_partition(store, 0, shard, SERDE)
+    finally:
+        await store.close()
     assert err.value.offset == 1
     assert fields(shard) == [as_replayed(0, COMMIT)]
 
