@@ -166,7 +166,7 @@ def offset_fetch_response(version: int, topics: Iterable[tuple[str, Iterable[tup
     return response
 
 
-def offset_fetch_group(version: int, group_id: str, error_code: int,
+def offset_fetch_group(version: int, group_id: str | None, error_code: int,
                        topics: Iterable[tuple[str, Iterable[tuple[int, int, int, str | None, int]]]]) -> Any:
     """v8+: one group's entry, built as `offset_fetch_response` builds a v0-7 answer (its
     topics named; v10's ids are set by the edge that named them)."""

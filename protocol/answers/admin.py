@@ -11,9 +11,10 @@ from protocol.answers.common import AUTHORIZED_OPERATIONS_OMITTED, requested
 from protocol.errors import ErrorCode
 
 
-def described_group(version: int, group_id: str, outcome: Any) -> Any:
+def described_group(version: int, group_id: str | None, outcome: Any) -> Any:
     """One group's entry; `outcome` is its `coordinator.group.views.GroupDescription`, or the
-    `ErrorCode` its partition failed with."""
+    `ErrorCode` its partition failed with. A null `group_id` (a request built by hand; the
+    wire decoder refuses it) is refused before routing, and answered as sent."""
     if isinstance(outcome, ErrorCode):
         return described_group_error(version, group_id, outcome)
     group_cls = DescribeGroupsResponse.DescribedGroup
@@ -59,7 +60,7 @@ def list_groups_error(api: Any, version: int, request: Any, code: int, message: 
     return list_groups_response(version, [], code)
 
 
-def deleted_group(version: int, group_id: str, code: int) -> Any:
+def deleted_group(version: int, group_id: str | None, code: int) -> Any:
     return DeleteGroupsResponse.DeletableGroupResult(version=version, group_id=group_id, error_code=code)
 
 

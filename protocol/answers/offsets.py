@@ -30,7 +30,7 @@ def offset_commit_error(api: Any, version: int, request: Any, code: int, message
         for topic in topics])
 
 
-def offset_fetch_group(version: int, group_id: str, outcome: Any) -> Any:
+def offset_fetch_group(version: int, group_id: str | None, outcome: Any) -> Any:
     """v8+ (KIP-709): one group's entry; `outcome` is its `coordinator.group.views.OffsetFetchGroup`,
     or the `ErrorCode` its partition failed with."""
     if isinstance(outcome, ErrorCode):

@@ -334,6 +334,11 @@ async def test_a_null_group_id_is_refused_before_routing(kgc):
     described = await handled(kgc.service, ctx, ApiKey.DescribeGroups, DescribeGroupsRequest(version=0,
                                                                                            groups=[None, "g"]))
     assert [(g.group_id, g.error_code) for g in described.groups] == [(None, 24), ("g", 0)]
+    deleted = await handled(kgc.service, ctx, ApiKey.DeleteGroups, DeleteGroupsRequest(version=0,
+                                                                                       groups_names=[None]))
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [(None, 24)]
+    fetched = await handled(kgc.service, RequestContext(8), ApiKey.OffsetFetch, fetch_v8(None, "g"))
+    assert [(g.group_id, g.error_code) for g in fetched.groups] == [(None, 24), ("g", 0)]
 
 
 @pytest.mark.parametrize(("exc", "api_key", "code"), [
