@@ -28,6 +28,7 @@ from coordinator.runtime.loader import KafkaRecordSerde, load_partition
 from storage.api import LogRecord
 from storage.file_store import FileLogStore
 from storage.memory_store import MemoryLogStore
+from tests.support.compiled import attributes
 from tests.support.manual_timer import ManualTimer
 
 SERDE = KafkaRecordSerde()
@@ -106,8 +107,8 @@ def state(shard: GroupShard) -> tuple:
     """Hard state, compared by value (dict order is no state: Kafka keeps hash maps)."""
     group_state = {}
     for group_id, group in shard.groups.items():
-        fields = dict(vars(group))
-        fields["members"] = {m: tuple(getattr(member, s) for s in type(member).__slots__)
+        fields = attributes(group)
+        fields["members"] = {m: tuple(attributes(member).values())
                              for m, member in group.members.items()}
         group_state[group_id] = fields
     return group_state, shard.offsets.committed

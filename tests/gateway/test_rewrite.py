@@ -39,7 +39,7 @@ def address_for(node_id: int) -> tuple[str, int]:
 
 def encode(response) -> bytes:
     response.with_header(correlation_id=CORRELATION_ID)
-    return response.encode(header=True)
+    return bytes(response.encode(header=True))     # bytes, as kgc reads frames (kafka-python: bytearray)
 
 
 hosts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=24)
