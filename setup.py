@@ -1,10 +1,13 @@
 """kgc's build. `KGC_COMPILE=1` compiles the request path to C extensions with mypyc (part
-of mypy): what a heartbeat, a commit or an OffsetFetch runs through costs kgc's process
-about a third less CPU (docs/benchmarks/issue-32.md, "The request path compiled"). The
-image ships it so; without it kgc installs as plain Python, as an editable install must.
+of mypy): heartbeats and commits cost kgc's process a third to a half less CPU
+(docs/benchmarks/issue-32.md, "The request path compiled"). The image ships it so;
+without it kgc installs as plain Python, as an editable install must.
 
-    KGC_COMPILE=1 pip install --no-build-isolation '.[embedded]'   # mypy and setuptools>=77 first
-    KGC_COMPILE=1 python setup.py build_ext --inplace               # in place, as .ci/run tests it
+    # a wheel, as the image builds it (docs/deployment.md): kgc's dependencies first, as
+    # mypyc compiles against their types
+    pip install 'setuptools>=77' 'mypy==2.4.1' . && KGC_COMPILE=1 pip wheel --no-build-isolation --no-deps -w wheels .
+    # in place, as .ci/run tests it (a development install: delete the *.so files after)
+    KGC_COMPILE=1 python setup.py build_ext --inplace
 
 Compiled code trusts the annotations: a value that contradicts one raises TypeError. So mypy
 checks these packages strictly (pyproject.toml), and CI runs the whole suite compiled.
