@@ -38,6 +38,7 @@ from coordinator.net.authorization import Caller
 from coordinator.net.committed_topics import CHECKED_APIS, CommittedTopics
 from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViolation
 from coordinator.net.local_answers import LocalAnswers
+from coordinator.net.passthrough import PassthroughSettings
 from coordinator.net.pending_answers import PendingAnswer, settle
 from coordinator.net.topic_ids import TopicIds
 from coordinator.security.acl import AclSource, ResourceType
@@ -91,7 +92,7 @@ class Session:
 
 class Dispatcher:
     def __init__(self, service: Any, answers: LocalAnswers, gateway: Any = None, *,
-                 sasl: SaslSettings | None = None, principals: PrincipalMapper | None = None,
+                 sasl: SaslSettings | PassthroughSettings | None = None, principals: PrincipalMapper | None = None,
                  authorizer: AclSource | None = None, clock=None, codec_pool: Executor | None = None,
                  topic_ids: TopicIds | None = None, transactions: Any = None,
                  committed_topics: CommittedTopics | None = None):
