@@ -19,6 +19,8 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from protocol.wire import count, encode_uvarint
 
 _INT16 = struct.Struct(">h")
@@ -28,6 +30,8 @@ _TAGS = attrgetter("tags")
 _UNKNOWN_TAGS = attrgetter("unknown_tags")
 
 
+# A Python class when compiled: mypyc's native classes cannot subclass list.
+@mypyc_attr(native_class=False)
 class PartitionTuples(list):
     """A topic's partition answers as tuples of the partition's fields, in wire order
     (each codec names its order). They carry no tagged fields."""
