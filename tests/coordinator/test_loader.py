@@ -124,23 +124,28 @@ async def test_an_undecodable_record_stops_the_load_at_its_offset(store):
     assert fields(shard) == [as_replayed(0, COMMIT)]
 
 
+async def load_segment(data_dir, segment: bytes, shard: RecordingShard):
+    """`segment` as partition 0's first segment file, loaded into `shard` through the file store."""
+    directory = partition_dir(data_dir, 0)
+    directory.mkdir(parents=True)
+    (directory / f"{0:020d}.log").write_bytes(segment)
+    store = FileLogStore(data_dir, num_partitions=1, fsync="never")
+    await store.open()
+    try:
+        return await load_partition(store, 0, shard, SERDE)
+    finally:
+        await store.close()
+
+
 async def test_a_record_without_a_key_stops_the_load_at_its_offset_and_says_so(tmp_path):
     # Kafka keys every record of __consumer_offsets: a keyless one is damage, never skipped.
     # The log's format allows it (a key of length -1), so it is written on disk as such.
     first, after = SERDE.serialize(COMMIT), SERDE.serialize(GROUP)
     records = (StoredRecord(0, 1_000, first.key, first.value), StoredRecord(1, 1_000, None, b"\x00\x03"),
                StoredRecord(2, 1_000, after.key, after.value, after.headers))
-    directory = partition_dir(tmp_path, 0)
-    directory.mkdir(parents=True)
-    (directory / f"{0:020d}.log").write_bytes(encode_stored_batch(StoredBatch(0, 0, records)))
-    store = FileLogStore(tmp_path, num_partitions=1, fsync="never")
-    await store.open()
     shard = RecordingShard()
-    try:
-        with pytest.raises(LoadError, match="record without a key") as err:
-            await load_partition(store, 0, shard, SERDE)
-    finally:
-        await store.close()
+    with pytest.raises(LoadError, match="record without a key") as err:
+        await load_segment(tmp_path, encode_stored_batch(StoredBatch(0, 0, records)), shard)
     assert err.value.offset == 1
     assert fields(shard) == [as_replayed(0, COMMIT)]
 
@@ -184,16 +189,8 @@ async def test_a_transaction_in_a_segment_file_is_replayed_pending_then_ended_by
                                         producer_id=9, producer_epoch=0)),
         encode_stored_batch(StoredBatch(2, 2, (StoredRecord(2, 1_000, after.key, after.value, after.headers),))),
     ])
-    directory = partition_dir(tmp_path, 0)
-    directory.mkdir(parents=True)
-    (directory / f"{0:020d}.log").write_bytes(segment)
-    store = FileLogStore(tmp_path, num_partitions=1, fsync="never")
-    await store.open()
-    try:
-        shard = RecordingShard()
-        summary = await load_partition(store, 0, shard, SERDE)
-    finally:
-        await store.close()
+    shard = RecordingShard()
+    summary = await load_segment(tmp_path, segment, shard)
     # then the marker is not decoded as a coordinator record: it ends producer 9's transaction (COMMIT)
     assert [(o, r.key, r.value) for o, r in shard.replayed] == [as_replayed(0, COMMIT), as_replayed(2, GROUP)]
     assert shard.transactions == [("pending", 9, 0), ("end", 9, 1)]
