@@ -382,6 +382,10 @@ def _decode_headers(data: bytes, pos: int, names: dict[bytes, str]) -> tuple[tup
             pos += 1
         else:
             n, pos = _varint_slow(data, pos)
+        if n < 0:
+            # Checked, not left to the slice: compiled (setup.py), a slice that ends before
+            # it starts raises SystemError where Python returns b"".
+            raise ValueError(f"a header name of negative length {n}")
         raw_name = data[pos:pos + n]
         name = names.get(raw_name)
         if name is None:

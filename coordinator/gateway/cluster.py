@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
+from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import (
@@ -172,7 +173,7 @@ class UpstreamCluster:
             return None
         return self._control.host, self._control.port
 
-    async def request(self, request, response_class):
+    async def request(self, request: Any, response_class: Any) -> Any:
         """One request on the control connection (Metadata for a few topics, say); raises
         `UpstreamUnavailable` while the upstream is not reachable."""
         if not self.reachable or self._control is None or self._control.failure is not None:
@@ -242,7 +243,7 @@ class UpstreamCluster:
     async def _run(self) -> None:
         backoff_ms = self._backoff_initial_ms
         while not self._closing:
-            asked, self._next_refresh = self._next_refresh, None
+            asked = self._take_refresh_asked()
             try:
                 reached = await self._refresh_once()
                 if reached:
@@ -268,6 +269,13 @@ class UpstreamCluster:
             except TimeoutError:
                 pass
 
+    def _take_refresh_asked(self) -> asyncio.Future | None:
+        """The refresh asked for, which the one starting now answers. `learn_topics` may ask
+        again while it runs, and `_run` reads the field again after it: set here, not in `_run`,
+        so that mypy does not hold the field to this None across the awaits in between."""
+        asked, self._next_refresh = self._next_refresh, None
+        return asked
+
     async def _refresh_once(self) -> bool:
         try:
             await self._refresh()
@@ -282,12 +290,14 @@ class UpstreamCluster:
         return False
 
     async def _refresh(self) -> None:
-        if self._control is None or self._control.failure is not None:
+        control = self._control
+        if control is None or control.failure is not None:
             await self._drop_control()
             host, port = self._next_address()
             # A control connection that dies between refreshes wakes the loop at once.
-            self._control = UpstreamConnection(host, port, connect_timeout_ms=self.connect_timeout_ms,
-                                               on_failure=lambda _: self.refresh_soon(), tls=self.tls)
+            control = self._control = UpstreamConnection(
+                host, port, connect_timeout_ms=self.connect_timeout_ms, on_failure=lambda _: self.refresh_soon(),
+                tls=self.tls)
             versions = await self._request(ApiVersionsRequest[0](), ApiVersionsResponse)
             if versions.error_code:
                 raise UpstreamUnavailable(f"{host}:{port} refused ApiVersions v0 (error {versions.error_code})")
@@ -309,7 +319,7 @@ class UpstreamCluster:
         self._offsets_leaders = _offsets_leaders(metadata.topics)
         if with_ids:
             await self._apply_topics(metadata.topics, version)
-        self._set_reachable()
+        self._set_reachable(control)
 
     async def _features(self) -> Features:
         """ApiVersions v3 for the feature flags, which v0 (asked first: any broker answers
@@ -379,10 +389,14 @@ class UpstreamCluster:
                                              allow_auto_topic_creation=False), MetadataResponse)
         return answer.topics
 
-    async def _request(self, request, response_class):
-        return await self._request_on(self._control, request, response_class)
+    async def _request(self, request: Any, response_class: Any) -> Any:
+        control = self._control
+        if control is None:     # dropped (kgc closing) while a refresh was still under way
+            raise UpstreamUnavailable("the control connection is closed")
+        return await self._request_on(control, request, response_class)
 
-    async def _request_on(self, connection: UpstreamConnection, request, response_class, *, ahead: bool = False):
+    async def _request_on(self, connection: UpstreamConnection, request: Any, response_class: Any, *,
+                          ahead: bool = False) -> Any:
         correlation_id = next(self._correlation_ids)
         request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
         send = connection.send_ahead if ahead else connection.send
@@ -408,12 +422,14 @@ class UpstreamCluster:
         """A connection carrying one client's requests, with kgc's TLS. With `as_kgc` (every
         mode but SASL passthrough, where the client's own exchange is relayed on it) and kgc's
         SASL identity configured, kgc logs in on it before any of the client's frames is written."""
-        prelude = self._log_in_ahead if as_kgc and self._login is not None else None
+        prelude = None
+        if as_kgc and self._login is not None:
+            prelude = partial(self._log_in_ahead, self._login)
         return UpstreamConnection(host, port, connect_timeout_ms=self.connect_timeout_ms, tls=self.tls,
                                   prelude=prelude)
 
-    async def _log_in_ahead(self, connection: UpstreamConnection) -> None:
-        await login(partial(self._request_on, connection, ahead=True), self._login,
+    async def _log_in_ahead(self, credentials: UpstreamLogin, connection: UpstreamConnection) -> None:
+        await login(partial(self._request_on, connection, ahead=True), credentials,
                     f"{connection.host}:{connection.port}")
 
     def _next_address(self) -> tuple[str, int]:
@@ -429,10 +445,10 @@ class UpstreamCluster:
         if control is not None:
             await control.close()
 
-    def _set_reachable(self) -> None:
+    def _set_reachable(self, control: UpstreamConnection) -> None:
         if not self.reachable:
-            log.info("upstream reachable at %s:%d (cluster %s, brokers %s)", self._control.host,
-                     self._control.port, self.cluster_id, sorted(self._brokers))
+            log.info("upstream reachable at %s:%d (cluster %s, brokers %s)", control.host,
+                     control.port, self.cluster_id, sorted(self._brokers))
         self.reachable = True
         self._failed_attempts = 0
         self._last_failure = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -17,7 +18,8 @@ from scramp import ScramClient, ScramException
 
 from coordinator.gateway.upstream import UpstreamUnavailable
 
-Request = Callable[[object, type], Awaitable[object]]
+# kafka-python's messages are untyped: a request and its decoded answer are whatever it builds.
+Request = Callable[[Any, type], Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

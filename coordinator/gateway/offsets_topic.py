@@ -135,7 +135,7 @@ class OffsetsTopic:
 
     def _read_partitions(self, wanted: list, version: int, max_bytes: int) -> list:
         left = max_bytes
-        answers = []
+        answers: list[Any] = []     # kafka-python's PartitionData, which is untyped
         for topic, p in wanted:
             first = not any(a.records for a in answers)
             error, hw, log_start, records = self._read_one(topic, p, version, left, first)

@@ -138,9 +138,10 @@ class GatewaySession:
             sink = None
             if self._client is not None and api_key == ApiKey.Fetch and not rewrite.rewrites_fetch(version):
                 sink = ClientStream(self._client, response, api_key, started)
-            sent = upstream.send(header.correlation_id, payload, expect_response, sink)
-            if sent is None:
+            forwarded = upstream.send(header.correlation_id, payload, expect_response, sink)
+            if forwarded is None:
                 return None
+            sent = forwarded
         sent.add_done_callback(partial(self._complete, response, header, payload, started))
         return response
 

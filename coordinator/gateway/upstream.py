@@ -41,7 +41,7 @@ import ssl
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Literal, Protocol, cast, overload
 
 from coordinator import metrics
 from protocol.framing import FrameError, FrameReader
@@ -125,14 +125,15 @@ class UpstreamConnection(asyncio.Protocol):
     async def _open(self) -> None:
         try:
             # TLS: the broker's certificate must name the host kgc dials (its advertised host).
-            tls = {} if self._tls is None else {"ssl": self._tls, "server_hostname": self.host}
-            await asyncio.wait_for(self._loop.create_connection(lambda: self, self.host, self.port, **tls),
+            server_hostname = None if self._tls is None else self.host
+            await asyncio.wait_for(self._loop.create_connection(lambda: self, self.host, self.port, ssl=self._tls,
+                                                                server_hostname=server_hostname),
                                    self._connect_timeout_ms / 1000)
         except (OSError, TimeoutError) as exc:  # ssl.SSLError (a bad certificate) is an OSError
             # asyncio words a refused connection "Connect call failed" (uvloop does not): the
             # errno's own text says what happened.
-            refused = isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError) and exc.errno
-            reason = os.strerror(exc.errno) if refused else str(exc) or type(exc).__name__
+            errno = None if isinstance(exc, ssl.SSLError) else exc.errno
+            reason = os.strerror(errno) if errno else str(exc) or type(exc).__name__
             self._fail(UpstreamUnavailable(f"cannot connect to {self.host}:{self.port}: {reason}",
                                            before_connect=True))
             return
@@ -151,6 +152,14 @@ class UpstreamConnection(asyncio.Protocol):
         if self._failure is None:
             self._release_backlog()
 
+    @overload
+    def send(self, correlation_id: int, payload: bytes, expect_response: Literal[True],
+             sink: ResponseSink | None = None) -> asyncio.Future: ...
+
+    @overload
+    def send(self, correlation_id: int, payload: bytes, expect_response: bool,
+             sink: ResponseSink | None = None) -> asyncio.Future | None: ...
+
     def send(self, correlation_id: int, payload: bytes, expect_response: bool,
              sink: ResponseSink | None = None) -> asyncio.Future | None:
         """Writes one request payload (header + body); returns the future of its response
@@ -166,6 +175,12 @@ class UpstreamConnection(asyncio.Protocol):
             self._write(frame, correlation_id, fut, sink)
         return fut
 
+    @overload
+    def send_ahead(self, correlation_id: int, payload: bytes, expect_response: Literal[True]) -> asyncio.Future: ...
+
+    @overload
+    def send_ahead(self, correlation_id: int, payload: bytes, expect_response: bool) -> asyncio.Future | None: ...
+
     def send_ahead(self, correlation_id: int, payload: bytes, expect_response: bool) -> asyncio.Future | None:
         """`send` for the prelude: written at once, ahead of the backlog it holds back."""
         if self._failure is not None:
@@ -178,7 +193,9 @@ class UpstreamConnection(asyncio.Protocol):
 
     def _write(self, frame: bytes, correlation_id: int, fut: asyncio.Future | None,
                sink: ResponseSink | None = None) -> None:
-        self._transport.write(frame)
+        transport = self._transport
+        assert transport is not None, "frames are written once the connection is made"
+        transport.write(frame)
         if fut is None:
             self._unanswered.append(correlation_id)
         else:
@@ -186,11 +203,14 @@ class UpstreamConnection(asyncio.Protocol):
 
     def _release_backlog(self) -> None:
         backlog, self._backlog = self._backlog, None
+        assert backlog is not None, "the backlog is released once, and only before a failure"
         for entry in backlog:
             self._write(*entry)
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # create_connection gives a full Transport (asyncio types it as the base; uvloop's
+        # does not subclass asyncio.Transport, so it cannot be checked with isinstance).
+        self._transport = cast(asyncio.Transport, transport)
         if self._failure is not None:  # closed while the connect was under way
             transport.close()
             return
@@ -199,12 +219,14 @@ class UpstreamConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         metrics.UPSTREAM_RECEIVED.inc(len(data))
+        unread: bytes | memoryview = data
         if self._stream is not None:
-            data = self._pass_on(data)
-            if not data:
+            rest = self._pass_on(self._stream, data)
+            if not rest:
                 return
+            unread = rest
         try:
-            payloads = self._reader.feed(data)
+            payloads = self._reader.feed(unread)
         except FrameError as exc:
             self._fail(UpstreamUnavailable(f"unreadable stream from {self.host}:{self.port}: {exc}"))
             return
@@ -225,12 +247,13 @@ class UpstreamConnection(asyncio.Protocol):
                 self._fail(UpstreamUnavailable(f"response {correlation_id} from {self.host}:{self.port} "
                                                f"where {expected} was due"))
                 return
-        if self._reader.partial_size >= STREAM_MIN_BYTES and self._in_flight and self._in_flight[0][2] is not None:
-            self._begin_stream()
+        if self._reader.partial_size >= STREAM_MIN_BYTES and self._in_flight:
+            correlation_id, _, sink = self._in_flight[0]
+            if sink is not None:
+                self._begin_stream(correlation_id, sink)
 
-    def _begin_stream(self) -> None:
+    def _begin_stream(self, correlation_id: int, sink: ResponseSink) -> None:
         head = self._reader.partial_head(4)
-        correlation_id, _, sink = self._in_flight[0]
         # Another id here is an acks=0 answer or a stream out of step: the reader's path decides.
         if len(head) < 4 or _CORRELATION_ID.unpack(head)[0] != correlation_id or not sink.begin(self):
             return
@@ -241,9 +264,9 @@ class UpstreamConnection(asyncio.Protocol):
         # What arrived before the stream began is small next to the rest: one write.
         sink.write(b"".join([_SIZE.pack(size), *parts]))
 
-    def _pass_on(self, data: bytes) -> memoryview | None:
-        """Hands the streamed response's bytes in `data` to its sink; returns what follows it."""
-        sink, remaining = self._stream, self._stream_remaining
+    def _pass_on(self, sink: ResponseSink, data: bytes) -> memoryview | None:
+        """Hands the streamed response's bytes in `data` to `sink`; returns what follows it."""
+        remaining = self._stream_remaining
         if len(data) < remaining:
             self._stream_remaining -= len(data)
             sink.write(data)
@@ -303,8 +326,8 @@ class UpstreamConnection(asyncio.Protocol):
         await asyncio.wait([self._opening])
 
 
-async def call(connection: UpstreamConnection, correlation_id: int, request, response_class, *, client_id: str,
-               timeout_s: float):
+async def call(connection: UpstreamConnection, correlation_id: int, request: Any, response_class: Any, *,
+               client_id: str, timeout_s: float) -> Any:
     """One request of kgc's own on `connection`, its answer decoded. A connection that does
     not answer in time is closed (a late answer would put it out of step); an unreadable
     answer is the connection's failure too."""

@@ -106,19 +106,19 @@ class UpstreamGroups:
 
     async def _snapshot(self, group_id: str, placed: tuple[str, int] | None) -> UpstreamGroup:
         coordinator = placed or await self._coordinator(group_id)
-        asking = [self._describe(coordinator, group_id), self._fetch_offsets(coordinator, group_id)]
-        if ApiKey.ConsumerGroupDescribe in self._cluster.api_versions:
-            asking.append(self._describe_consumer_group(coordinator, group_id))
-        described, offsets, *consumer_group = await asyncio.gather(*asking, return_exceptions=True)
-        for answer in (described, offsets):
-            if isinstance(answer, BaseException):
-                raise answer
+        answers = await asyncio.gather(
+            self._describe(coordinator, group_id), self._fetch_offsets(coordinator, group_id),
+            self._describe_consumer_group(coordinator, group_id), return_exceptions=True)
+        described, offsets, found = answers  # in two steps: mypy cannot unpack the await's Any at once
+        if isinstance(described, BaseException):
+            raise described
+        if isinstance(offsets, BaseException):
+            raise offsets
         state, protocol_type = described.group_state, described.protocol_type
         members = tuple(m.member_id for m in described.members)
-        if state == "Dead" and consumer_group:
+        if state == "Dead":
             # Kafka 4 answers DescribeGroups for a KIP-848 group, live or not, as Dead with no
             # members: only ConsumerGroupDescribe shows them.
-            (found,) = consumer_group
             if isinstance(found, BaseException):
                 raise found
             if found is not None:
@@ -128,7 +128,7 @@ class UpstreamGroups:
 
     async def list_groups(self) -> list[str]:
         version = self._version(ApiKey.ListGroups, LIST_GROUPS_VERSIONS)
-        request_args = {"states_filter": []} if version >= 4 else {}
+        request_args: dict[str, list[str]] = {"states_filter": []} if version >= 4 else {}
         addresses = [(b.host, b.port) for b in self._cluster.brokers.values()] or [self._live()]
         found: dict[str, None] = {}
         for address in addresses:
@@ -188,9 +188,12 @@ class UpstreamGroups:
     async def _describe_consumer_group(self, coordinator: tuple[str, int], group_id: str):
         """The KIP-848 group `group_id`, or None when the coordinator has no such group or no
         such groups at all (Kafka 3.9 lists ConsumerGroupDescribe but answers UNSUPPORTED_VERSION
-        while its consumer protocol is off)."""
+        while its consumer protocol is off, and older brokers do not list it)."""
+        if ApiKey.ConsumerGroupDescribe not in self._cluster.api_versions:
+            return None
         version = self._version(ApiKey.ConsumerGroupDescribe, CONSUMER_GROUP_DESCRIBE_VERSIONS)
-        response = await self._call(coordinator, ConsumerGroupDescribeRequest[version](
+        # kafka-python's metaclass makes a message class indexable by version; mypy sees no metaclass.
+        response = await self._call(coordinator, ConsumerGroupDescribeRequest[version](  # type: ignore[misc]
             group_ids=[group_id], include_authorized_operations=False), ConsumerGroupDescribeResponse)
         (described,) = response.groups
         if described.error_code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):

@@ -147,3 +147,8 @@ def test_a_header_block_that_does_not_end_with_its_headers_is_refused(headers, c
 def test_a_header_name_that_is_not_utf8_is_refused():
     with pytest.raises(UnicodeDecodeError):
         decode_header_block(zigzag(1) + zigzag(1) + b"\xff" + zigzag(-1))
+
+
+def test_a_header_name_of_negative_length_is_refused():
+    with pytest.raises(ValueError, match="negative length -1"):
+        decode_header_block(zigzag(1) + zigzag(-1) + zigzag(-1))
