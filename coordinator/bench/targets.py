@@ -131,7 +131,8 @@ class Target:
             conn.close()
 
 
-async def probe_api_versions(host: str, port: int, tls=None) -> dict[int, tuple[int, int]]:
+async def probe_api_versions(host: str, port: int,
+                             tls: ssl.SSLContext | None = None) -> dict[int, tuple[int, int]]:
     conn = await BenchConnection.open(host, port, timeout_s=2.0, tls=tls)
     try:
         cid = conn.next_correlation_id()
@@ -144,7 +145,7 @@ async def probe_api_versions(host: str, port: int, tls=None) -> dict[int, tuple[
 
 async def wait_ready(host: str, port: int, process: subprocess.Popen | None, name: str,
                      timeout_s: float = READY_TIMEOUT_S, log_path: Path | None = None,
-                     tls=None) -> dict[int, tuple[int, int]]:
+                     tls: ssl.SSLContext | None = None) -> dict[int, tuple[int, int]]:
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
