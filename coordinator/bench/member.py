@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from coordinator.bench import messages
 from coordinator.bench.wire import BenchConnection
@@ -47,6 +48,17 @@ def _error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return str(code)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A settled phase: its generation, and when (perf_counter ns) its first request and
+    its last JoinGroup were sent and it settled."""
+
+    generation: int
+    first_ns: int
+    last_join_ns: int
+    settled_ns: int
 
 
 class Phase:
@@ -88,6 +100,13 @@ class Phase:
     def progress(self) -> str:
         generations = sorted(set(self.synced.values()))
         return f"{len(self.synced)}/{len(self.expected)} synced, generations {generations}"
+
+    def result(self) -> Settled:
+        """What the phase measured, once it has settled."""
+        if (self.generation is None or self.first_ns is None or self.last_join_ns is None
+                or self.settled_ns is None):
+            raise BenchError(f"phase not settled, or settled with no JoinGroup sent in it ({self.progress()})")
+        return Settled(self.generation, self.first_ns, self.last_join_ns, self.settled_ns)
 
 
 class Member:

@@ -197,10 +197,10 @@ async def classic_rebalances(target: Target, members: int, interval_ms: int, gro
             m.phase = first
         swarm.start()
         await swarm.until([first], TIMEOUT_S)
-        grown, started = await swarm.one_joins(everyone[members], first.generation + 1, TIMEOUT_S)
-        absorbed = (grown.settled_ns - started) / 1e6
-        shrunk, left_ns = await swarm.one_leaves(grown.generation + 1, TIMEOUT_S)
-        return absorbed, (shrunk.settled_ns - left_ns) / 1e6
+        joined, started = await swarm.one_joins(everyone[members], first.result().generation + 1, TIMEOUT_S)
+        grown = joined.result()
+        left, left_ns = await swarm.one_leaves(grown.generation + 1, TIMEOUT_S)
+        return (grown.settled_ns - started) / 1e6, (left.result().settled_ns - left_ns) / 1e6
     finally:
         await swarm.close()
 
