@@ -127,7 +127,8 @@ class Member:
         self.leader_id = ""
         self.phase: Phase | None = None
         self.joins_sent = 0
-        self._stopping = False
+        # Set by `stop` from another task while `run` awaits.
+        self._stopping = asyncio.Event()
         self._metadata = messages.subscription(TOPIC)
 
     async def _call(self, request) -> bytes:
@@ -207,16 +208,16 @@ class Member:
         """Find the coordinator, join, then heartbeat and rejoin whenever told to, until `stop()`."""
         await self.find_coordinator()
         await self.join_and_sync()
-        while not self._stopping:
+        while not self._stopping.is_set():
             await asyncio.sleep(self.heartbeat_interval_s)
-            if self._stopping:
+            if self._stopping.is_set():
                 return
             code = await self.heartbeat()
             if code != ErrorCode.NONE and not await self._carry_on(code, "Heartbeat"):
                 await self.join_and_sync()
 
     def stop(self) -> None:
-        self._stopping = True
+        self._stopping.set()
 
     async def leave(self) -> int:
         leave = messages.decode_leave(await self._call(messages.leave_request(self.group, self.member_id)))
@@ -244,8 +245,8 @@ class Swarm:
                     done, _ = await asyncio.wait(pending | set(self.tasks.values()),
                                                  return_when=asyncio.FIRST_COMPLETED)
                     for task in done:
-                        if task not in waiters and task.exception() is not None:
-                            raise task.exception()
+                        if task not in waiters and (failure := task.exception()) is not None:
+                            raise failure
                         if task not in waiters:
                             self.tasks = {m: t for m, t in self.tasks.items() if t is not task}
                     pending -= done
