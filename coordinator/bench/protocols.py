@@ -118,17 +118,16 @@ class ConsumerProtocolGroup:
         self.target, self.group, self.partitions, self.interval_ms = target, group, partitions, interval_ms
         self.members: list[ConsumerProtocolMember] = []
         self.tasks: dict[ConsumerProtocolMember, asyncio.Task] = {}
-        self.settled_at: float | None = None
-        self._settled = asyncio.Event()
+        # What `settle` waits for: when (perf_counter) the group is next seen settled.
+        self._settled: asyncio.Future[float] | None = None
 
     def _check(self) -> None:
         counts = [sum(len(ps) for ps in m.owned.values()) for m in self.members]
         held = [(t, p) for m in self.members for t, ps in m.owned.items() for p in ps]
         if (len({m.epoch for m in self.members}) == 1 and sum(counts) == self.partitions == len(set(held))
                 and max(counts) - min(counts) <= 1):
-            if not self._settled.is_set():
-                self.settled_at = time.perf_counter()
-                self._settled.set()
+            if self._settled is not None and not self._settled.done():
+                self._settled.set_result(time.perf_counter())
 
     async def add(self, n: int) -> None:
         for _ in range(n):
@@ -137,16 +136,14 @@ class ConsumerProtocolGroup:
             self.tasks[member] = asyncio.create_task(member.run())
 
     async def settle(self) -> float:
-        self._settled.clear()
-        self.settled_at = None
-        waiter = asyncio.create_task(self._settled.wait())
+        settled = self._settled = asyncio.get_running_loop().create_future()
         async with asyncio.timeout(TIMEOUT_S):
-            done, _ = await asyncio.wait([waiter, *self.tasks.values()], return_when=asyncio.FIRST_COMPLETED)
-        if waiter not in done:
-            waiter.cancel()
+            done, _ = await asyncio.wait([settled, *self.tasks.values()], return_when=asyncio.FIRST_COMPLETED)
+        if not settled.done():
             for task in done:
                 task.result()
-        return self.settled_at
+            raise BenchError(f"[group={self.group}] a member stopped before the group settled")
+        return settled.result()
 
     async def remove_one(self) -> None:
         member = self.members.pop()
