@@ -39,7 +39,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from coordinator.bench import messages
 from coordinator.bench.cooperative import CooperativeMember
@@ -55,6 +57,7 @@ TOPIC = "bench-kip848"
 TIMEOUT_S = 120.0
 _ERROR_CODE = struct.Struct(">h")
 _HB = ConsumerGroupHeartbeatRequest
+_T = TypeVar("_T")
 
 
 class ConsumerProtocolMember:
@@ -256,7 +259,7 @@ def assignor_times(members: int, partitions: int, topics: int = 20) -> list[tupl
     same = [AssignmentMember(f"member-{i:05d}", None, frozenset(ids)) for i in range(members)]
     mixed = [AssignmentMember(f"member-{i:05d}", None, frozenset(ids[:1 + i % topics])) for i in range(members)]
 
-    def timed(run) -> tuple[float, object]:
+    def timed(run: Callable[[], _T]) -> tuple[float, _T]:
         started = time.perf_counter()
         out = run()
         return (time.perf_counter() - started) * 1000, out
