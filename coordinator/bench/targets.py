@@ -196,7 +196,7 @@ async def spawn_kgc(work_dir: Path, *, fsync: str = "always", data_dir: str | No
     own_dir = data_dir is None
     # A given data dir is reused across runs: the cleaner must not rewrite it.
     cleaner = own_dir
-    if own_dir:
+    if data_dir is None:
         data_dir = tempfile.mkdtemp(prefix="kgc-data-", dir=work_dir)
     port = free_port()
     log_path = work_dir / f"kgc-{port}.log"
