@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 import shutil
 
 import pytest
@@ -12,11 +14,12 @@ from coordinator.group.shard import GroupShard
 from coordinator.offline.cli import main
 from coordinator.offline.compact import CompactionRefused
 from coordinator.offline.findings import FindingType
-from coordinator.offline.job import Options
+from coordinator.offline.job import Options, PartitionResult
 from coordinator.offline.runner import audit, compact
 from coordinator.offline.scan import PartitionScan, segment_files
 from coordinator.offline.state import replay_state
 from coordinator.runtime.loader import KafkaRecordSerde, load_partition
+from storage.compaction import CompactionStats
 from storage.file_store import FileLogStore, partition_dirs
 from tests.support.audit_logs import CLEAN, DAY_MS
 from tests.support.clock import ManualClock
@@ -159,3 +162,13 @@ def test_an_adopted_group_deleted_on_kgc_stays_adopted_through_compaction(tmp_pa
 
     shard = asyncio.run(load())
     assert shard.knows("moved") and not shard.groups and not shard.offsets.committed
+
+
+def test_a_partition_result_with_its_compaction_survives_pickling():
+    """Spark returns each task's result pickled; compiled, the frozen CompactionStats must
+    be rebuilt through its constructor, not field by field."""
+    stats = CompactionStats(records_before=10, records_after=4, batches_before=3, batches_after=2, bytes_before=900,
+                            bytes_after=400, segments_written=2)
+    result = PartitionResult(7, records=10, compaction=stats)
+    assert pickle.loads(pickle.dumps(result)) == result
+    assert copy.copy(stats) == stats
