@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 import uuid
 import zlib
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka.protocol.api_key import ApiKey
 
@@ -74,12 +75,12 @@ from coordinator.service.cleaner_schedule import CleanerSchedule
 from coordinator.service.deleted_topics import DeletedTopics
 from coordinator.service.group_coordinator import GroupCoordinatorService
 from coordinator.service.group_stats import GroupStatsSampler
-from coordinator.settings import DEFAULT_NODE_ID, ServerConfig
+from coordinator.settings import DEFAULT_NODE_ID, ConfigError, ServerConfig
 from coordinator.txn.commits import COMMIT_FOLLOW_MS, TransactionalCommits
 from coordinator.txn.participant import ParticipantTopic
 from coordinator.txn.tailer import MarkerTailer
 from protocol.api_keys import TXN_OFFSET_COMMIT_VERSIONS, local_versions
-from storage.api import StorageError
+from storage.api import LogStore, StorageError
 from storage.clock import wall_clock_ms
 from storage.file_store import FileLogStore, NoPartitionOpens
 from storage.memory_store import MemoryLogStore
@@ -89,6 +90,8 @@ log = logging.getLogger(__name__)
 DRAIN_POLL_S = 0.01
 BACKGROUND_STOP_S = 1.0  # a background job that ignores its cancel is left behind after this
 STATE_WAIT_LOG_S = 10.0  # how often a start waiting for the replicated store's upstream says so
+
+T = TypeVar("T")
 
 
 def new_member_id(prefix: str) -> str:
@@ -104,16 +107,42 @@ def _reason(exc: OSError) -> str:
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
 
 
+def _needed(value: T | None, setting: str) -> T:
+    """A setting `settings.check` requires where this reads it: None here is a config that
+    was never checked."""
+    if value is None:
+        raise ConfigError(f"{setting} is not set")
+    return value
+
+
+def started(value: T | None, what: str) -> T:
+    """What `KgcApp.start` makes, read where it must be made already: by a callback start
+    wires, or by its caller once start has returned."""
+    if value is None:
+        raise RuntimeError(f"{what} is missing: KgcApp.start has not made it")
+    return value
+
+
+async def _committed_offsets(runtime: CoordinatorRuntime) -> dict[str, dict[tuple[str, int], int]]:
+    found: dict[str, dict[tuple[str, int], int]] = {}
+    outcomes = await asyncio.gather(*(runtime.read(p, committed_offsets) for p in range(runtime.num_partitions)),
+                                    return_exceptions=True)
+    for outcome in outcomes:
+        if not isinstance(outcome, BaseException):   # a partition not active now is skipped this time
+            found.update(outcome)
+    return found
+
+
 class KgcApp:
-    def __init__(self, config: ServerConfig, *, clock=wall_clock_ms):
+    def __init__(self, config: ServerConfig, *, clock: Callable[[], int] = wall_clock_ms):
         self.config = config
         self._clock = clock
-        self.store = None
+        self.store: LogStore | None = None
         self._state_cluster: UpstreamCluster | None = None     # the replicated store's own connections
         self.ownership: Ownership | None = None
         self._node_id = config.node_id
-        self.runtime = None
-        self.service = None
+        self.runtime: CoordinatorRuntime | None = None
+        self.service: GroupCoordinatorService | None = None
         self.listeners: list[Listener] = []
         self.cluster: UpstreamCluster | None = None
         self.upstream_groups: UpstreamGroups | None = None
@@ -144,7 +173,7 @@ class KgcApp:
         self._tls_stop = asyncio.Event()
         self._tls_reloader: asyncio.Task | None = None
 
-    def _make_store(self):
+    def _make_store(self) -> LogStore:
         cfg = self.config
         if cfg.store == "replicated":
             if cfg.data_dir is not None:
@@ -165,18 +194,19 @@ class KgcApp:
         cfg = self.config
         if cfg.http_port is not None:
             # First: liveness answers while the log opens, readiness says it is not ready.
-            self.http = HttpServer(self, cfg.http_host, cfg.http_port, **self._http_security())
+            tls, token = self._http_security()
+            self.http = HttpServer(self, cfg.http_host, cfg.http_port, tls=tls, token=token)
             try:
                 await self.http.start()
             except OSError as exc:
                 raise CannotStart(f"cannot serve HTTP on {cfg.http_host}:{cfg.http_port}: {_reason(exc)}; set "
                                    "http_port (--http-port, KGC_HTTP_PORT; 0: any free port) or http_host") from None
         self._start_tls()
-        self.store = self._make_store()
+        store = self.store = self._make_store()
         try:
             if self._state_cluster is not None:
-                await self._reach_state_topic()
-            await self.store.open()
+                await self._reach_state_topic(self._state_cluster)
+            await store.open()
         except OSError as exc:
             raise CannotStart(f"cannot open the data dir {cfg.data_dir}: {_reason(exc)}; set data_dir (--data-dir, "
                               "KGC_DATA_DIR) to a directory kgc may write") from None
@@ -189,10 +219,11 @@ class KgcApp:
         # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).
         shards = group_shard_factory(cfg.group, self._clock, new_member_id, self._topics, stopwatch=time.perf_counter)
         # Replicated: the partitions this instance owns come from the ownership group, later.
-        self.runtime = CoordinatorRuntime(self.store, cfg.group.num_partitions, clock=self._clock,
-                                          shard_factory=shards, owned=() if cfg.store == "replicated" else None,
-                                          answer_timeout_s=cfg.offsets_commit_timeout_ms / 1000)
-        await self.runtime.start()
+        runtime = self.runtime = CoordinatorRuntime(store, cfg.group.num_partitions, clock=self._clock,
+                                                    shard_factory=shards,
+                                                    owned=() if cfg.store == "replicated" else None,
+                                                    answer_timeout_s=cfg.offsets_commit_timeout_ms / 1000)
+        await runtime.start()
         try:
             bootstrap = self._listener(cfg.port, None)
         except OSError as exc:
@@ -204,38 +235,40 @@ class KgcApp:
         adoption = None
         if self.cluster is not None and cfg.adopt_from_upstream:
             self.upstream_groups = UpstreamGroups(self.cluster)
-            adoption = self.adoption = Adoption(self.runtime, self.upstream_groups, clock=self._clock,
+            adoption = self.adoption = Adoption(runtime, self.upstream_groups, clock=self._clock,
                                                 default_wait_ms=cfg.group.consumer_session_timeout_ms)
         versions = dict(local_versions(cfg.min_group_api_versions))
+        note_topics = None
         if self.cluster is not None and cfg.delete_offsets_of_deleted_topics:
-            self.deleted_topics = DeletedTopics(self.runtime)
+            self.deleted_topics = DeletedTopics(runtime)
             self.cluster.on_topics_deleted(self.deleted_topics.on_deleted)
+            note_topics = self.cluster.learn_topics
         if self.cluster is not None:
             # Exactly-once clients: the upstream's transaction coordinator decides (coordinator/txn).
             self.participant = ParticipantTopic(self.cluster, cfg.group.num_partitions)
             # With several instances a client stuck on a dead owner (librdkafka#5511) is told
             # to look again only once the others have taken its partitions over.
             follow_ms = COMMIT_FOLLOW_MS + (cfg.ownership_session_timeout_ms if cfg.store == "replicated" else 0)
-            self.transactions = TransactionalCommits(self.runtime, self.participant,
+            self.transactions = TransactionalCommits(runtime, self.participant,
                                                      partial(MarkerTailer, self.participant),
                                                      commit_follow_ms=follow_ms)
             versions[ApiKey.TxnOffsetCommit] = TXN_OFFSET_COMMIT_VERSIONS
-        if cfg.store == "replicated":
+        if isinstance(store, ReplicatedLogStore):
             me = Instance(node.node_id, node.host, node.port, cfg.broker_port_base, tuple(cfg.broker_ports))
-            self.ownership = Ownership(self._state_cluster, f"{cfg.state_topic}.owners", me,
-                                       cfg.group.num_partitions, self._own,
-                                       session_timeout_ms=cfg.ownership_session_timeout_ms)
+            ownership = self.ownership = Ownership(store.topic.cluster, f"{cfg.state_topic}.owners", me,
+                                                   cfg.group.num_partitions, self._own,
+                                                   session_timeout_ms=cfg.ownership_session_timeout_ms)
             if gateway is not None:
                 gateway.address_for = self.broker_address
                 gateway.coordinators = self._coordinator_nodes
                 if gateway.offsets_topic is not None:
                     gateway.offsets_topic.owner_node = self._owner_node
                     gateway.offsets_topic.serves = self._serves_offsets
-            self.store.owns = self.ownership.holds
-            self.runtime.serving = self.ownership.serving
-        self.service = GroupCoordinatorService(self.runtime, node, adoption, self.transactions, self._learn_topics,
+            store.owns = ownership.holds
+            runtime.serving = ownership.serving
+        self.service = GroupCoordinatorService(runtime, node, adoption, self.transactions, self._learn_topics,
                                                locate=self._locate if self.ownership is not None else None,
-                                               note_topics=self.cluster.learn_topics if self.deleted_topics else None)
+                                               note_topics=note_topics)
         answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
                                       principals=PrincipalMapper(cfg.ssl_principal_mapping_rules),
@@ -249,15 +282,16 @@ class KgcApp:
             self.cluster.start()
             if self.upstream_acls is not None:
                 self.upstream_acls.start()
-            self.log_ends = LogEnds(self.cluster)
-            self._lag_task = asyncio.get_running_loop().create_task(self._keep_log_ends_fresh(), name="log-ends")
-            if self.participant is not None:
-                self._txn_task = asyncio.get_running_loop().create_task(self._resume_transactions(),
-                                                                        name="txn-resume")
-        if isinstance(self.store, FileLogStore) and cfg.cleaner_interval_ms > 0:
-            self.cleaner = CleanerSchedule(self.store, self.runtime, cfg.cleaner_interval_ms)
+            log_ends = self.log_ends = LogEnds(self.cluster)
+            self._lag_task = asyncio.get_running_loop().create_task(
+                self._keep_log_ends_fresh(runtime, self.cluster, log_ends), name="log-ends")
+            if self.participant is not None and self.transactions is not None:
+                self._txn_task = asyncio.get_running_loop().create_task(
+                    self._resume_transactions(self.cluster, self.participant, self.transactions), name="txn-resume")
+        if isinstance(store, FileLogStore) and cfg.cleaner_interval_ms > 0:
+            self.cleaner = CleanerSchedule(store, runtime, cfg.cleaner_interval_ms)
             self.cleaner.start()
-        self.sampler = GroupStatsSampler(self.runtime, cfg.metrics_sample_interval_ms, self.cluster)
+        self.sampler = GroupStatsSampler(runtime, cfg.metrics_sample_interval_ms, self.cluster)
         self.sampler.start()
 
     def _committed_topics(self) -> CommittedTopics | None:
@@ -278,35 +312,39 @@ class KgcApp:
 
     def _locate(self, group_id: str) -> CoordinatorNode | None:
         # A lapsed instance's map may be stale: COORDINATOR_NOT_AVAILABLE, and the client asks again.
-        owner = self.ownership.owner(group_id) if self.ownership.serving() else None
+        ownership = started(self.ownership, "the ownership")
+        owner = ownership.owner(group_id) if ownership.serving() else None
         return None if owner is None else CoordinatorNode(owner.node_id, owner.host, owner.port)
 
     def _coordinator_nodes(self) -> tuple[Broker, ...]:
         """Every live instance's coordinator node (store replicated), this one's first: a
         FindCoordinator may name any of them, and clients keep only brokers Metadata lists."""
-        own = self._plan.coordinator
-        return (own, *(Broker(i.node_id, i.host, i.port) for i in self.ownership.members if i.node_id != own.node_id))
+        own = started(self._plan, "the listener plan").coordinator
+        members = started(self.ownership, "the ownership").members
+        return (own, *(Broker(i.node_id, i.host, i.port) for i in members if i.node_id != own.node_id))
 
     def _owner_node(self, partition: int) -> int | None:
-        owner = self.ownership.owners.get(partition)
+        owner = started(self.ownership, "the ownership").owners.get(partition)
         return None if owner is None else owner.node_id
 
     def _serves_offsets(self, partition: int) -> bool:
         """Whether this instance answers a read of `__consumer_offsets` partition `partition`:
         it owns it and has loaded it (what it holds in memory is the whole partition)."""
-        return self.ownership.holds(partition) and self.runtime.partition_state(partition) is PartitionState.ACTIVE
+        return (started(self.ownership, "the ownership").holds(partition)
+                and started(self.runtime, "the runtime").partition_state(partition) is PartitionState.ACTIVE)
 
     def broker_address(self, node_id: int) -> tuple[str, int]:
         """Where clients reach upstream node `node_id` (store replicated): the listener of the
         instance every instance names for it; this one's own before the first generation."""
-        instance = self.ownership.broker_instance(node_id) if node_id != self._node_id else None
+        ownership = started(self.ownership, "the ownership")
+        instance = ownership.broker_instance(node_id) if node_id != self._node_id else None
         if instance is None:
-            return self._plan.listener_address(node_id)
+            return started(self._plan, "the listener plan").listener_address(node_id)
         return instance.host, instance.broker_port(node_id)
 
     async def _own(self, partitions: frozenset[int]) -> None:
         """The ownership's answer: release what moved away (drained), load what came here."""
-        runtime = self.runtime
+        runtime = started(self.runtime, "the runtime")
         # A partition that failed here (fenced while this instance was paused, say) and is
         # given back is taken again, not left failed.
         failed = {p for p in partitions & runtime.owned if runtime.partition_state(p) is PartitionState.FAILED}
@@ -324,36 +362,39 @@ class KgcApp:
                 if runtime.partition_state(p) is PartitionState.ACTIVE:
                     await self.transactions.resume_partition(p)
 
-    async def _reach_state_topic(self) -> None:
+    async def _reach_state_topic(self, cluster: UpstreamCluster) -> None:
         """The replicated store reads every partition before kgc serves: wait for the upstream."""
-        self._state_cluster.start()
+        cluster.start()
         while True:
             try:
-                await asyncio.wait_for(self._state_cluster.wait_reachable(), STATE_WAIT_LOG_S)
+                await asyncio.wait_for(cluster.wait_reachable(), STATE_WAIT_LOG_S)
                 return
             except TimeoutError:
-                log.warning("store replicated: waiting for the upstream cluster (%s)", self._state_cluster.status)
+                log.warning("store replicated: waiting for the upstream cluster (%s)", cluster.status)
 
-    def _http_security(self) -> dict:
+    def _http_security(self) -> tuple[ssl.SSLContext | None, str | None]:
+        """The HTTP server's TLS context and bearer token, each None when not configured."""
         cfg = self.config
-        security = {}
+        tls = token = None
         if cfg.http_tls_cert_file is not None:
-            security["tls"] = ServerTls(ServerTlsFiles(cfg.http_tls_cert_file, cfg.http_tls_key_file)).context
+            key_file = _needed(cfg.http_tls_key_file, "http_tls_key_file")
+            tls = ServerTls(ServerTlsFiles(cfg.http_tls_cert_file, key_file)).context
         if cfg.http_auth_token_file is not None:
             with open(cfg.http_auth_token_file) as f:
-                security["token"] = f.read().strip()
-        return security
+                token = f.read().strip()
+        return tls, token
 
     def _start_tls(self) -> None:
         """The listeners' TLS (files checked now: a bad one stops the start), reloaded on change."""
         cfg = self.config
         if not cfg.tls:
             return
-        self.tls = ServerTls(ServerTlsFiles(cfg.tls_cert_file, cfg.tls_key_file, cfg.tls_client_ca_file,
-                                            cfg.tls_client_auth))
+        tls = self.tls = ServerTls(ServerTlsFiles(_needed(cfg.tls_cert_file, "tls_cert_file"),
+                                                  _needed(cfg.tls_key_file, "tls_key_file"),
+                                                  cfg.tls_client_ca_file, cfg.tls_client_auth))
         if cfg.tls_reload_interval_ms > 0:
             async def reload() -> None:
-                self.tls.reload_if_changed()
+                tls.reload_if_changed()
             self._tls_reloader = asyncio.get_running_loop().create_task(
                 run_every(cfg.tls_reload_interval_ms, self._tls_stop, reload, "TLS certificate reload"))
 
@@ -361,11 +402,12 @@ class KgcApp:
         cfg = self.config
         if cfg.upstream_sasl_mechanism is None:
             return None
-        with open(cfg.upstream_sasl_password_file) as f:
+        with open(_needed(cfg.upstream_sasl_password_file, "upstream_sasl_password_file")) as f:
             password = f.read().rstrip("\n")
-        return UpstreamLogin(cfg.upstream_sasl_mechanism, cfg.upstream_sasl_username, password)
+        username = _needed(cfg.upstream_sasl_username, "upstream_sasl_username")
+        return UpstreamLogin(cfg.upstream_sasl_mechanism, username, password)
 
-    def _upstream_tls(self):
+    def _upstream_tls(self) -> ssl.SSLContext | None:
         cfg = self.config
         if cfg.upstream_security_protocol != "ssl":
             return None
@@ -381,10 +423,13 @@ class KgcApp:
                 log.warning("authorizer none: every authenticated client may use every group")
             return None
         if cfg.authorizer == "upstream":
+            if self.cluster is None:
+                raise ConfigError("authorizer upstream reads the upstream cluster's ACLs: set upstream")
             self.upstream_acls = UpstreamAcls(self.cluster, frozenset(cfg.super_users),
                                               cfg.allow_everyone_if_no_acl_found, cfg.acl_refresh_interval_ms)
             return self.upstream_acls
-        return FileAuthorizer(cfg.acl_file, frozenset(cfg.super_users), cfg.allow_everyone_if_no_acl_found)
+        return FileAuthorizer(_needed(cfg.acl_file, "acl_file"), frozenset(cfg.super_users),
+                              cfg.allow_everyone_if_no_acl_found)
 
     def _sasl_settings(self) -> SaslSettings | PassthroughSettings | None:
         cfg = self.config
@@ -394,27 +439,20 @@ class KgcApp:
             return PassthroughSettings(cfg.sasl_mechanisms, cfg.sasl_oauthbearer_sub_claim_name)
         if cfg.security_protocol == "sasl_plaintext" and "PLAIN" in cfg.sasl_mechanisms:
             log.warning("PLAIN over sasl_plaintext: passwords cross the network in clear text")
-        return SaslSettings(mechanisms=cfg.sasl_mechanisms, credentials=CredentialStore(cfg.sasl_credentials_file),
+        credentials = CredentialStore(_needed(cfg.sasl_credentials_file, "sasl_credentials_file"))
+        return SaslSettings(mechanisms=cfg.sasl_mechanisms, credentials=credentials,
                             max_reauth_ms=cfg.sasl_max_reauth_ms, failure_delay_ms=cfg.sasl_failure_delay_ms)
 
-    async def _keep_log_ends_fresh(self) -> None:
-        await self.runtime.wait_loaded()
-        await self.cluster.wait_reachable()
-        await keep_fresh(self.log_ends, self._committed_offsets, self.config.lag_refresh_interval_ms,
-                         self._lag_stopping, self._publish_lag)
+    async def _keep_log_ends_fresh(self, runtime: CoordinatorRuntime, cluster: UpstreamCluster,
+                                   log_ends: LogEnds) -> None:
+        await runtime.wait_loaded()
+        await cluster.wait_reachable()
+        await keep_fresh(log_ends, partial(_committed_offsets, runtime), self.config.lag_refresh_interval_ms,
+                         self._lag_stopping, partial(self._publish_lag, log_ends))
 
-    async def _committed_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
-        found: dict[str, dict[tuple[str, int], int]] = {}
-        outcomes = await asyncio.gather(*(self.runtime.read(p, committed_offsets)
-                                          for p in range(self.runtime.num_partitions)), return_exceptions=True)
-        for outcome in outcomes:
-            if not isinstance(outcome, BaseException):   # a partition not active now is skipped this time
-                found.update(outcome)
-        return found
-
-    def _publish_lag(self, committed: dict[str, dict[tuple[str, int], int]]) -> None:
+    def _publish_lag(self, log_ends: LogEnds, committed: Mapping[str, Mapping[tuple[str, int], int]]) -> None:
         rows = [metrics.LagRow(group, topic, partition,
-                               partition_lag(offset, *self.log_ends.end_and_error((topic, partition))).value)
+                               partition_lag(offset, *log_ends.end_and_error((topic, partition))).value)
                 for group, by_partition in committed.items() for (topic, partition), offset in by_partition.items()]
         metrics.consumer_lag(rows, per_partition=self.config.lag_metrics_per_partition)
 
@@ -465,12 +503,12 @@ class KgcApp:
             return
         for node_id in sorted(change.added - self._broker_listeners.keys()):
             try:
-                listener = self._listener(self._plan.listener_port(node_id), node_id)
+                listener = self._listener(started(self._plan, "the listener plan").listener_port(node_id), node_id)
             except (OSError, ValueError) as exc:
                 log.error("cannot open a listener for upstream broker %d: %s", node_id, exc)
                 continue
             self._broker_listeners[node_id] = listener
-            asyncio.get_running_loop().create_task(listener.serve(self._dispatcher))
+            asyncio.get_running_loop().create_task(listener.serve(started(self._dispatcher, "the dispatcher")))
 
     async def _stop_lag(self) -> None:
         self._lag_stopping.set()
@@ -490,15 +528,16 @@ class KgcApp:
         """Upstream broker node id -> the port of kgc's listener for it, as opened so far."""
         return {node: listener.port for node, listener in self._broker_listeners.items()}
 
-    async def _resume_transactions(self) -> None:
+    async def _resume_transactions(self, cluster: UpstreamCluster, participant: ParticipantTopic,
+                                   transactions: TransactionalCommits) -> None:
         """Once upstream answers: the participant topic exists (created if missing), and
         every group partition's undecided transactions are tailed again."""
         backoff_s = 0.5
         while True:
-            await self.cluster.wait_reachable()
+            await cluster.wait_reachable()
             try:
-                await self.participant.ensure()
-                await self.transactions.resume()
+                await participant.ensure()
+                await transactions.resume()
                 return
             except Exception as exc:
                 log.warning("exactly-once support not ready (retrying): %s", exc)

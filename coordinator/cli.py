@@ -58,8 +58,9 @@ def _describe_from_help(parser: argparse.ArgumentParser) -> None:
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help for choice in action._choices_actions}
             for name, sub in action.choices.items():
-                if sub.description is None and helps.get(name):
-                    sub.description = helps[name][0].upper() + helps[name][1:] + "."
+                text = helps.get(name)
+                if sub.description is None and text:
+                    sub.description = text[0].upper() + text[1:] + "."
                 _describe_from_help(sub)
 
 

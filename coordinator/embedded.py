@@ -125,7 +125,7 @@ class EmbeddedBroker:
         url = f"tcp://{self.host}:{self.port}"
         advertised = f"tcp://{self.host}:{self.advertised_port}"
         with open(self.log_path, "ab") as out:
-            self._process = subprocess.Popen(
+            process = self._process = subprocess.Popen(
                 [binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                  "--storage-engine", "memory://tansu/"],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
@@ -133,20 +133,20 @@ class EmbeddedBroker:
                 # group) reaches kgc only, and kgc stops the broker after its own stop.
                 start_new_session=True)
         try:
-            self._wait_ready(ready_timeout_s)
+            self._wait_ready(process, ready_timeout_s)
         except BaseException:
             self.stop()
             raise
         log.info("embedded upstream: Tansu broker (pid %d, node %d) on %s, memory storage, log %s",
-                 self._process.pid, self.node_id, self.bootstrap, self.log_path)
+                 process.pid, self.node_id, self.bootstrap, self.log_path)
         return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def _wait_ready(self, process: subprocess.Popen, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         last_error: Exception | None = None
         while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"tansu exited with {self._process.returncode}: {self.log_text()}")
+            if process.poll() is not None:
+                raise RuntimeError(f"tansu exited with {process.returncode}: {self.log_text()}")
             try:
                 versions = request_response(self.address, ApiVersionsRequest[0](), ApiVersionsResponse,
                                             client_id="kgc-embedded")

@@ -39,7 +39,7 @@ Headers = tuple[tuple[str, bytes | None], ...]
 PAD = 64   # zero bytes a scanned buffer ends with: any fixed-width read (a batch header at most) fits
 
 
-def padded(chunks: list[bytes]) -> np.ndarray:
+def padded(chunks: list[bytes | memoryview]) -> np.ndarray:
     """The chunks one after another, then PAD zero bytes (one copy)."""
     return np.frombuffer(b"".join([*chunks, bytes(PAD)]), np.uint8)
 

@@ -185,13 +185,21 @@ class Comparison:
         return self.mine.median / self.other.median
 
     @property
+    def better(self) -> str:
+        """"lower" or "higher", as the rows (kgc's first) say."""
+        row = self.mine or self.other
+        if row is None:
+            raise ValueError(f"a comparison of {self.metric} with no row on either side")
+        return row.better
+
+    @property
     def verdict(self) -> str:
         ratio = self.ratio
         if ratio is None:
             return "n/a"
         if ratio == 1:
             return "same"
-        kgc_wins = ratio < 1 if self.mine.better == "lower" else ratio > 1
+        kgc_wins = ratio < 1 if self.better == "lower" else ratio > 1
         return "kgc better" if kgc_wins else "kgc worse"
 
 

@@ -61,6 +61,6 @@ class Context:
     repeat: int = 1                # which of the workload's runs on this target (from 1)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
-    def group_name(self, workload: str, index: int) -> str:
+    def group_name(self, workload: str, index: int | str) -> str:
         return f"bench-{workload}-{self.run_id}-{index}"
 

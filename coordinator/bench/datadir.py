@@ -71,8 +71,8 @@ async def generate(path: Path, total_records: int, *, groups: int = GROUPS,
                 count = min(partitions_per_group, total_records - written)
                 if count <= 0:
                     break
-                value = records.serialize_value(records.OffsetCommitValue(offset, -1, "", now_ms))
-                await append(placement[name], [LogRecord(r.key, value, r.headers) for r in keys[name][:count]])
+                commit = records.serialize_value(records.OffsetCommitValue(offset, -1, "", now_ms))
+                await append(placement[name], [LogRecord(r.key, commit, r.headers) for r in keys[name][:count]])
                 written += count
         await asyncio.gather(*pending)
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from coordinator.bench import messages
 from coordinator.bench.wire import BenchConnection
@@ -47,6 +48,17 @@ def _error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return str(code)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A settled phase: its generation, and when (perf_counter ns) its first request and
+    its last JoinGroup were sent and it settled."""
+
+    generation: int
+    first_ns: int
+    last_join_ns: int
+    settled_ns: int
 
 
 class Phase:
@@ -89,6 +101,13 @@ class Phase:
         generations = sorted(set(self.synced.values()))
         return f"{len(self.synced)}/{len(self.expected)} synced, generations {generations}"
 
+    def result(self) -> Settled:
+        """What the phase measured, once it has settled."""
+        if (self.generation is None or self.first_ns is None or self.last_join_ns is None
+                or self.settled_ns is None):
+            raise BenchError(f"phase not settled, or settled with no JoinGroup sent in it ({self.progress()})")
+        return Settled(self.generation, self.first_ns, self.last_join_ns, self.settled_ns)
+
 
 class Member:
     """An eager classic member: whatever it held is given up at every rebalance, and the
@@ -108,7 +127,8 @@ class Member:
         self.leader_id = ""
         self.phase: Phase | None = None
         self.joins_sent = 0
-        self._stopping = False
+        # Set by `stop` from another task while `run` awaits.
+        self._stopping = asyncio.Event()
         self._metadata = messages.subscription(TOPIC)
 
     async def _call(self, request) -> bytes:
@@ -188,16 +208,16 @@ class Member:
         """Find the coordinator, join, then heartbeat and rejoin whenever told to, until `stop()`."""
         await self.find_coordinator()
         await self.join_and_sync()
-        while not self._stopping:
+        while not self._stopping.is_set():
             await asyncio.sleep(self.heartbeat_interval_s)
-            if self._stopping:
+            if self._stopping.is_set():
                 return
             code = await self.heartbeat()
             if code != ErrorCode.NONE and not await self._carry_on(code, "Heartbeat"):
                 await self.join_and_sync()
 
     def stop(self) -> None:
-        self._stopping = True
+        self._stopping.set()
 
     async def leave(self) -> int:
         leave = messages.decode_leave(await self._call(messages.leave_request(self.group, self.member_id)))
@@ -225,8 +245,8 @@ class Swarm:
                     done, _ = await asyncio.wait(pending | set(self.tasks.values()),
                                                  return_when=asyncio.FIRST_COMPLETED)
                     for task in done:
-                        if task not in waiters and task.exception() is not None:
-                            raise task.exception()
+                        if task not in waiters and (failure := task.exception()) is not None:
+                            raise failure
                         if task not in waiters:
                             self.tasks = {m: t for m, t in self.tasks.items() if t is not task}
                     pending -= done

@@ -39,7 +39,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from coordinator.bench import messages
 from coordinator.bench.cooperative import CooperativeMember
@@ -55,6 +57,7 @@ TOPIC = "bench-kip848"
 TIMEOUT_S = 120.0
 _ERROR_CODE = struct.Struct(">h")
 _HB = ConsumerGroupHeartbeatRequest
+_T = TypeVar("_T")
 
 
 class ConsumerProtocolMember:
@@ -118,17 +121,16 @@ class ConsumerProtocolGroup:
         self.target, self.group, self.partitions, self.interval_ms = target, group, partitions, interval_ms
         self.members: list[ConsumerProtocolMember] = []
         self.tasks: dict[ConsumerProtocolMember, asyncio.Task] = {}
-        self.settled_at: float | None = None
-        self._settled = asyncio.Event()
+        # What `settle` waits for: when (perf_counter) the group is next seen settled.
+        self._settled: asyncio.Future[float] | None = None
 
     def _check(self) -> None:
         counts = [sum(len(ps) for ps in m.owned.values()) for m in self.members]
         held = [(t, p) for m in self.members for t, ps in m.owned.items() for p in ps]
         if (len({m.epoch for m in self.members}) == 1 and sum(counts) == self.partitions == len(set(held))
                 and max(counts) - min(counts) <= 1):
-            if not self._settled.is_set():
-                self.settled_at = time.perf_counter()
-                self._settled.set()
+            if self._settled is not None and not self._settled.done():
+                self._settled.set_result(time.perf_counter())
 
     async def add(self, n: int) -> None:
         for _ in range(n):
@@ -137,16 +139,14 @@ class ConsumerProtocolGroup:
             self.tasks[member] = asyncio.create_task(member.run())
 
     async def settle(self) -> float:
-        self._settled.clear()
-        self.settled_at = None
-        waiter = asyncio.create_task(self._settled.wait())
+        settled = self._settled = asyncio.get_running_loop().create_future()
         async with asyncio.timeout(TIMEOUT_S):
-            done, _ = await asyncio.wait([waiter, *self.tasks.values()], return_when=asyncio.FIRST_COMPLETED)
-        if waiter not in done:
-            waiter.cancel()
+            done, _ = await asyncio.wait([settled, *self.tasks.values()], return_when=asyncio.FIRST_COMPLETED)
+        if not settled.done():
             for task in done:
                 task.result()
-        return self.settled_at
+            raise BenchError(f"[group={self.group}] a member stopped before the group settled")
+        return settled.result()
 
     async def remove_one(self) -> None:
         member = self.members.pop()
@@ -197,10 +197,10 @@ async def classic_rebalances(target: Target, members: int, interval_ms: int, gro
             m.phase = first
         swarm.start()
         await swarm.until([first], TIMEOUT_S)
-        grown, started = await swarm.one_joins(everyone[members], first.generation + 1, TIMEOUT_S)
-        absorbed = (grown.settled_ns - started) / 1e6
-        shrunk, left_ns = await swarm.one_leaves(grown.generation + 1, TIMEOUT_S)
-        return absorbed, (shrunk.settled_ns - left_ns) / 1e6
+        joined, started = await swarm.one_joins(everyone[members], first.result().generation + 1, TIMEOUT_S)
+        grown = joined.result()
+        left, left_ns = await swarm.one_leaves(grown.generation + 1, TIMEOUT_S)
+        return (grown.settled_ns - started) / 1e6, (left.result().settled_ns - left_ns) / 1e6
     finally:
         await swarm.close()
 
@@ -259,7 +259,7 @@ def assignor_times(members: int, partitions: int, topics: int = 20) -> list[tupl
     same = [AssignmentMember(f"member-{i:05d}", None, frozenset(ids)) for i in range(members)]
     mixed = [AssignmentMember(f"member-{i:05d}", None, frozenset(ids[:1 + i % topics])) for i in range(members)]
 
-    def timed(run) -> tuple[float, object]:
+    def timed(run: Callable[[], _T]) -> tuple[float, _T]:
         started = time.perf_counter()
         out = run()
         return (time.perf_counter() - started) * 1000, out

@@ -73,8 +73,7 @@ def table(comparisons: list[Comparison], mine: str, other_label: str) -> str:
     for c in comparisons:
         mine_config = c.mine.config if c.mine else ""
         ratio = f"{c.ratio:.3g}" if c.ratio is not None else "n/a"
-        better = (c.mine or c.other).better
-        lines.append(f"| {c.metric} ({better} is better) | {mine_config} | {_cell(c.mine)} | {_cell(c.other)} "
+        lines.append(f"| {c.metric} ({c.better} is better) | {mine_config} | {_cell(c.mine)} | {_cell(c.other)} "
                      f"| {ratio} | {c.verdict} | {issue_target(c.mine)} |")
     return "\n".join(lines)
 

@@ -131,7 +131,8 @@ class Target:
             conn.close()
 
 
-async def probe_api_versions(host: str, port: int, tls=None) -> dict[int, tuple[int, int]]:
+async def probe_api_versions(host: str, port: int,
+                             tls: ssl.SSLContext | None = None) -> dict[int, tuple[int, int]]:
     conn = await BenchConnection.open(host, port, timeout_s=2.0, tls=tls)
     try:
         cid = conn.next_correlation_id()
@@ -144,7 +145,7 @@ async def probe_api_versions(host: str, port: int, tls=None) -> dict[int, tuple[
 
 async def wait_ready(host: str, port: int, process: subprocess.Popen | None, name: str,
                      timeout_s: float = READY_TIMEOUT_S, log_path: Path | None = None,
-                     tls=None) -> dict[int, tuple[int, int]]:
+                     tls: ssl.SSLContext | None = None) -> dict[int, tuple[int, int]]:
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -195,7 +196,7 @@ async def spawn_kgc(work_dir: Path, *, fsync: str = "always", data_dir: str | No
     own_dir = data_dir is None
     # A given data dir is reused across runs: the cleaner must not rewrite it.
     cleaner = own_dir
-    if own_dir:
+    if data_dir is None:
         data_dir = tempfile.mkdtemp(prefix="kgc-data-", dir=work_dir)
     port = free_port()
     log_path = work_dir / f"kgc-{port}.log"

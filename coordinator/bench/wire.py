@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -54,14 +55,17 @@ class Template:
 class BenchConnection(asyncio.Protocol):
     def __init__(self) -> None:
         self._reader = FrameReader(MAX_RESPONSE_BYTES)
-        self._waiting: collections.deque[tuple[int, asyncio.Future[bytes]]] = collections.deque()
+        # Each request's correlation id, and who takes its answer: a `send`'s future, or the
+        # running `repeat`.
+        self._waiting: collections.deque[tuple[int, asyncio.Future[bytes] | _Repeat]] = collections.deque()
         self._transport: asyncio.Transport | None = None
         self._failure: Exception | None = None
         self._next_id = 0
         self._repeating: _Repeat | None = None
 
     @classmethod
-    async def open(cls, host: str, port: int, timeout_s: float = 10.0, tls=None) -> BenchConnection:
+    async def open(cls, host: str, port: int, timeout_s: float = 10.0,
+                   tls: ssl.SSLContext | None = None) -> BenchConnection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
             _transport, conn = await loop.create_connection(cls, host, port, ssl=tls)
@@ -80,15 +84,15 @@ class BenchConnection(asyncio.Protocol):
             if not self._waiting:
                 self._fail(WireError("a response arrived with no request waiting"))
                 return
-            expected, future = self._waiting.popleft()
+            expected, waiter = self._waiting.popleft()
             got = _CORRELATION_ID.unpack_from(payload, 0)[0]
             if got != expected:
                 self._fail(WireError(f"correlation id {got} answered request {expected}"))
                 return
-            if future is None:
-                self._repeat_answered(payload)
-            elif not future.done():
-                future.set_result(payload)
+            if isinstance(waiter, _Repeat):
+                self._repeat_answered(waiter, payload)
+            elif not waiter.done():
+                waiter.set_result(payload)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(WireError(f"connection lost: {exc or 'closed by peer'}"))
@@ -97,9 +101,9 @@ class BenchConnection(asyncio.Protocol):
         if self._failure is None:
             self._failure = error
         while self._waiting:
-            _cid, future = self._waiting.popleft()
-            if future is not None and not future.done():
-                future.set_exception(self._failure)
+            _cid, waiter = self._waiting.popleft()
+            if not isinstance(waiter, _Repeat) and not waiter.done():
+                waiter.set_exception(self._failure)
         if self._repeating is not None and not self._repeating.done.done():
             self._repeating.done.set_exception(self._failure)
         if self._transport is not None:
@@ -115,7 +119,7 @@ class BenchConnection(asyncio.Protocol):
             raise self._failure
         future = asyncio.get_running_loop().create_future()
         self._waiting.append((correlation_id, future))
-        self._transport.write(frame)
+        self._write(frame)
         return future
 
     def repeat(self, template: Template, until: float,
@@ -129,25 +133,28 @@ class BenchConnection(asyncio.Protocol):
             raise WireError("repeat needs an idle connection")
         done = asyncio.get_running_loop().create_future()
         self._repeating = _Repeat(template, int(until * 1e9), on_answer, done)
-        self._repeat_send()
+        self._repeat_send(self._repeating)
         return done
 
-    def _repeat_send(self) -> None:
-        repeat = self._repeating
+    def _repeat_send(self, repeat: _Repeat) -> None:
         cid = self.next_correlation_id()
-        self._waiting.append((cid, None))
+        self._waiting.append((cid, repeat))
         repeat.sent_ns = time.perf_counter_ns()
-        self._transport.write(repeat.template.frame(cid))
+        self._write(repeat.template.frame(cid))
 
-    def _repeat_answered(self, payload: bytes) -> None:
-        repeat = self._repeating
+    def _repeat_answered(self, repeat: _Repeat, payload: bytes) -> None:
         now_ns = time.perf_counter_ns()
         if now_ns >= repeat.until_ns:
             self._repeating = None
             repeat.done.set_result(None)
             return
         repeat.on_answer(payload, repeat.sent_ns, now_ns)
-        self._repeat_send()
+        self._repeat_send(repeat)
+
+    def _write(self, frame: bytes) -> None:
+        if self._transport is None:
+            raise WireError("not connected: a BenchConnection is made by BenchConnection.open")
+        self._transport.write(frame)
 
     def close(self) -> None:
         if self._transport is not None:

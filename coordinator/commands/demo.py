@@ -66,8 +66,10 @@ def say(text: str) -> None:
 
 
 async def _demo(broker: EmbeddedBroker, partitions: int, records: int) -> int:
-    from coordinator.app import KgcApp
+    from coordinator.app import KgcApp, started
 
+    if broker.node_id is None:
+        raise RuntimeError("the embedded broker has not started: its node id is unknown")
     config = ServerConfig(
         host="127.0.0.1", port=free_port(), upstream=(broker.address,),
         broker_ports=((broker.node_id, free_port()),),
@@ -76,7 +78,7 @@ async def _demo(broker: EmbeddedBroker, partitions: int, records: int) -> int:
     app = KgcApp(config)
     await app.start()
     try:
-        await asyncio.wait_for(app.cluster.wait_reachable(), WAIT_S)
+        await asyncio.wait_for(started(app.cluster, "the upstream cluster").wait_reachable(), WAIT_S)
         say(f"kgc: serving on 127.0.0.1:{app.port}; clients bootstrap here, never at the upstream")
         story = Story(f"127.0.0.1:{app.port}", broker, partitions, records)
         return await asyncio.to_thread(story.run)

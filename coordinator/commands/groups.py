@@ -196,7 +196,7 @@ def run_describe(admin, args, out) -> int:
           + (f", protocol {view['protocol']}" if view["protocol"] else "")
           + (f"; coordinator {view['coordinator']}" if view["coordinator"] else "") + ".", file=out)
     print(file=out)
-    reasons = {}
+    reasons: dict[str, str] = {}
     rows = []
     for r in view["partitions"]:
         member = r["member"] or {}
@@ -339,7 +339,7 @@ def run_delete_offsets(admin, args, out) -> int:
     from kafka import TopicPartition
 
     committed = {(tp.topic, tp.partition) for tp in admin.list_group_offsets({args.group: None})[args.group]}
-    partitions = []
+    partitions: list[tuple[str, int]] = []
     for spec in args.topic:
         topic, _, listed = spec.partition(":")
         partitions += (_partitions_of(admin, [spec]) if listed

@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from coordinator.app import CannotStart, KgcApp
+from coordinator.app import CannotStart, KgcApp, started
 from coordinator.embedded import MEMORY_STORAGE_WARNING, EmbeddedBroker, choose_upstream
 from coordinator.runtime.partition_state import PartitionState, failed_to_load
 from coordinator.runtime.runtime import CoordinatorRuntime
@@ -81,7 +81,7 @@ async def run_until_signalled(config: ServerConfig, on_second_signal: Callable[[
     try:
         await app.start()
         print(await serving_line(app, stop), flush=True)
-        frozen = asyncio.create_task(_freeze_when_loaded(app.runtime))
+        frozen = asyncio.create_task(_freeze_when_loaded(started(app.runtime, "the runtime")))
         if broker is not None:
             watcher = asyncio.create_task(_watch_embedded(broker))
         await stop.wait()

@@ -101,7 +101,7 @@ class HttpServer:
         self._tls = tls
         self._expected = None if token is None else f"Bearer {token}".encode()
         self._runner: web.AppRunner | None = None
-        app = web.Application(middlewares=[self._authenticate] if token is not None else [])
+        app = web.Application(middlewares=[self._authenticate])
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -131,7 +131,7 @@ class HttpServer:
 
     @web.middleware
     async def _authenticate(self, request: web.Request, handler) -> web.StreamResponse:
-        if request.path not in OPEN_PATHS:
+        if self._expected is not None and request.path not in OPEN_PATHS:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, self._expected):
                 return web.json_response({"error": "a bearer token is required"}, status=401,

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from coordinator import records
@@ -54,8 +54,12 @@ from coordinator.group.config import GroupConfig
 from coordinator.group.errors import CorruptStateError
 from coordinator.group.shard import GroupShard
 from coordinator.offline.findings import Finding, FindingType
+from coordinator.offline.record_values import consumer_group_value, value_as
 from coordinator.offline.scan import ScannedBatch
 from coordinator.records import (
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupValue,
     CoordinatorRecord,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -230,16 +234,18 @@ class PartitionAudit:
                 continue
             if decoded is None or isinstance(decoded[0], records.AdoptedGroupKey):   # kgc's own bookkeeping
                 self.skipped_records += 1
+                assert stored.key is not None, "records.deserialize refuses a keyless record"
                 self.other_record(stored.key, stored.value is None, stored.offset)
                 continue
             key, value = decoded
             if isinstance(key, OffsetCommitKey):
-                self._offset_commit(key, value, stored.offset, stored.timestamp_ms,
+                self._offset_commit(key, value_as(OffsetCommitValue, value), stored.offset, stored.timestamp_ms,
                                     Writer.from_headers(stored.headers))
-            elif isinstance(key, records.ConsumerGroupKey):
-                self.consumer_group_record(key, value, stored.offset)
+            elif isinstance(key, ConsumerGroupKey):
+                self.consumer_group_record(key, consumer_group_value(value), stored.offset)
             else:
-                self.group_metadata(key.group, value, stored.offset, stored.timestamp_ms)
+                self.group_metadata(key.group, value_as(GroupMetadataValue, value), stored.offset,
+                                    stored.timestamp_ms)
 
     def group_metadata(self, group: str, value: GroupMetadataValue | None, record_offset: int,
                        timestamp_ms: int) -> None:
@@ -263,14 +269,15 @@ class PartitionAudit:
         record_type, group = found
         self._other_protocol(record_type == records.CONSUMER_GROUP_METADATA_KEY_TYPE, group, tombstone, record_offset)
 
-    def consumer_group_record(self, key: records.ConsumerGroupKey, value: records.ConsumerGroupValue | None,
+    def consumer_group_record(self, key: ConsumerGroupKey, value: ConsumerGroupValue | None,
                               record_offset: int) -> None:
         if isinstance(key, records.ConsumerGroupCurrentMemberAssignmentKey):
-            if value is None:
+            assignment = value_as(ConsumerGroupCurrentMemberAssignmentValue, value)
+            if assignment is None:
                 self.member_epochs.pop((key.group, key.member_id), None)
             else:
                 self.member_epochs[key.group, key.member_id] = MemberEpoch(
-                    value.member_epoch, value.previous_member_epoch, record_offset)
+                    assignment.member_epoch, assignment.previous_member_epoch, record_offset)
         self._other_protocol(isinstance(key, records.ConsumerGroupMetadataKey), key.group, value is None,
                              record_offset)
 
@@ -340,7 +347,7 @@ class PartitionAudit:
 
     # ------------------------------------------------------------------ final state
 
-    def finish(self, integrity: list[Finding] = ()) -> AuditResult:
+    def finish(self, integrity: Sequence[Finding] = ()) -> AuditResult:
         for (group, topic, partition), committed in self.offsets.items():
             if group not in self.groups and group not in self.other_protocol:
                 self._groupless_offset(group, topic, partition, committed)

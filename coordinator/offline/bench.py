@@ -23,7 +23,7 @@ from pathlib import Path
 from coordinator.arguments import finish_parsers, parse
 from coordinator.offline.generate import GeneratorConfig, generate
 from coordinator.offline.job import Options
-from coordinator.offline.runner import audit, compact, local_map
+from coordinator.offline.runner import TaskMap, audit, compact, local_map
 
 NOW_MS = 1_790_000_000_000
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     outputs = []
     for engine in args.engines.split(","):
         session_s = 0.0
-        task_map = local_map
+        task_map: TaskMap = local_map
         spark = None
         if engine == "spark":
             from coordinator.offline import spark_engine

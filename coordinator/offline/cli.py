@@ -133,7 +133,7 @@ class _Engine:
     """The task map for the chosen engine, and the Spark context or session to stop
     afterwards: a session (SQL) only where Spark reads the input, a topic."""
 
-    def __init__(self, args):
+    def __init__(self, args: argparse.Namespace) -> None:
         self.spark = None
         self.context = None
         self.owned = False
@@ -155,8 +155,9 @@ class _Engine:
             self.task_map = spark_engine.spark_map(self.context)
 
     def close(self) -> None:
-        if self.owned:
-            (self.spark or self.context).stop()
+        running = self.spark or self.context
+        if self.owned and running is not None:
+            running.stop()
 
 
 def _options(args) -> Options:
@@ -220,9 +221,10 @@ def run_audit(args) -> int:
     if args.bootstrap and not args.upstream:
         # The live checks come from the cluster the topic is read from.
         args.upstream = args.bootstrap.split(",")[0]
-    security = None
+    from coordinator.offline.kafka_security import PLAINTEXT, UnsupportedSecurity, client_security
+
+    security = PLAINTEXT
     if args.upstream:
-        from coordinator.offline.kafka_security import UnsupportedSecurity, client_security
         from coordinator.offline.upstream import UpstreamError, UpstreamOffsets
 
         try:

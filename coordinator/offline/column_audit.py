@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +44,14 @@ from coordinator.offline.audit import (
 )
 from coordinator.offline.columns import PartitionColumns
 from coordinator.offline.findings import Finding, FindingType
-from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from coordinator.offline.record_values import consumer_group_value, value_as
+from coordinator.records import (
+    ConsumerGroupKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from storage.columnar import packed, structs
 from storage.format import TRANSACTIONAL_FLAG
 
@@ -60,6 +69,8 @@ _V4_FIELDS = {"version": (0, ">i2"), "offset": (2, ">i8"), "leader_epoch": (10, 
 _V4_NO_METADATA = packed(_V4_FIELDS, 24)
 _V4_TOPIC_ID = packed({**_V4_FIELDS, "tag": (24, "u1"), "tag_size": (25, "u1")}, 42)
 _V4_TOPIC_ID_AT = 26
+
+K = TypeVar("K")
 
 
 def audit_columns(cols: PartitionColumns, audit: PartitionAudit) -> AuditResult:
@@ -116,24 +127,46 @@ class _Keys:
         encoded = pc.dictionary_encode(cols.views(spans.key_pos[rows], spans.key_len[rows]), null_encoding="encode")
         self.index = encoded.indices.to_numpy().astype(np.int64)
         self.raw: list[bytes | None] = encoded.dictionary.to_pylist()
-        self.decoded: list = []
-        codes = []
-        for raw in self.raw:
+        self.decoded: list[records.RecordKey | None] = []     # None: an unknown type, or undecodable
+        problems: dict[int, str] = {}     # key index -> why it does not decode
+        codes: list[int] = []
+        for index, raw in enumerate(self.raw):
             try:
                 key = records.deserialize_key(raw)
             except records.RecordDecodeError as e:
-                key, code = e, _BAD
+                problems[index] = str(e)
+                key, code = None, _BAD
             else:
                 code = _COMMIT if isinstance(key, OffsetCommitKey) else _GROUP if isinstance(key, GroupMetadataKey) \
                     else _OTHER if key is None or isinstance(key, records.AdoptedGroupKey) else _CONSUMER
             self.decoded.append(key)
             codes.append(code)
         self.kind = np.asarray(codes, np.int64)[self.index]
-        self.errors = [(int(row), str(self.decoded[k])) for row, k in zip(rows[self.kind == _BAD].tolist(),
-                                                                          self.index[self.kind == _BAD].tolist(), strict=True)]
+        self.errors = [(int(row), problems[k]) for row, k in zip(rows[self.kind == _BAD].tolist(),
+                                                                 self.index[self.kind == _BAD].tolist(), strict=True)]
         # The groups of the keys, by name: offset keys and GroupMetadata keys meet here.
         self.group_ids: dict[str, int] = {}
         self.key_group = np.asarray([self._group_id(key) for key in self.decoded], np.int64)
+
+    def key(self, index: int, kind: type[K]) -> K:
+        """The decoded key at `index`, of the `kind` its code says."""
+        key = self.decoded[index]
+        if not isinstance(key, kind):
+            raise TypeError(f"key {index} is {key!r}, not a {kind.__name__}")
+        return key
+
+    def consumer_key(self, index: int) -> ConsumerGroupKey:
+        key = self.decoded[index]
+        if not isinstance(key, ConsumerGroupKey):
+            raise TypeError(f"key {index} is {key!r}, not a consumer group's")
+        return key
+
+    def raw_key(self, index: int) -> bytes:
+        """The bytes of a key that decoded (a keyless record does not)."""
+        raw = self.raw[index]
+        if raw is None:
+            raise TypeError(f"key {index} is null, which does not decode")
+        return raw
 
     def _group_id(self, key) -> int:
         if not isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
@@ -173,7 +206,7 @@ class _Writers:
         return pa.array(values, kind).take(pa.array(self.block))
 
 
-def _strings(values: list[str | None], codes: np.ndarray) -> pa.DictionaryArray:
+def _strings(values: Sequence[str | None], codes: np.ndarray) -> pa.DictionaryArray:
     """`values[codes[i]]` per row (null for None or a code of -1), as a dictionary array
     whose dictionary holds each distinct string once: Parquet writes it as it is,
     without hashing every row's string."""
@@ -233,19 +266,21 @@ class _CommitValues:
         for i in np.flatnonzero(slow).tolist():
             start = int(pos[i])
             try:
-                value = records.deserialize_value(keys.decoded[key_index[i]], bytes(raw[start:start + int(length[i])]))
+                decoded = records.deserialize_value(keys.key(int(key_index[i]), OffsetCommitKey),
+                                                    bytes(raw[start:start + int(length[i])]))
             except records.RecordDecodeError as e:
                 self.good[i] = False
                 self.errors.append((int(rows[i]), str(e)))
                 continue
-            self.offset[i] = value.offset
-            self.leader_epoch[i] = value.leader_epoch
-            self.commit_timestamp[i] = value.commit_timestamp_ms
-            self.expire_timestamp[i] = value.expire_timestamp_ms
-            self.topic_id[i] = self._topic_id_code(value.topic_id)
-            code = metadata_codes.setdefault(value.metadata, len(metadata_codes))
+            commit = value_as(OffsetCommitValue, decoded)
+            self.offset[i] = commit.offset
+            self.leader_epoch[i] = commit.leader_epoch
+            self.commit_timestamp[i] = commit.commit_timestamp_ms
+            self.expire_timestamp[i] = commit.expire_timestamp_ms
+            self.topic_id[i] = self._topic_id_code(commit.topic_id)
+            code = metadata_codes.setdefault(commit.metadata, len(metadata_codes))
             if code == len(self.metadata_values):
-                self.metadata_values.append(value.metadata)
+                self.metadata_values.append(commit.metadata)
             self.metadata[i] = code
 
     def _fast(self, rows: np.ndarray, value: dict[str, np.ndarray], plain: np.ndarray, slow: np.ndarray) -> None:
@@ -280,19 +315,23 @@ def _undecodable(audit: PartitionAudit, cols: PartitionColumns, row: int, error:
                                   segment=segment, position=position, detail=error))
 
 
+# (row, group id, value or None) of a GroupMetadata record
+_GroupEvent = tuple[int, int, GroupMetadataValue | None]
+
+
 def _group_metadata(cols: PartitionColumns, rows: np.ndarray, keys: _Keys,
-                    audit: PartitionAudit) -> list[tuple[int, int, object]]:
-    """(row, group id, value or None) of each decodable GroupMetadata record, in offset order."""
+                    audit: PartitionAudit) -> list[_GroupEvent]:
+    """The event of each decodable GroupMetadata record, in offset order."""
     spans, raw = cols.records, cols.buf.data
     events = []
     for row, key_index in zip(rows.tolist(), keys.index[keys.kind == _GROUP].tolist(), strict=True):
-        key = keys.decoded[key_index]
+        key = keys.key(key_index, GroupMetadataKey)
         length = int(spans.value_len[row])
         value = None
         if length >= 0:
             start = int(spans.value_pos[row])
             try:
-                value = records.deserialize_value(key, bytes(raw[start:start + length]))
+                value = value_as(GroupMetadataValue, records.deserialize_value(key, bytes(raw[start:start + length])))
             except records.RecordDecodeError as e:
                 _undecodable(audit, cols, row, str(e))
                 continue
@@ -300,7 +339,7 @@ def _group_metadata(cols: PartitionColumns, rows: np.ndarray, keys: _Keys,
     return events
 
 
-def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_events: list,
+def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_events: list[_GroupEvent],
                    audit: PartitionAudit) -> list[tuple[int, str, str, MemberEpoch | None]]:
     """GroupMetadata, KIP-848 consumer groups' records and the other protocols' records,
     replayed in offset order as the record-by-record audit does (they are few). Returns
@@ -310,35 +349,37 @@ def _replay_groups(cols: PartitionColumns, rows: np.ndarray, keys: _Keys, group_
     others = rows[keys.kind == _OTHER]
     audit.skipped_records += len(others)
     names = {gid: name for name, gid in keys.group_ids.items()}
-    steps: list[tuple[int, int, object]] = [(row, _GROUP, (names[gid], value)) for row, gid, value in group_events]
-    steps += [(row, _OTHER, keys.raw[k])
-              for row, k in zip(others.tolist(), keys.index[keys.kind == _OTHER].tolist(), strict=True)]
+    # (row, kind, index into that kind's list): rows are distinct, so sorted by row.
+    steps = [(row, _GROUP, i) for i, (row, _gid, _value) in enumerate(group_events)]
+    other_keys = [keys.raw_key(k) for k in keys.index[keys.kind == _OTHER].tolist()]
+    steps += [(row, _OTHER, i) for i, row in enumerate(others.tolist())]
     consumer = keys.kind == _CONSUMER
-    steps += [(row, _CONSUMER, keys.decoded[k])
-              for row, k in zip(rows[consumer].tolist(), keys.index[consumer].tolist(), strict=True)]
-    steps.sort(key=lambda step: step[0])
+    consumer_keys = [keys.consumer_key(k) for k in keys.index[consumer].tolist()]
+    steps += [(row, _CONSUMER, i) for i, row in enumerate(rows[consumer].tolist())]
+    steps.sort()
     epochs: list[tuple[int, str, str, MemberEpoch | None]] = []
-    for row, kind, payload in steps:
+    for row, kind, i in steps:
         offset = int(cols.offset[row])
-        tombstone = spans.value_len[row] < 0
+        tombstone = bool(spans.value_len[row] < 0)
         if kind == _GROUP:
-            group, value = payload
-            audit.group_metadata(group, value, offset, int(cols.timestamp[row]))
+            _row, gid, group_value = group_events[i]
+            audit.group_metadata(names[gid], group_value, offset, int(cols.timestamp[row]))
         elif kind == _OTHER:
-            audit.other_record(payload, tombstone, offset)
+            audit.other_record(other_keys[i], tombstone, offset)
         else:
+            key = consumer_keys[i]
             value = None
             if not tombstone:
                 start = int(spans.value_pos[row])
                 try:
-                    value = records.deserialize_value(payload, bytes(raw[start:start + int(spans.value_len[row])]))
+                    value = consumer_group_value(records.deserialize_value(
+                        key, bytes(raw[start:start + int(spans.value_len[row])])))
                 except records.RecordDecodeError as e:
                     _undecodable(audit, cols, row, str(e))
                     continue
-            audit.consumer_group_record(payload, value, offset)
-            if isinstance(payload, records.ConsumerGroupCurrentMemberAssignmentKey):
-                epochs.append((row, payload.group, payload.member_id, audit.member_epochs.get(
-                    (payload.group, payload.member_id))))
+            audit.consumer_group_record(key, value, offset)
+            if isinstance(key, records.ConsumerGroupCurrentMemberAssignmentKey):
+                epochs.append((row, key.group, key.member_id, audit.member_epochs.get((key.group, key.member_id))))
     return epochs
 
 

@@ -54,6 +54,8 @@ def compact_columns(cols: PartitionColumns, out_dir: Path, now_ms: int, delete_r
         stored = decode_batch(buf, start, batch_header(buf, start))
         these = {r.key: int(latest[k]) for r, k in zip(stored.records, key[first[b]:first[b + 1]].tolist(), strict=True) if r.key is not None}
         partial = compact_batch(stored, these, now_ms, delete_retention_ms)
+        if partial is None:
+            raise RuntimeError(f"batch at offset {stored.base_offset}: the columns keep records compact_batch drops")
         kept.append((partial.base_offset, encode_stored_batch(partial), len(partial.records)))
     before = CompactionStats(records_before=int(count[decoded].sum()), batches_before=len(decoded),
                              bytes_before=int(cols.size[decoded].sum()))

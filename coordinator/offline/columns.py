@@ -69,7 +69,7 @@ class PartitionColumns:
 
     def raw(self, batch: int) -> memoryview:
         start = int(self.position[batch])
-        return memoryview(self.buf)[start:start + int(self.size[batch])].cast("B")
+        return self.buf.data[start:start + int(self.size[batch])].cast("B")
 
     def views(self, pos: np.ndarray, lengths: np.ndarray):
         return columnar.views(self.buf, pos, lengths, self.bounds)
@@ -143,7 +143,10 @@ def _merge_records(columns: PartitionColumns, walked: list) -> None:
     the header of the batch they were framed in (a re-encoded copy carries its records'
     own timestamps). Each walk is (partition batch of each walked batch, spans, header
     blocks, the walked batches' headers)."""
-    records, offsets, stamps, blocks = [], [], [], []
+    records: list[columnar.RecordSpans] = []
+    offsets: list[np.ndarray] = []
+    stamps: list[np.ndarray] = []
+    blocks: list[columnar.Headers] = []
     for batches, spans, walk_blocks, head in walked:
         own = spans.batch
         stamp_type = head["attributes"][own] & TIMESTAMP_TYPE_MASK

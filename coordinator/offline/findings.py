@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 
 class FindingType(enum.StrEnum):
@@ -84,7 +85,8 @@ class Finding:
 
     @classmethod
     def from_row(cls, row: dict) -> Finding:
-        values = {f.name: row.get(f.name) for f in fields(cls)}
+        # A row read back from JSON or Parquet: its values are as the table holds them.
+        values: dict[str, Any] = {f.name: row.get(f.name) for f in fields(cls)}
         values["type"] = FindingType(values["type"])
         values["detail"] = values["detail"] or ""
         return cls(**values)

@@ -461,16 +461,16 @@ def _inject(writer: _PartitionWriter, kind: FindingType, timestamp_ms: int) -> F
         batch = encode_batch(writer.next_offset, [LogRecord(UNDECODABLE_KEY, None)], timestamp_ms)
         name, position = writer.append(batch, 1)
         return Finding(kind, p, segment=name, position=position)
-    batch = bytearray(_filler(writer, timestamp_ms))
+    damaged = bytearray(_filler(writer, timestamp_ms))
     if kind is FindingType.BAD_CRC:
-        batch[-1] ^= 0xFF
+        damaged[-1] ^= 0xFF
     elif kind is FindingType.CORRUPT_BATCH:
-        batch[MAGIC_POS] = 1
+        damaged[MAGIC_POS] = 1
     elif kind is FindingType.TORN_BATCH:
-        name, position = writer.append(bytes(batch[:len(batch) // 2]), 1)
+        name, position = writer.append(bytes(damaged[:len(damaged) // 2]), 1)
         writer.roll()
         return Finding(kind, p, segment=name, position=position)
-    name, position = writer.append(bytes(batch), 1)
+    name, position = writer.append(bytes(damaged), 1)
     return Finding(kind, p, segment=name, position=position)
 
 

@@ -139,6 +139,8 @@ def kafka_summary(source: TopicSource, plan: Plan, records_read: int, records_pr
     """What the run read of the topic: the report's summary.json has it as "kafka", and
     kafka/offsets.json has it for the next run."""
     read = plan.read
+    if read.ending is None:
+        raise ValueError("the plan's read has no end: `plan` reads up to the topic's end when planned")
     return {
         "format": FORMAT,
         "topic": source.topic,

@@ -38,6 +38,7 @@ from typing import Any
 from coordinator import records
 from coordinator.group.consumer.group import ConsumerGroup
 from coordinator.group.errors import CorruptStateError
+from coordinator.offline.record_values import value_as
 from coordinator.partitioning import partition_for
 from storage.api import StoredBatch, StoredRecord
 from storage.file_store import TOPIC, partition_dirs
@@ -234,31 +235,33 @@ def materialize(partitions: list[InspectedPartition], group: str | None = None) 
                 if batch.batch.is_control:
                     continue
                 for rec in batch.records:
-                    if rec.key is None or (group is not None and rec.group != group):
+                    key = rec.key
+                    if key is None or (group is not None and key.group != group):
                         continue
-                    state = groups.setdefault(rec.group, MaterializedGroup(rec.group, part.partition))
-                    if isinstance(rec.key, records.OffsetCommitKey):
-                        tp = (rec.key.topic, rec.key.partition)
+                    state = groups.setdefault(key.group, MaterializedGroup(key.group, part.partition))
+                    if isinstance(key, records.OffsetCommitKey):
+                        tp = (key.topic, key.partition)
                         adoption = records.adoption_of(rec.headers)
                         if adoption is None:
                             state.adopted.pop(tp, None)
                         else:
                             state.adopted[tp] = adoption
-                        if rec.value is None:
+                        commit = value_as(records.OffsetCommitValue, rec.value)
+                        if commit is None:
                             state.offsets.pop(tp, None)
                         else:
-                            state.offsets[tp] = rec.value
-                    elif isinstance(rec.key, records.ConsumerGroupKey):
-                        _replay_consumer(state, rec)
-                    elif isinstance(rec.key, records.GroupMetadataKey):
-                        state.metadata = rec.value
+                            state.offsets[tp] = commit
+                    elif isinstance(key, records.ConsumerGroupKey):
+                        _replay_consumer(state, key, rec)
+                    elif isinstance(key, records.GroupMetadataKey):
+                        state.metadata = value_as(records.GroupMetadataValue, rec.value)
                         state.metadata_offset = rec.offset
     return {g: s for g, s in sorted(groups.items())
             if s.offsets or s.metadata is not None or s.consumer is not None or s.consumer_error}
 
 
-def _replay_consumer(state: MaterializedGroup, rec: InspectedRecord) -> None:
-    if isinstance(rec.key, records.ConsumerGroupMetadataKey) and rec.value is None:
+def _replay_consumer(state: MaterializedGroup, key: records.ConsumerGroupKey, rec: InspectedRecord) -> None:
+    if isinstance(key, records.ConsumerGroupMetadataKey) and rec.value is None:
         state.consumer = None
         return
     if state.consumer is None:
@@ -266,7 +269,7 @@ def _replay_consumer(state: MaterializedGroup, rec: InspectedRecord) -> None:
             return
         state.consumer = ConsumerGroup(state.group)
     try:
-        state.consumer.replay(rec.key, rec.value)
+        state.consumer.replay(key, rec.value)
     except CorruptStateError as exc:
         state.consumer_error = f"offset {rec.offset}: {exc}"
 
@@ -339,9 +342,7 @@ def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, uuid.UUID) else value
 
 
-def _value_json(value: records.RecordValue | None) -> dict[str, Any] | None:
-    if value is None:
-        return None
+def _value_json(value: records.RecordValue) -> dict[str, Any]:
     if isinstance(value, records.OffsetCommitValue):
         return {"type": "OffsetCommitValue", **_offset_json(value)}
     if isinstance(value, records.ConsumerGroupValue | records.AdoptedGroupValue):
@@ -378,7 +379,7 @@ def _record_json(rec: InspectedRecord) -> dict[str, Any]:
         out["error"] = rec.error or "unknown record type"
     else:
         out["key"] = _key_json(rec.key)
-        out["value"] = _value_json(rec.value)
+        out["value"] = None if rec.value is None else _value_json(rec.value)
     out["headers"] = [[name, _header_value(value)] for name, value in rec.headers]
     return out
 

@@ -90,11 +90,12 @@ def _run_records(task: PartitionTask) -> PartitionResult:
     options = task.options
     if task.report_dir is not None:
         audit = partition_audit(task)
-    kept = [] if task.compact_dir is not None else None
+    compact_dir = task.compact_dir
+    kept: list[ScannedBatch] = []
     for scanned in scan:
         if audit is not None:
             audit.add(scanned)
-        if kept is not None:
+        if compact_dir is not None:
             kept.append(scanned)
     result = PartitionResult(task.partition, bytes_read=scan.bytes_read, tail_bytes=scan.tail_bytes,
                              next_offset=scan.next_offset)
@@ -102,10 +103,10 @@ def _run_records(task: PartitionTask) -> PartitionResult:
         audited_into(result, audit.finish(scan.problems + scan.evidence), task)
     else:
         result.findings = scan.problems + scan.evidence
-    if kept is not None:
+    if compact_dir is not None:
         if scan.problems:
             raise CompactionRefused(task.partition, scan.problems)
-        out = Path(task.compact_dir) / Path(task.directory).name
+        out = Path(compact_dir) / Path(task.directory).name
         result.compaction = compact_partition(kept, scan.next_offset, out, options.now_ms,
                                               options.delete_retention_ms, options.segment_bytes)
         result.records = result.records or result.compaction.records_before
@@ -143,6 +144,8 @@ def audited_into(result: PartitionResult, audited: AuditResult, task: PartitionT
     result.skipped_records = audited.skipped_records
     result.commits = len(audited.history["record_offset"])
     if result.commits:
+        if task.report_dir is None:
+            raise ValueError(f"partition {task.partition}: an audit's task names no report dir for its commits")
         from coordinator.offline.tables import COMMIT_HISTORY, commits_per_group, history_part, write_columns
         write_columns(history_part(Path(task.report_dir), task.partition), COMMIT_HISTORY, audited.history)
         result.commits_per_group = commits_per_group(audited.history)

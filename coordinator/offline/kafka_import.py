@@ -32,7 +32,9 @@ from coordinator.group.adopt import AdoptedOffset
 from coordinator.group.config import GroupConfig
 from coordinator.group.shard import group_shard_factory
 from coordinator.offline.inspect import inspect_partition
+from coordinator.offline.record_values import value_as
 from coordinator.partitioning import partition_for
+from coordinator.runtime.api import WriteOp
 from coordinator.runtime.runtime import CoordinatorRuntime
 from storage.clock import wall_clock_ms
 from storage.file_store import FileLogStore, partition_dirs
@@ -96,14 +98,16 @@ def _replay_partition(state: KafkaLogState, directory: Path, partition: int) -> 
                                         f"does not decode: {record.error}")
                 key = record.key
                 if isinstance(key, records.OffsetCommitKey):
+                    commit = value_as(records.OffsetCommitValue, record.value)
                     if stored.is_transactional:
                         pending.setdefault(stored.producer_id, {})[(key.group, key.topic, key.partition)] = (
-                            record.offset, record.value)
+                            record.offset, commit)
                     else:
-                        _apply_offset(state, key.group, key.topic, key.partition, record.offset, record.value)
+                        _apply_offset(state, key.group, key.topic, key.partition, record.offset, commit)
                 elif isinstance(key, records.GroupMetadataKey):
                     group = state.groups.setdefault(key.group, ImportedGroup(key.group))
-                    group.protocol_type = "" if record.value is None else record.value.protocol_type
+                    metadata = value_as(records.GroupMetadataValue, record.value)
+                    group.protocol_type = "" if metadata is None else metadata.protocol_type
                 else:
                     state.skipped[type(key).__name__ if key is not None else "unknown record type"] += 1
 
@@ -146,13 +150,16 @@ async def adopt_into(data_dir: str | Path, state: KafkaLogState, num_partitions:
         await runtime.wait_loaded()
         for group_id, group in state.groups.items():
             offsets = group.adopted_offsets()
-            outcome[group_id] = await runtime.write(
-                partition_for(group_id, num_partitions),
-                lambda shard, handle, g=group_id, p=group.protocol_type, o=offsets: shard.adopt(g, p, o, SOURCE))
+            outcome[group_id] = await runtime.write(partition_for(group_id, num_partitions),
+                                                    _adoption(group_id, group.protocol_type, offsets))
     finally:
         await runtime.close()
         await store.close()
     return outcome
+
+
+def _adoption(group_id: str, protocol_type: str, offsets: tuple[AdoptedOffset, ...]) -> WriteOp:
+    return lambda shard, _handle: shard.adopt(group_id, protocol_type, offsets, SOURCE)
 
 
 def run_kafka_log_import(kafka_dir: str, data_dir: str, groups: list[str] | None, apply: bool) -> int:

@@ -48,6 +48,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coordinator.offline.job import PartitionResult, PartitionTask, audit_batches
 from coordinator.offline.scan import ScannedBatch
@@ -55,6 +56,12 @@ from coordinator.records.types import CLIENT_TXN_MARKER_KEY_TYPE, CLIENT_TXN_OFF
 from coordinator.replicated.client_txn import OFFSET_HEAD_SIZE, loaded
 from storage.api import StoredBatch, StoredRecord
 from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG
+
+if TYPE_CHECKING:
+    # For annotations only: the functions that use numpy import it, so the records scanner runs without it.
+    import numpy as np
+
+    from storage.columnar import Headers
 
 DEFAULT_TOPIC = "__consumer_offsets"
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
@@ -342,7 +349,7 @@ def _binary(array, at: int):
     return data, offsets[:-1] - base + at, lengths
 
 
-def _header_blocks(headers) -> tuple[list, object]:
+def _header_blocks(headers) -> tuple[list[Headers], np.ndarray]:
     """The distinct header lists (kgc's audit headers; none in a log Kafka wrote) and each
     record's index into them. Every header is one (key, value) pair of codes; every
     record's pairs one row of a matrix, padded with -1; a distinct row is a distinct list.

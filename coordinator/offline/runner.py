@@ -134,6 +134,8 @@ def compact(data_dir: str | Path, out_dir: str | Path, options: Options,
     results = _run(task_map, tasks, progress_label)
     totals: dict[str, int] = {}
     for r in results:
+        if r.compaction is None:
+            raise RuntimeError(f"partition {r.partition}: its compaction task returned no compaction")
         for name, value in asdict(r.compaction).items():
             totals[name] = totals.get(name, 0) + value
     # Written last: a data dir without it is an unfinished compaction.

@@ -111,6 +111,7 @@ class PartitionScan:
             # A segment's name is at most its first offset: an empty active segment
             # still says where the next offset is.
             self.next_offset = max(self.next_offset, base)
+            data: bytes | memoryview
             with open(path, "rb") as f:
                 if into is None:
                     data = f.read()
@@ -128,7 +129,7 @@ class PartitionScan:
                     FindingType.TORN_BATCH, self.partition, segment=name, position=0,
                     detail=f"{size} bytes cut off a torn tail by recovery"))
 
-    def _scan_segment(self, name: str, data: bytes, active: bool) -> Iterator[ScannedBatch]:
+    def _scan_segment(self, name: str, data: bytes | memoryview, active: bool) -> Iterator[ScannedBatch]:
         view = memoryview(data)
         for positions in self.sound_runs(name, data, active):
             for position in positions:
@@ -143,7 +144,7 @@ class PartitionScan:
     def undecodable(self, segment: str, position: int, base_offset: int, error: BatchDecodeError) -> None:
         self._problem(FindingType.UNDECODABLE_RECORD, segment, position, error.detail, record_offset=base_offset)
 
-    def sound_runs(self, name: str, data: bytes, active: bool) -> Iterator[list[int]]:
+    def sound_runs(self, name: str, data: bytes | memoryview, active: bool) -> Iterator[list[int]]:
         """The positions of the segment's sound batches, run by run between damaged
         places; the damage is recorded in `problems` as it is passed."""
         position = 0

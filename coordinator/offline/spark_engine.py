@@ -130,14 +130,15 @@ def spark_map(sc) -> TaskMap:
         # status tracker how many of its tasks have finished (each holds about
         # len(tasks) / len(groups) partitions).
         group = f"kgc-offline-{uuid.uuid4().hex}"
-        outcome: dict[str, object] = {}
+        results: list[PartitionResult] = []
+        errors: list[BaseException] = []
 
         def collect() -> None:
             sc.setJobGroup(group, "kgc offline")
             try:
-                outcome["results"] = job()
+                results.extend(job())
             except BaseException as e:          # re-raised in the caller's thread
-                outcome["error"] = e
+                errors.append(e)
 
         worker = threading.Thread(target=collect, name="kgc-offline-job", daemon=True)
         worker.start()
@@ -145,10 +146,10 @@ def spark_map(sc) -> TaskMap:
         while worker.is_alive():
             worker.join(PROGRESS_POLL_S)
             progress(min(len(tasks), _completed_tasks(tracker, group) * len(tasks) // len(groups)))
-        if "error" in outcome:
-            raise outcome["error"]
+        if errors:
+            raise errors[0]
         progress(len(tasks))
-        return outcome["results"]
+        return results
 
     return run
 

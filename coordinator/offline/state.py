@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coordinator import records
+from coordinator.offline.record_values import value_as
 from coordinator.offline.scan import PartitionScan
-from coordinator.records import GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from coordinator.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
 from storage.file_store import partition_dirs
 
 
@@ -36,18 +37,19 @@ def replay_state(data_dir: str | Path) -> ReplayedState:
                 if decoded is None:
                     continue
                 key, value = decoded
-                if isinstance(key, records.AdoptedGroupKey):
-                    continue
                 if isinstance(key, OffsetCommitKey):
                     tp = (key.group, key.topic, key.partition)
-                    if value is None:
+                    commit = value_as(OffsetCommitValue, value)
+                    if commit is None:
                         state.offsets.pop(tp, None)
                     else:
-                        state.offsets[tp] = value
-                elif value is None:
-                    state.groups.pop(key.group, None)
-                else:
-                    state.groups[key.group] = value
+                        state.offsets[tp] = commit
+                elif isinstance(key, GroupMetadataKey):
+                    metadata = value_as(GroupMetadataValue, value)
+                    if metadata is None:
+                        state.groups.pop(key.group, None)
+                    else:
+                        state.groups[key.group] = metadata
         if scan.problems:
             raise ValueError(f"partition {partition} is damaged: {scan.problems[0]}")
         state.next_offsets[partition] = scan.next_offset

@@ -39,15 +39,16 @@ async def _join(ctx: Context, target: Target, size: int) -> list[Figure]:
     try:
         swarm.start()
         await swarm.until([phase], ctx.sizes.timeout_s)
+        settled = phase.result()
     except (TimeoutError, BenchError) as exc:
         return [not_measured(m, "ms", "lower", str(exc), target.config) for m in (first, last)]
     finally:
         await swarm.leave()
         await swarm.close()
     joins = sum(m.joins_sent for m in swarm.members)
-    note = (f"generation {phase.generation}, {joins} JoinGroups, "
+    note = (f"generation {settled.generation}, {joins} JoinGroups, "
             f"heartbeat every {ctx.sizes.heartbeat_interval_ms} ms")
     return [
-        Figure(first, (phase.settled_ns - phase.first_ns) / 1e6, "ms", "lower", target.config, note),
-        Figure(last, (phase.settled_ns - phase.last_join_ns) / 1e6, "ms", "lower", target.config, note),
+        Figure(first, (settled.settled_ns - settled.first_ns) / 1e6, "ms", "lower", target.config, note),
+        Figure(last, (settled.settled_ns - settled.last_join_ns) / 1e6, "ms", "lower", target.config, note),
     ]

@@ -56,10 +56,17 @@ async def run(ctx: Context) -> list[Figure]:
     async with ctx.launch() as target:
         per_member = await _per_member(ctx, target, member_name)
     figures += [per_member, per_connection]
-    if per_member.value is not None:
+    if per_member.value is not None and per_connection.value is not None:
         figures.append(Figure(state_name, per_member.value - per_connection.value, "bytes", "lower", target.config,
                               "the two figures above, subtracted"))
     return figures
+
+
+def _rss(target: Target) -> int:
+    if target.pid is None:
+        # Not reached: `run` returns early when its first launch has no pid, and launches alike after it.
+        raise BenchError("the target's pid is unknown: its RSS cannot be read")
+    return rss_bytes(target.pid)
 
 
 async def _per_offset(ctx: Context, target: Target, name: str) -> Figure:
@@ -67,14 +74,14 @@ async def _per_offset(ctx: Context, target: Target, name: str) -> Figure:
     conn = await target.connect()
     try:
         await _commit(conn, ctx.group_name("memory-warmup", 0), OFFSETS_PER_GROUP)
-        before = rss_bytes(target.pid)
+        before = _rss(target)
         groups = -(-ctx.sizes.memory_offsets // OFFSETS_PER_GROUP)
         committed = 0
         for g in range(groups):
             count = min(OFFSETS_PER_GROUP, ctx.sizes.memory_offsets - committed)
             await _commit(conn, ctx.group_name("memory", g), count)
             committed += count
-        after = rss_bytes(target.pid)
+        after = _rss(target)
     finally:
         conn.close()
     return Figure(name, (after - before) / committed, "bytes", "lower", target.config,
@@ -98,11 +105,11 @@ async def _commit(conn, group: str, partitions: int) -> None:
 async def _per_idle_connection(target: Target, count: int, name: str) -> Figure:
     warmup = await target.connections(1)
     await _api_versions(warmup)
-    before = rss_bytes(target.pid)
+    before = _rss(target)
     conns = await target.connections(count)
     try:
         await _api_versions(conns)
-        after = rss_bytes(target.pid)
+        after = _rss(target)
     finally:
         for conn in conns + warmup:
             conn.close()
@@ -127,13 +134,13 @@ async def _per_member(ctx: Context, target: Target, name: str) -> Figure:
     except (TimeoutError, BenchError) as exc:
         return not_measured(name, "bytes", "lower", f"warm-up group did not form: {exc}", target.config)
     try:
-        before = rss_bytes(target.pid)
+        before = _rss(target)
         try:
             swarm, _ = await form_groups(ctx, target, groups, size, **options)
         except (TimeoutError, BenchError) as exc:
             return not_measured(name, "bytes", "lower", f"groups did not form: {exc}", target.config)
         try:
-            after = rss_bytes(target.pid)
+            after = _rss(target)
         finally:
             await swarm.close()
     finally:

@@ -37,15 +37,18 @@ async def run(ctx: Context) -> list[Figure]:
             newcomer = Member(conns[0], group, session_timeout_ms=ctx.sizes.session_timeout_ms,
                               rebalance_timeout_ms=ctx.sizes.session_timeout_ms,
                               heartbeat_interval_ms=ctx.sizes.heartbeat_interval_ms)
-            shrunk, left_ns = await swarm.one_leaves(stable.generation + 1, ctx.sizes.timeout_s)
-            grown, joined_ns = await swarm.one_joins(newcomer, shrunk.generation + 1, ctx.sizes.timeout_s)
+            formed = stable.result()
+            left, left_ns = await swarm.one_leaves(formed.generation + 1, ctx.sizes.timeout_s)
+            shrunk = left.result()
+            joined, joined_ns = await swarm.one_joins(newcomer, shrunk.generation + 1, ctx.sizes.timeout_s)
+            grown = joined.result()
         except (TimeoutError, BenchError) as exc:
             return [not_measured(m, "ms", "lower", str(exc), target.config) for m in metrics]
         finally:
             await swarm.close()
             for conn in conns:      # closed by the swarm too once the newcomer joined it
                 conn.close()
-    note = (f"generations {stable.generation} to {shrunk.generation} (a leave) to {grown.generation} "
+    note = (f"generations {formed.generation} to {shrunk.generation} (a leave) to {grown.generation} "
             f"(a join), heartbeat every {ctx.sizes.heartbeat_interval_ms} ms")
     return [
         Figure(from_leave, (shrunk.settled_ns - left_ns) / 1e6, "ms", "lower", target.config, note),

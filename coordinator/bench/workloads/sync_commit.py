@@ -30,7 +30,7 @@ from coordinator.bench import messages
 from coordinator.bench.context import Context
 from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.member import BenchError
-from coordinator.bench.stats import Figure, Latencies
+from coordinator.bench.stats import Figure, Latencies, not_measured
 from coordinator.bench.wire import BenchConnection
 
 FSYNC_POLICIES = ("always", "never")
@@ -39,6 +39,7 @@ DISK_PROBES = 100     # fsyncs timed before, and again after, each fsync=always 
 # A topic of its own, sized for this workload: Kafka refuses commits to partitions it lacks,
 # and the commit workload's topic has another size.
 TOPIC = "bench-sync-commit"
+_NO_P50 = "no p50 to compute it from: a run timed nothing"
 
 
 def label(clients: int, partitions: int) -> str:
@@ -48,7 +49,7 @@ def label(clients: int, partitions: int) -> str:
 async def run(ctx: Context) -> list[Figure]:
     s = ctx.sizes
     figures = []
-    p50s: dict[tuple[str | None, int, int], float] = {}
+    p50s: dict[tuple[str | None, int, int], float | None] = {}
     disk: dict[tuple[int, int], Latencies] = {}
     own_fsync_ms: dict[tuple[int, int], float | None] = {}
     with FsyncProbe(ctx.work_dir) as probe:
@@ -80,20 +81,26 @@ async def run(ctx: Context) -> list[Figure]:
         return figures
     config = "kgc fsync=always, the disk's fsync timed around each run"
     for (n, k), probes in disk.items():
+        # A p50 is None where nothing was timed: no commit answered inside a run's measured
+        # window, or more writers than DISK_PROBES, each of which then probes nothing.
         disk_p50 = probes.percentile_ms(50)
-        extra = p50s["always", n, k] - p50s["never", n, k]
+        always, never = p50s["always", n, k], p50s["never", n, k]
+        extra = None if always is None or never is None else always - never
         own = own_fsync_ms[n, k]
+        kgc_cost, disk_cost = f"{label(n, k)}: fsync cost / kgc fsync", f"{label(n, k)}: fsync cost / disk fsync"
         if own:
             figures += [
                 Figure(f"{label(n, k)}: kgc fsync mean", own, "ms", "lower", config),
-                Figure(f"{label(n, k)}: fsync cost / kgc fsync", extra / own, "x", "lower", config,
-                       f"p50 always - p50 never = {extra:.3f} ms; kgc's mean fsync in the run {own:.3f} ms"),
+                Figure(kgc_cost, extra / own, "x", "lower", config,
+                       f"p50 always - p50 never = {extra:.3f} ms; kgc's mean fsync in the run {own:.3f} ms")
+                if extra is not None else not_measured(kgc_cost, "x", "lower", _NO_P50, config),
             ]
         figures += [
             Figure(f"{label(n, k)}: disk fsync p50", disk_p50, "ms", "lower", config,
                    f"{n} writer(s) appending to one file at once"),
-            Figure(f"{label(n, k)}: fsync cost / disk fsync", extra / disk_p50, "x", "lower", config,
-                   f"p50 always - p50 never = {extra:.3f} ms; disk fsync p50 {disk_p50:.3f} ms with {n} writer(s)"),
+            Figure(disk_cost, extra / disk_p50, "x", "lower", config,
+                   f"p50 always - p50 never = {extra:.3f} ms; disk fsync p50 {disk_p50:.3f} ms with {n} writer(s)")
+            if extra is not None and disk_p50 is not None else not_measured(disk_cost, "x", "lower", _NO_P50, config),
         ]
     return figures
 
