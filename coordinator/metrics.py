@@ -6,8 +6,9 @@ call one recorder per event. The group state machine never imports this module: 
 counts, members and rebalances are sampled from the shards (`coordinator.service.group_stats`).
 
 The per-request metrics (requests, their latency, response error codes, committed
-offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and read
-by a collector at scrape time: prometheus-client's `inc`/`observe` per request was a
+offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and the
+log's histograms, observed per append, are `_Histogram`s; collectors read both at scrape
+time: prometheus-client's `inc`/`observe` per request was a
 visible share of a Heartbeat's CPU (docs/benchmarks/history.md, "Heartbeat request path"). Only the event-loop
 thread counts them. Label values come from closed sets: an API key kgc has no schema for
 is api "unknown", a version outside the range the protocol defines for its API
@@ -81,6 +82,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from coordinator.version import kgc_version
 from protocol.api_keys import known_versions
@@ -143,16 +145,8 @@ PARTITION_FAILURES = Counter("kgc_partition_failures", "Partitions failed after 
 OPERATION_FAILURES = Counter("kgc_operation_failures", "Operations that failed alone, their group reset",
                              registry=REGISTRY)
 
-LOG_APPEND_SECONDS = Histogram("kgc_log_append_duration_seconds", "Per batch, append to durable",
-                               buckets=LATENCY_BUCKETS, registry=REGISTRY)
-LOG_WRITE_SECONDS = Histogram("kgc_log_write_duration_seconds", "Write call(s) of one group commit",
-                              buckets=LATENCY_BUCKETS, registry=REGISTRY)
-LOG_FSYNC_SECONDS = Histogram("kgc_log_fsync_duration_seconds", "One fsync of a partition's active segment",
-                              buckets=LATENCY_BUCKETS, registry=REGISTRY)
-LOG_GROUP_COMMIT_BATCHES = Histogram("kgc_log_group_commit_batches", "Batches made durable by one group commit",
-                                     buckets=COUNT_BUCKETS, registry=REGISTRY)
-LOG_GROUP_COMMIT_BYTES = Histogram("kgc_log_group_commit_bytes", "Bytes written by one group commit",
-                                   buckets=BYTE_BUCKETS, registry=REGISTRY)
+# The log's histograms are observed on every append, so they are counted by hand like the
+# request metrics (`_Histogram`), not by prometheus-client's locked `observe`.
 
 CLEANER_PASSES = Counter("kgc_log_cleaner_passes", "Passes of the online cleaner", registry=REGISTRY)
 CLEANER_PASS_SECONDS = Histogram("kgc_log_cleaner_pass_duration_seconds", "One cleaner pass",
@@ -287,11 +281,7 @@ class _RequestCollector:
         for labels, n in counts.items():
             requests.add_metric(list(labels), n)
         for labels, (buckets, total) in histograms.items():
-            cumulative, running = [], 0
-            for bound, n in zip((*map(str, LATENCY_BUCKETS), "+Inf"), buckets, strict=True):
-                running += n
-                cumulative.append((bound, running))
-            latency.add_metric(list(labels), cumulative, total[0])
+            latency.add_metric(list(labels), _cumulative(LATENCY_BUCKETS, buckets), total[0])
         for labels, n in by_error.items():
             errors.add_metric(list(labels), n)
         yield requests
@@ -302,6 +292,15 @@ class _RequestCollector:
 
 
 REGISTRY.register(_RequestCollector())
+
+
+def _cumulative(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, int]]:
+    """Per-bucket counts (the last one +Inf) as the cumulative `le` buckets Prometheus reads."""
+    cumulative, running = [], 0
+    for bound, n in zip((*map(floatToGoString, bounds), "+Inf"), counts, strict=True):
+        running += n
+        cumulative.append((bound, running))
+    return cumulative
 
 
 def _error_name(code: int) -> str:
@@ -513,6 +512,49 @@ def adoption_waiting_done(group_id: str) -> None:
 
 
 # ---- the log (storage calls this through its observer seam) -----------------------------
+
+
+class _Histogram:
+    """A histogram without labels, counted on the event-loop thread and published at scrape
+    time (`_HistogramCollector`)."""
+
+    __slots__ = ("name", "documentation", "bounds", "counts", "total")
+
+    def __init__(self, name: str, documentation: str, bounds: tuple[float, ...]):
+        self.name = name
+        self.documentation = documentation
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)     # the last one is +Inf
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        # bisect_left: the first bound >= value, as Prometheus's `le` buckets count.
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+
+class _HistogramCollector:
+    def __init__(self, *histograms: _Histogram):
+        self._histograms = histograms
+
+    def collect(self) -> Iterable[Any]:
+        for h in self._histograms:
+            family = HistogramMetricFamily(h.name, h.documentation)
+            family.add_metric([], _cumulative(h.bounds, h.counts), h.total)
+            yield family
+
+
+LOG_APPEND_SECONDS = _Histogram("kgc_log_append_duration_seconds", "Per batch, append to durable", LATENCY_BUCKETS)
+LOG_WRITE_SECONDS = _Histogram("kgc_log_write_duration_seconds", "Write call(s) of one group commit",
+                               LATENCY_BUCKETS)
+LOG_FSYNC_SECONDS = _Histogram("kgc_log_fsync_duration_seconds", "One fsync of a partition's active segment",
+                               LATENCY_BUCKETS)
+LOG_GROUP_COMMIT_BATCHES = _Histogram("kgc_log_group_commit_batches", "Batches made durable by one group commit",
+                                      COUNT_BUCKETS)
+LOG_GROUP_COMMIT_BYTES = _Histogram("kgc_log_group_commit_bytes", "Bytes written by one group commit",
+                                    BYTE_BUCKETS)
+REGISTRY.register(_HistogramCollector(LOG_APPEND_SECONDS, LOG_WRITE_SECONDS, LOG_FSYNC_SECONDS,
+                                      LOG_GROUP_COMMIT_BATCHES, LOG_GROUP_COMMIT_BYTES))
 
 
 class LogObserver:

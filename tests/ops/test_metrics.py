@@ -8,6 +8,7 @@ import pytest
 from aiokafka.client import AIOKafkaClient
 
 from coordinator.group.classic.state import GroupState
+from coordinator.metrics import LOG_OBSERVER
 from coordinator.service.group_stats import GroupSample, RebalanceTracker
 from coordinator.settings import ServerConfig
 from tests.support.aio_member import AioMember
@@ -113,6 +114,36 @@ async def test_forwarding_through_the_gateway_moves_the_upstream_metrics(tansu):
 
 def sample(group: str, state: GroupState, generation: int, since_ms: int) -> GroupSample:
     return GroupSample(group, state, generation, since_ms, members=1)
+
+
+def test_the_log_histograms_count_each_value_in_the_buckets_prometheus_reads():
+    """The log's histograms are counted by hand (one append each): `le` buckets are
+    cumulative, a value on a bound counts in it, and the bounds read as prometheus-client
+    writes them."""
+    before = in_process()
+    LOG_OBSERVER.group_committed(3, 1024, 0.001, None)      # 3 on no bound, 1024 and 1 ms on one
+    LOG_OBSERVER.group_committed(2000, 20_000_000, 40.0, 0.0005)
+    LOG_OBSERVER.durable(0.0003)
+    after = in_process()
+
+    def delta(name: str, **labels: str) -> float:
+        return after.total(name, **labels) - before.total(name, **labels)
+
+    assert delta("kgc_log_group_commit_batches_bucket", le="2.0") == 0
+    assert delta("kgc_log_group_commit_batches_bucket", le="4.0") == 1
+    assert delta("kgc_log_group_commit_batches_bucket", le="1024.0") == 1
+    assert delta("kgc_log_group_commit_batches_bucket", le="+Inf") == 2
+    assert delta("kgc_log_group_commit_batches_count") == 2 and delta("kgc_log_group_commit_batches_sum") == 2003
+    assert delta("kgc_log_group_commit_bytes_bucket", le="1024.0") == 1
+    assert delta("kgc_log_group_commit_bytes_bucket", le="1.6777216e+07") == 1
+    assert delta("kgc_log_group_commit_bytes_bucket", le="+Inf") == 2
+    assert delta("kgc_log_write_duration_seconds_bucket", le="0.001") == 1
+    assert delta("kgc_log_write_duration_seconds_bucket", le="30.0") == 1
+    assert delta("kgc_log_write_duration_seconds_count") == 2
+    assert delta("kgc_log_fsync_duration_seconds_bucket", le="0.0005") == 1
+    assert delta("kgc_log_fsync_duration_seconds_count") == 1
+    assert delta("kgc_log_append_duration_seconds_bucket", le="0.0005") == 1
+    assert delta("kgc_log_append_duration_seconds_sum") == pytest.approx(0.0003)
 
 
 def test_groups_loaded_before_the_first_sample_count_no_past_rebalances():
