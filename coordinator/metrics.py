@@ -145,9 +145,6 @@ PARTITION_FAILURES = Counter("kgc_partition_failures", "Partitions failed after 
 OPERATION_FAILURES = Counter("kgc_operation_failures", "Operations that failed alone, their group reset",
                              registry=REGISTRY)
 
-# The log's histograms are observed on every append, so they are counted by hand like the
-# request metrics (`_Histogram`), not by prometheus-client's locked `observe`.
-
 CLEANER_PASSES = Counter("kgc_log_cleaner_passes", "Passes of the online cleaner", registry=REGISTRY)
 CLEANER_PASS_SECONDS = Histogram("kgc_log_cleaner_pass_duration_seconds", "One cleaner pass",
                                  buckets=SLOW_BUCKETS, registry=REGISTRY)
@@ -516,7 +513,8 @@ def adoption_waiting_done(group_id: str) -> None:
 
 class _Histogram:
     """A histogram without labels, counted on the event-loop thread and published at scrape
-    time (`_HistogramCollector`)."""
+    time (`_HistogramCollector`): the log's, observed on every append, where
+    prometheus-client's `observe` takes a lock per call."""
 
     __slots__ = ("name", "documentation", "bounds", "counts", "total")
 
