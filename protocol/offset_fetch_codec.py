@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable, Iterable
-from itertools import repeat
+from itertools import islice, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -266,25 +266,25 @@ def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
     `PartitionTuples`) or from kafka-python's objects read as the same tuples: one pack
     for the whole topic when no partition carries metadata, else one per partition."""
     n = len(partitions)
+    if not n:
+        return
     index: Iterable[int]
-    offset: Iterable[int]
-    epoch: Iterable[int]
     error: Iterable[int]
+    # The columns from one transposition in C (`zip`), which reads each tuple once.
     if isinstance(partitions, OffsetColumns):
-        values = partitions.values
-        if list(map(_VALUE_METADATA, values)).count("") != n:
+        # A stored value's first three items: its offset, leader epoch and metadata.
+        offset, epoch, metadata = islice(zip(*partitions.values, strict=False), 3)
+        if metadata.count("") != n:
             _pack_each(parts, version, list(partitions))
             return
-        index, offset, epoch, error = (partitions.indexes, map(_VALUE_OFFSET, values), map(_VALUE_EPOCH, values),
-                                       repeat(0, n))
+        index, error = partitions.indexes, repeat(0, n)
     else:
         if type(partitions) is not PartitionTuples:
             partitions = list(map(_AS_TUPLE, partitions))
-        if list(map(_METADATA, partitions)).count("") != n:
+        index, offset, epoch, metadata, error = zip(*partitions, strict=True)
+        if metadata.count("") != n:
             _pack_each(parts, version, partitions)
             return
-        index, offset, epoch, error = (map(_INDEX, partitions), map(_OFFSET, partitions), map(_EPOCH, partitions),
-                                       map(_ERROR, partitions))
     # The pack's arguments laid out column by column, each column one C-level pass.
     columns: tuple[Iterable[int] | None, ...]
     if version >= 6:    # (index, offset, epoch, compact length 1 of "", error), tags after
@@ -303,10 +303,7 @@ def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
 
 # A partition as a tuple in the order of its fields on the wire.
 _AS_TUPLE = attrgetter("partition_index", "committed_offset", "committed_leader_epoch", "metadata", "error_code")
-_INDEX, _OFFSET, _EPOCH, _METADATA, _ERROR = map(itemgetter, range(5))
-# A stored value's offset, leader epoch and metadata (`OffsetColumns.values`).
-_VALUE_OFFSET, _VALUE_EPOCH, _VALUE_METADATA = map(itemgetter, range(3))
-TUPLE_ERROR_CODE = _ERROR    # a partition tuple's error_code, for the metrics' count
+TUPLE_ERROR_CODE = itemgetter(4)    # a partition tuple's error_code, for the metrics' count
 # partition_index, committed_offset, [v5+] committed_leader_epoch, then the metadata:
 # int16 length (classic) or its compact uvarint length, one byte below 128 (flexible)
 _HEAD_V5 = struct.Struct(">iqih")

@@ -143,3 +143,30 @@ async def test_a_full_filesystem_fails_the_partition_and_recovery_keeps_every_ac
         assert not [p for p in os.listdir(partition_dir(small_tmpfs / "data", 0)) if ".torn-" in p]
     finally:
         await reopened.close()
+
+
+async def test_writes_the_kernel_cuts_short_are_finished(tmp_path, monkeypatch):
+    """os.pwrite may write less than asked (a signal, a nearly full disk): the store
+    writes the rest, so the batch on disk is whole and loads."""
+    real_pwrite = os.pwrite
+    calls = []
+
+    def short_pwrite(fd, data, position):
+        calls.append(len(data))
+        return real_pwrite(fd, bytes(memoryview(data)[:7]), position)
+    monkeypatch.setattr("storage.segment.os.pwrite", short_pwrite)
+    store = FileLogStore(tmp_path, num_partitions=1, preallocate_bytes=0)
+    await store.open()
+    try:
+        assert await store.append(0, one(0, size=40), 0).durable == 0
+        assert await store.append(0, one(1, size=40), 1).durable == 1
+    finally:
+        await store.close()
+    assert len(calls) > 2 * (BATCH_BYTES // 7)      # every batch took several writes
+    monkeypatch.setattr("storage.segment.os.pwrite", real_pwrite)
+    reopened = FileLogStore(tmp_path, num_partitions=1)
+    await reopened.open()
+    try:
+        assert await keys(reopened) == [b"k0", b"k1"]
+    finally:
+        await reopened.close()
