@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Callable, Iterable
-from itertools import islice, repeat
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -268,8 +268,6 @@ def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
     n = len(partitions)
     if not n:
         return
-    index: Iterable[int]
-    error: Iterable[int]
     # The columns from one transposition in C (`zip`), which reads each tuple once.
     if isinstance(partitions, OffsetColumns):
         # A stored value's first three items: its offset, leader epoch and metadata.
@@ -277,14 +275,14 @@ def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
         if metadata.count("") != n:
             _pack_each(parts, version, list(partitions))
             return
-        index, error = partitions.indexes, repeat(0, n)
-    else:
-        if type(partitions) is not PartitionTuples:
-            partitions = list(map(_AS_TUPLE, partitions))
-        index, offset, epoch, metadata, error = zip(*partitions, strict=True)
-        if metadata.count("") != n:
-            _pack_each(parts, version, partitions)
-            return
+        _pack_stored(parts, version, partitions.indexes, offset, epoch)
+        return
+    if type(partitions) is not PartitionTuples:
+        partitions = list(map(_AS_TUPLE, partitions))
+    index, offset, epoch, metadata, error = zip(*partitions, strict=True)
+    if metadata.count("") != n:
+        _pack_each(parts, version, partitions)
+        return
     # The pack's arguments laid out column by column, each column one C-level pass.
     columns: tuple[Iterable[int] | None, ...]
     if version >= 6:    # (index, offset, epoch, compact length 1 of "", error), tags after
@@ -299,6 +297,28 @@ def _pack_partitions(parts: list[bytes], version: int, partitions: Any) -> None:
         if column is not None:
             args[i::width] = column
     parts.append(layout.pack(*args))
+
+
+def _pack_stored(parts: list[bytes], version: int, index: Sequence[int], offset: Sequence[int],
+                 epoch: Sequence[int]) -> None:
+    """Stored offsets without metadata, every error NONE: only the index, the offset and
+    [v5+] the leader epoch vary, so only they are packed; the metadata's length and the
+    error code are zero bytes, but for a flexible version's compact length of "", 1,
+    set afterwards in every partition at once."""
+    n = len(index)
+    with_epoch = version >= 5
+    width = 3 if with_epoch else 2
+    args: list = [0] * (width * n)
+    args[0::width] = index
+    args[1::width] = offset
+    if with_epoch:
+        args[2::width] = epoch
+    packed = _stored_layout(n, with_epoch).pack(*args)
+    if version >= 6:
+        flexible = bytearray(packed)
+        flexible[_FLEXIBLE_EMPTY_AT::_WHOLE_FLEXIBLE.size] = b"\x01" * n
+        packed = bytes(flexible)
+    parts.append(packed)
 
 
 # A partition as a tuple in the order of its fields on the wire.
@@ -351,6 +371,17 @@ def _pack_each(parts: list[bytes], version: int, partitions: list[tuple]) -> Non
 def _no_metadata(count: int, with_epoch: bool) -> struct.Struct:
     # One pack for a topic's partitions when none carries metadata (int16 length 0).
     return struct.Struct(">" + ("iqi2xh" if with_epoch else "iq2xh") * count)
+
+
+@functools.lru_cache(maxsize=256)
+def _stored_layout(count: int, with_epoch: bool) -> struct.Struct:
+    # `_pack_stored`'s: the metadata's length and the error code as four zero bytes
+    # (classic), or the compact length byte, the error code and the tags (flexible).
+    return struct.Struct(">" + ("iqi4x" if with_epoch else "iq4x") * count)
+
+
+# Where a flexible partition's compact metadata length sits (after index, offset, epoch).
+_FLEXIBLE_EMPTY_AT = _FIXED_FLEXIBLE.size
 
 
 @functools.lru_cache(maxsize=256)
