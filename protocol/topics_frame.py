@@ -45,8 +45,8 @@ class OffsetColumns:
     epoch and metadata (kgc's stored record value, or one standing for "none"). Every
     error code is NONE. A consumer fetches every partition it owns at once, so the answer
     is built from a dict lookup per partition in C (`map`) and packed column by column,
-    with no object made per partition. Read as a sequence, the partitions are tuples in
-    wire order (`row`); they carry no tagged fields.
+    each column one C-level pass, with no answer object per partition. Read as a sequence,
+    the partitions are tuples in wire order (`row`); they carry no tagged fields.
 
     Not a `collections.abc.Sequence`: mypyc gives a compiled class its ABC base's registry,
     and `isinstance(a_list, OffsetColumns)` was then true."""
