@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
 from typing import Any, NamedTuple
 
@@ -274,7 +274,8 @@ class OffsetManager:
         generation = request.generation_id if version >= 3 else -1
         member_id = request.member_id if version >= 3 else ""
         instance_id = request.group_instance_id if version >= 3 else None
-        error = self._validate_txn_commit(group_id, member_id, instance_id, generation, version)
+        error = self._validate_txn_commit(group_id, member_id, instance_id, generation, version,
+                                          ((t.name, (p.partition_index for p in t.partitions)) for t in request.topics))
         errors: dict[tuple[int, int], int] = {}
         records: list[CoordinatorRecord] = []
         if error is ErrorCode.NONE:
@@ -296,13 +297,15 @@ class OffsetManager:
         return Result(records=tuple(records), response=response,
                       transaction=Transaction(request.producer_id, request.producer_epoch))
 
-    def _validate_txn_commit(self, group_id: str, member_id: str, instance_id: str | None,
-                             generation: int, version: int) -> ErrorCode:
+    def _validate_txn_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                             version: int, committed: Iterable[tuple[str | None, Iterable[int]]]) -> ErrorCode:
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None:
             if generation < 0 and member_id == "" and instance_id is None:
                 return ErrorCode.NONE       # an old client: no member information to check
-            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, ())
+            # Checked as an OffsetCommit of the newest version: a transactional commit may
+            # come at any version (Kafka skips the version check for it).
+            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation, 9, committed)
             if error is ErrorCode.STALE_MEMBER_EPOCH and version < _TXN_NAMED_ERRORS_SINCE:
                 return ErrorCode.ILLEGAL_GENERATION
             return error

@@ -12,10 +12,13 @@ unknown key types skipped) and checks, record by record:
   without audit headers (a log Kafka wrote) carry no generation: not judged;
 - stale member epoch (KIP-848 consumer groups, the same finding type): a commit whose
   member's last current-assignment record (type 8) before it gives a newer member epoch
-  than the commit's `generation` header, which carries the member epoch for these groups.
-  A commit at the member's previous epoch is not judged: the coordinator accepts it for
-  partitions the member still holds (part of KIP-1251), which the log cannot tell without
-  the topic ids' names.
+  than the commit's `generation` header, which carries the member epoch for these groups,
+  and an epoch older than the one the member was given any partition it holds at. The
+  coordinator accepts an older epoch for partitions the member was given at that epoch
+  or before (KIP-1251), and the log names a commit's topic while the record names topic
+  ids, so only an epoch older than all of the member's is sure to be refused. A record
+  without assignment epochs (an older coordinator's) counts its partitions as given at
+  the member's previous epoch, which older kgc accepted for partitions still held.
 
 At the end, over the final state, offsets whose group has no GroupMetadata:
 
@@ -135,13 +138,22 @@ class Committed:
 class MemberEpoch:
     """A KIP-848 member's epochs from its last current-assignment record (type 8)."""
     epoch: int
-    previous_epoch: int
+    given_from: int         # the oldest epoch it was given a partition it holds at
     record_offset: int
+
+    @classmethod
+    def of(cls, value: ConsumerGroupCurrentMemberAssignmentValue, record_offset: int) -> MemberEpoch:
+        own = max(value.member_epoch, 0)
+        unrecorded = value.previous_member_epoch if value.previous_member_epoch > 0 else own
+        given = [min(epochs) if epochs is not None and len(epochs) == len(partitions) else unrecorded
+                 for topics in (value.assigned_partitions, value.partitions_pending_revocation)
+                 for _, partitions, epochs in topics if partitions]
+        return cls(value.member_epoch, min(given, default=own), record_offset)
 
     def refuses(self, epoch: int) -> bool:
         """Whether the coordinator refuses a commit at `epoch` from this member
         (STALE_MEMBER_EPOCH), as far as the log can tell."""
-        return epoch < self.epoch and not (epoch == self.previous_epoch > 0)
+        return epoch < self.epoch and epoch < self.given_from
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,8 +288,7 @@ class PartitionAudit:
             if assignment is None:
                 self.member_epochs.pop((key.group, key.member_id), None)
             else:
-                self.member_epochs[key.group, key.member_id] = MemberEpoch(
-                    assignment.member_epoch, assignment.previous_member_epoch, record_offset)
+                self.member_epochs[key.group, key.member_id] = MemberEpoch.of(assignment, record_offset)
         self._other_protocol(isinstance(key, records.ConsumerGroupMetadataKey), key.group, value is None,
                              record_offset)
 

@@ -18,8 +18,8 @@ Injected anomalies, `per_type` of each:
 - stale_generation_commit: just after a rebalance, a member of the old generation commits;
   and in a KIP-848 consumer group (its records: member, group epoch, target assignment,
   each member's current assignment, in Kafka's order), a member commits with an epoch
-  older than its previous one, beside its commits at its current and (accepted for
-  partitions it holds) previous epoch, which are not findings;
+  older than the one it was given its partitions at, beside its commits at its current
+  and (accepted for partitions it was given by then) previous epoch, which are not findings;
 - orphaned_offset: a group whose members commit with a generation but whose GroupMetadata
   is not in the log (every one of its offsets is a finding); beside them, simple groups
   (generation -1, no member, no GroupMetadata, as Kafka has them) that must not be reported;
@@ -359,8 +359,9 @@ def _abandoned_life(g: _Group, config: GeneratorConfig, expected: list[Finding])
 
 def _member_epochs_life(g: _Group, config: GeneratorConfig) -> None:
     """A KIP-848 consumer group of two members whose epochs move on three times; member
-    a commits at each epoch, then at its previous one (accepted), then at an older one
-    (the finding). Recent, so retention does not apply."""
+    a commits at each epoch, then at its previous one (accepted: it was given its
+    partitions at that epoch), then at an older one (the finding). Recent, so retention
+    does not apply."""
     g.clock_ms = config.now_ms - 3_600_000
     topic = ("topic-0", config.partitions_per_topic)
     g.topics = [topic]
@@ -382,9 +383,12 @@ def _member_epochs_life(g: _Group, config: GeneratorConfig) -> None:
         batch += [records.new_consumer_group_target_assignment_record(g.name, m.member_id, partitions[m.member_id])
                   for m in (a, b)]
         batch.append(records.new_consumer_group_target_assignment_epoch_record(g.name, epoch))
+        # The members are given their partitions again at epoch 2 and keep them at 3 (KIP-1251's
+        # assignment epochs): a commit at 2 is then accepted at epoch 3, one at 1 is not.
+        given = {mid: tuple((t, ps, (min(epoch, 2),) * len(ps)) for t, ps in tps) for mid, tps in partitions.items()}
         batch += [records.new_consumer_group_current_assignment_record(
                       g.name, m.member_id, records.ConsumerGroupCurrentMemberAssignmentValue(
-                          epoch, epoch - 1, 0, partitions[m.member_id], ()))
+                          epoch, epoch - 1, 0, given[m.member_id], ()))
                   for m in (a, b)]
         g.events.append(_Event(now, batch))
 

@@ -95,6 +95,7 @@ from coordinator.records.types import (
     RecordDecodeError,
     RecordKey,
     RecordValue,
+    TopicPartitionEpochs,
     TopicPartitions,
 )
 
@@ -124,6 +125,7 @@ __all__ = [
     "GroupMetadataKey",
     "MemberMetadata",
     "GroupMetadataValue",
+    "TopicPartitionEpochs",
     "TopicPartitions",
     "ConsumerGroupMetadataKey",
     "ConsumerGroupMetadataValue",

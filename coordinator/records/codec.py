@@ -31,7 +31,9 @@ and arrays, a tagged-field section closing every struct); topic ids are 16-byte 
     6  assignment_epoch int32
     7  topic_partitions [] {topic_id uuid, partitions []int32}
     8  member_epoch int32, previous_member_epoch int32, state int8,
-       assigned_partitions [] {topic_id, partitions}, partitions_pending_revocation [] {...}
+       assigned_partitions [] {topic_id, partitions; tagged 0: assignment_epochs
+       nullable []int32, one per partition (Kafka 4.3+, KIP-1251)},
+       partitions_pending_revocation [] {...}
     16 topics []string, version int64, timestamp int64
 
 OffsetCommitValue by version:
@@ -114,6 +116,7 @@ from coordinator.records.types import (
     RecordDecodeError,
     RecordKey,
     RecordValue,
+    TopicPartitionEpochs,
     TopicPartitions,
 )
 from protocol import wire
@@ -230,9 +233,20 @@ def _compact_strings(items: tuple[str, ...]) -> bytes:
 def _topic_partitions(topics: TopicPartitions) -> bytes:
     parts = [wire.count(len(topics), True)]
     for topic_id, partitions in topics:
-        parts += (topic_id.bytes, wire.count(len(partitions), True),
-                  struct.pack(f">{len(partitions)}i", *partitions), _NO_TAGS)
+        parts += (topic_id.bytes, _int32s(partitions), _NO_TAGS)
     return b"".join(parts)
+
+
+def _topic_partition_epochs(topics: TopicPartitionEpochs) -> bytes:
+    parts = [wire.count(len(topics), True)]
+    for topic_id, partitions, epochs in topics:
+        parts += (topic_id.bytes, _int32s(partitions),
+                  _NO_TAGS if epochs is None else wire.tagged([(0, _int32s(epochs))]))
+    return b"".join(parts)
+
+
+def _int32s(values: tuple[int, ...]) -> bytes:
+    return wire.count(len(values), True) + struct.pack(f">{len(values)}i", *values)
 
 
 _NO_TAGS = b"\x00"
@@ -287,8 +301,8 @@ def _serialize_consumer_value(value: ConsumerGroupValue) -> bytes:
             return _topic_partitions(topic_partitions) + _NO_TAGS
         case ConsumerGroupCurrentMemberAssignmentValue():
             return b"".join((_I32.pack(value.member_epoch), _I32.pack(value.previous_member_epoch),
-                             _I8.pack(value.state), _topic_partitions(value.assigned_partitions),
-                             _topic_partitions(value.partitions_pending_revocation), _NO_TAGS))
+                             _I8.pack(value.state), _topic_partition_epochs(value.assigned_partitions),
+                             _topic_partition_epochs(value.partitions_pending_revocation), _NO_TAGS))
         case ConsumerGroupRegularExpressionValue(topics, version, timestamp_ms):
             return _compact_strings(topics) + _I64.pack(version) + _I64.pack(timestamp_ms) + _NO_TAGS
     raise TypeError(f"not a consumer group value: {value!r}")
@@ -462,13 +476,28 @@ def _strings(r: _Reader) -> tuple[str, ...]:
 
 
 def _decode_topic_partitions(r: _Reader) -> TopicPartitions:
+    return tuple((topic_id, partitions) for topic_id, partitions, _ in _decode_topic_partition_epochs(r))
+
+
+def _decode_topic_partition_epochs(r: _Reader) -> TopicPartitionEpochs:
     topics = []
     for _ in range(r.array_count()):
         topic_id = r.uuid()
-        partitions = tuple(r.int32() for _ in range(r.array_count()))
-        r.skip_tagged_fields()    # 4.3+ per-partition assignment epochs (KIP-1251)
-        topics.append((topic_id, partitions))
+        partitions = _decode_int32s(r)
+        epochs = None
+        raw = r.tagged_fields().get(0)
+        if raw is not None:
+            inner = _Reader(raw, flexible=True)
+            n = inner.uvarint() - 1
+            if n >= 0:
+                epochs = tuple(inner.int32() for _ in range(n))
+            inner.done()
+        topics.append((topic_id, partitions, epochs))
     return tuple(topics)
+
+
+def _decode_int32s(r: _Reader) -> tuple[int, ...]:
+    return tuple(r.int32() for _ in range(r.array_count()))
 
 
 def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupValue:
@@ -495,8 +524,8 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
         case ConsumerGroupCurrentMemberAssignmentKey():
             value = ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=r.int32(), previous_member_epoch=r.int32(), state=r.int8(),
-                assigned_partitions=_decode_topic_partitions(r),
-                partitions_pending_revocation=_decode_topic_partitions(r))
+                assigned_partitions=_decode_topic_partition_epochs(r),
+                partitions_pending_revocation=_decode_topic_partition_epochs(r))
         case ConsumerGroupRegularExpressionKey():
             value = ConsumerGroupRegularExpressionValue(_strings(r), r.int64(), r.int64())
     r.skip_tagged_fields()

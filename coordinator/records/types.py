@@ -103,6 +103,10 @@ class GroupMetadataValue:
 
 # A member's partitions: (topic id, sorted partitions) per topic, topics sorted by id.
 TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+# The same with the member epoch each partition was assigned at, one per partition
+# (KIP-1251, Kafka 4.3+: tagged field 0); None where the record has none (written by an
+# older coordinator), which Kafka reads as the member's epoch.
+TopicPartitionEpochs = tuple[tuple[uuid.UUID, tuple[int, ...], tuple[int, ...] | None], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +180,8 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int
     previous_member_epoch: int
     state: int
-    assigned_partitions: TopicPartitions
-    partitions_pending_revocation: TopicPartitions
+    assigned_partitions: TopicPartitionEpochs
+    partitions_pending_revocation: TopicPartitionEpochs
 
 
 @dataclass(frozen=True, slots=True)

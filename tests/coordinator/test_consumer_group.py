@@ -354,6 +354,100 @@ def test_a_commit_at_the_previous_epoch_is_accepted_for_partitions_still_held(ct
     assert commit(0, min(kept)) == E.STALE_MEMBER_EPOCH
 
 
+def _given_partitions_at_two_epochs(ctx) -> tuple[set[int], set[int]]:
+    """a holds every partition from epoch 1; b takes two at epoch 2 and leaves, and a gets
+    them back at epoch 3: (the partitions a has held since epoch 1, those given at 3)."""
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.consumer_heartbeat(member_id="b")
+    kept = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": {0, 1, 2, 3}}).assignment["t"]
+    assert ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": kept}).epoch == 2
+    assert ctx.consumer_heartbeat(member_id="b", member_epoch=2, owned={}).assignment == {"t": {0, 1, 2, 3} - kept}
+    ctx.consumer_heartbeat(member_id="b", member_epoch=-1)
+    back = ctx.consumer_heartbeat(member_id="a", member_epoch=2, owned={"t": kept})
+    assert (back.epoch, back.assignment) == (3, {"t": {0, 1, 2, 3}})
+    return kept, {0, 1, 2, 3} - kept
+
+
+def _commit_error(ctx, epoch: int, partition: int, member_id: str = "a", version: int = 9) -> int:
+    response = ctx.commit(version=version, member_id=member_id, generation_id=epoch,
+                          offsets=(("t", partition, 10, None),))
+    return response.response.topics[0].partitions[0].error_code
+
+
+def test_a_commit_at_an_older_epoch_is_accepted_for_partitions_held_since_then(ctx):
+    # KIP-1251 (Kafka 4.3+): each partition is fenced by the epoch it was given at, not
+    # by the member's epoch. A commit a sent at epoch 1, answered after a moved on twice.
+    kept, given_at_3 = _given_partitions_at_two_epochs(ctx)
+    assert _commit_error(ctx, 1, min(kept)) == E.NONE
+    assert ctx.consumer_group().members["a"].assignment_epoch(ctx.topics.by_name["t"].topic_id, min(kept)) == 1
+    assert _commit_error(ctx, 2, min(kept)) == E.NONE
+    # A partition a was given at epoch 3 was b's before: older commits of it are refused.
+    assert _commit_error(ctx, 2, min(given_at_3)) == E.STALE_MEMBER_EPOCH
+    assert _commit_error(ctx, 3, min(given_at_3)) == E.NONE
+    # An epoch a never had, or older than every partition's, stays refused.
+    assert _commit_error(ctx, 4, min(kept)) == E.STALE_MEMBER_EPOCH
+    assert _commit_error(ctx, 0, min(kept)) == E.STALE_MEMBER_EPOCH
+    # One refused partition refuses the whole commit, as Kafka's validator does.
+    both = ctx.commit(version=9, member_id="a", generation_id=2,
+                      offsets=(("t", min(kept), 11, None), ("t", min(given_at_3), 11, None)))
+    assert {p.error_code for p in both.response.topics[0].partitions} == {E.STALE_MEMBER_EPOCH}
+
+
+def test_a_record_whose_epochs_do_not_match_its_partitions_reads_them_as_the_members_epoch(ctx):
+    # Kafka's `Utils.assignmentFromTopicPartitions` logs it and uses the member epoch.
+    from coordinator.records import ConsumerGroupCurrentMemberAssignmentValue
+
+    ctx.consumer_heartbeat(member_id="a")
+    topic_id = ctx.topics.by_name["t"].topic_id
+    group = ctx.consumer_group()
+    group.replay_current_assignment("a", ConsumerGroupCurrentMemberAssignmentValue(
+        6, 5, 0, ((topic_id, (0, 1, 2, 3), (1, 2)),), ()))
+    assert {group.members["a"].assignment_epoch(topic_id, p) for p in range(4)} == {6}
+
+
+def test_assignment_epochs_are_written_as_kafka_writes_them_and_survive_a_reload(ctx):
+    kept, given_at_3 = _given_partitions_at_two_epochs(ctx)
+    value = ctx.consumer_group().members["a"].assignment_value()
+    (topic_id, partitions, epochs), = value.assigned_partitions
+    assert dict(zip(partitions, epochs, strict=True)) == {**dict.fromkeys(kept, 1), **dict.fromkeys(given_at_3, 3)}
+    reloaded = ctx.reload()
+    assert reloaded.consumer_group().members["a"] == ctx.consumer_group().members["a"]
+    assert _commit_error(reloaded, 1, min(kept)) == E.NONE
+    assert _commit_error(reloaded, 2, min(given_at_3)) == E.STALE_MEMBER_EPOCH
+
+
+def test_a_transactional_commit_at_an_older_epoch_is_checked_per_partition_too(ctx):
+    from protocol.txn_offset_commit_messages import TxnOffsetCommitRequest
+
+    kept, given_at_3 = _given_partitions_at_two_epochs(ctx)
+
+    def txn_error(epoch: int, partition: int) -> int:
+        cls = TxnOffsetCommitRequest[3]
+        topic = cls.TxnOffsetCommitRequestTopic
+        request = cls(transactional_id="tx", group_id="g", producer_id=7, producer_epoch=0, generation_id=epoch,
+                      member_id="a", group_instance_id=None, topics=[topic(name="t", partitions=[
+                          topic.TxnOffsetCommitRequestPartition(partition_index=partition, committed_offset=5,
+                                                                committed_leader_epoch=-1, committed_metadata="")])])
+        return ctx.shard.txn_commit_offsets(ctx.rctx(3), request, 0).response.topics[0].partitions[0].error_code
+
+    assert txn_error(1, min(kept)) == E.NONE
+    # Before TxnOffsetCommit v6, a stale member epoch is answered ILLEGAL_GENERATION.
+    assert txn_error(2, min(given_at_3)) == E.ILLEGAL_GENERATION
+
+
+def test_a_static_members_successor_inherits_its_partitions_as_given_at_epoch_zero(ctx):
+    # Kafka resets a leaving static member's assignment epochs to 0: its successor, a new
+    # member id, may commit them at any epoch it has had.
+    assert ctx.consumer_heartbeat(member_id="s", instance_id="i").assignment == {"t": {0, 1, 2, 3}}
+    ctx.consumer_heartbeat(member_id="s", instance_id="i", member_epoch=-2)
+    successor = ctx.consumer_heartbeat(member_id="s2", instance_id="i")
+    assert (successor.error, successor.epoch, successor.assignment) == (0, 1, {"t": {0, 1, 2, 3}})
+    assert _commit_error(ctx, 0, 2, member_id="s2") == E.NONE
+    held = ctx.consumer_group().members["s2"]
+    assert {held.assignment_epoch(t, p) for t, ps in held.assigned.items() for p in ps} == {0}
+    assert _commit_error(ctx, 0, 2, member_id="s") == E.UNKNOWN_MEMBER_ID
+
+
 def test_consumer_groups_are_listed_by_type_and_unknown_to_describe_groups(ctx):
     ctx.consumer_heartbeat(member_id="a")
     listed = ctx.shard.list_groups(set(), {"consumer"})

@@ -6,6 +6,8 @@ import pytest
 
 from coordinator.records import (
     ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
     GroupMetadataKey,
@@ -230,3 +232,25 @@ def test_kgc_adopted_group_record_round_trips_as_its_own_key_type():
     assert records.other_record_group(key_bytes) is None   # kgc's own, not another protocol's group
     with pytest.raises(records.RecordDecodeError, match="unknown value version 1"):
         records.deserialize(key_bytes, b"\x00\x01" + value_bytes[2:])
+
+
+def test_a_members_assignment_epochs_are_tagged_field_0_of_each_topic_as_kafka_4_3_writes_them():
+    """ConsumerGroupCurrentMemberAssignmentValue (type 8, version 0, flexible): each topic's
+    KIP-1251 `AssignmentEpochs`, a nullable int32 array of one epoch per partition, is tag 0
+    of its TopicPartitions; a topic without it (a record of Kafka 4.2 or older kgc) reads
+    as None."""
+    topic = uuid.UUID("7c9d5b1e-2f0a-4c3b-9e8d-1a2b3c4d5e6f")
+    value = ConsumerGroupCurrentMemberAssignmentValue(5, 4, 0, ((topic, (0, 2), (1, 5)),), ((topic, (3,), (4,)),))
+    epochs_0_2 = H("03" "00000001" "00000005")       # compact count 2 + 1, then the epochs
+    expected = (H("00000005" "00000004" "00")
+                + H("02") + topic.bytes + H("03" "00000000" "00000002")
+                + H("01" "00") + bytes([len(epochs_0_2)]) + epochs_0_2
+                + H("02") + topic.bytes + H("02" "00000003") + H("01" "00" "05" "02" "00000004")
+                + H("00"))
+    key = ConsumerGroupCurrentMemberAssignmentKey("g", "m")
+    assert serialize_value(value) == H("0000") + expected
+    assert deserialize(serialize_key(key), H("0000") + expected) == (key, value)
+    older = (H("0000" "00000005" "00000004" "00") + H("02") + topic.bytes + H("03" "00000000" "00000002" "00")
+             + H("01" "00"))
+    assert deserialize(serialize_key(key), older)[1] == ConsumerGroupCurrentMemberAssignmentValue(
+        5, 4, 0, ((topic, (0, 2), None),), ())

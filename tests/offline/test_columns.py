@@ -298,7 +298,11 @@ def test_offsets_of_a_recreated_topic_are_judged_the_same(tmp_path, monkeypatch)
 
 def test_member_epochs_are_judged_the_same(tmp_path):
     """KIP-848 commits by member epoch: per (group, member), as of each commit; a member
-    gone (tombstone) or in another group is not the one judged; the previous epoch passes."""
+    gone (tombstone) or in another group is not the one judged; an older epoch passes
+    from the one the member was given its partitions at (KIP-1251), or, in a record
+    without assignment epochs, from its previous epoch."""
+    import uuid
+
     from coordinator import records
 
     partition = tmp_path / "data" / "__consumer_offsets-0"
@@ -307,9 +311,11 @@ def test_member_epochs_are_judged_the_same(tmp_path):
     def log_record(record) -> LogRecord:
         return LogRecord(records.serialize_key(record.key), records.serialize_value(record.value), record.headers)
 
-    def epoch(group: str, member: str, current: int | None, previous: int = 0) -> LogRecord:
+    def epoch(group: str, member: str, current: int | None, previous: int = 0,
+              given_at: int | None = None) -> LogRecord:
+        held = ((uuid.UUID(int=7), (0,), None if given_at is None else (given_at,)),)
         value = None if current is None else records.ConsumerGroupCurrentMemberAssignmentValue(
-            current, previous, 0, (), ())
+            current, previous, 0, held, ())
         return log_record(records.CoordinatorRecord(records.ConsumerGroupCurrentMemberAssignmentKey(group, member),
                                                     value))
 
@@ -320,9 +326,9 @@ def test_member_epochs_are_judged_the_same(tmp_path):
     group_epoch = records.serialize_value(records.ConsumerGroupMetadataValue(5))
     log = [consumer_group_record("g", group_epoch), consumer_group_record("h", group_epoch),
            commit("g", "a", 3, 1),                  # before a has any epoch: not judged
-           epoch("g", "a", 5, 4), epoch("h", "a", 2, 1),
-           commit("g", "a", 5, 2), commit("g", "a", 4, 3),     # current, previous: fine
-           commit("g", "a", 3, 4),                  # older than the previous: stale
+           epoch("g", "a", 5, 4, given_at=4), epoch("h", "a", 2, 1),
+           commit("g", "a", 5, 2), commit("g", "a", 4, 3),     # current, given at 4: fine
+           commit("g", "a", 3, 4),                  # older than it was given its partition at: stale
            commit("h", "a", 2, 5), commit("h", "a", 1, 6),     # h's a is at 2: fine, then previous
            commit("h", "a", 0, 7),                  # stale in h
            epoch("g", "a", None),                   # a leaves g

@@ -19,7 +19,7 @@ STABLE at the assignment epoch, else Stable.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
@@ -36,12 +36,19 @@ from coordinator.records import (
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
+    TopicPartitionEpochs,
     TopicPartitions,
 )
 
 # topic id → partitions; treated as immutable once built.
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 EMPTY_ASSIGNMENT: Assignment = {}
+# (topic id, partition) → the member epoch a member was given the partition at (KIP-1251:
+# a commit at an older epoch is fenced only for partitions given to it since). A held
+# partition with no entry was given at the member's own epoch (0 at least): that is how
+# Kafka reads a record without assignment epochs, and it keeps the map to the partitions
+# a member has held since before its current epoch.
+AssignmentEpochs = Mapping[tuple[uuid.UUID, int], int]
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -58,6 +65,24 @@ def to_topic_partitions(assignment: Assignment) -> TopicPartitions:
     return tuple((topic_id, tuple(sorted(partitions)))
                  for topic_id, partitions in sorted(assignment.items(), key=lambda item: item[0].bytes)
                  if partitions)
+
+
+def to_topic_partition_epochs(assignment: Assignment, epoch_of: Callable[[uuid.UUID, int], int]
+                              ) -> TopicPartitionEpochs:
+    return tuple((topic_id, partitions, tuple(epoch_of(topic_id, p) for p in partitions))
+                 for topic_id, partitions in to_topic_partitions(assignment))
+
+
+def from_topic_partition_epochs(topics: TopicPartitionEpochs, member_epoch: int,
+                                into: dict[tuple[uuid.UUID, int], int]) -> Assignment:
+    """The assignment of a record, its partitions' epochs added to `into` (Kafka's
+    `Utils.assignmentFromTopicPartitions`: none, or a count that does not match the
+    partitions, is read as the member's epoch)."""
+    default = max(member_epoch, 0)
+    for topic_id, partitions, epochs in topics:
+        if epochs is not None and len(epochs) == len(partitions):
+            into.update(((topic_id, p), e) for p, e in zip(partitions, epochs, strict=True) if e != default)
+    return from_topic_partitions((topic_id, partitions) for topic_id, partitions, _ in topics)
 
 
 def from_topic_partitions(topics: Iterable[tuple[uuid.UUID, Iterable[int]]] | None) -> Assignment:
@@ -89,6 +114,7 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
     # Set for a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
     # inside the consumer group: its session timeout and JoinGroup protocols.
     classic: ClassicMemberMetadata | None = None
@@ -106,17 +132,41 @@ class ConsumerGroupMember:
     def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
         return ConsumerGroupCurrentMemberAssignmentValue(
             self.member_epoch, self.previous_member_epoch, int(self.state),
-            to_topic_partitions(self.assigned), to_topic_partitions(self.pending_revocation))
+            to_topic_partition_epochs(self.assigned, self._epoch_of),
+            to_topic_partition_epochs(self.pending_revocation, self._epoch_of))
 
     def same_assignment(self, other: ConsumerGroupMember) -> bool:
         return (self.member_epoch == other.member_epoch and self.previous_member_epoch == other.previous_member_epoch
                 and self.state == other.state and self.assigned == other.assigned
-                and self.pending_revocation == other.pending_revocation)
+                and self.pending_revocation == other.pending_revocation
+                and self.assignment_epochs == other.assignment_epochs)
+
+    def assignment_epoch(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch the member was given a partition it holds (assigned or pending
+        revocation) at; None if it does not hold it."""
+        if partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ()):
+            return self._epoch_of(topic_id, partition)
+        return None
+
+    def _epoch_of(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.assignment_epochs.get((topic_id, partition), max(self.member_epoch, 0))
 
     def with_epoch(self, epoch: int, **changes) -> ConsumerGroupMember:
         """A new member epoch remembers the old one: a retried heartbeat of a lost answer
-        may still carry it."""
+        may still carry it. A partition the member keeps keeps the epoch it was given at;
+        one it did not hold is given at `epoch` (unless `assignment_epochs` is passed)."""
         previous = self.member_epoch if epoch != self.member_epoch else self.previous_member_epoch
+        if "assignment_epochs" not in changes:
+            default = max(epoch, 0)
+            epochs: dict[tuple[uuid.UUID, int], int] = {}
+            for assignment in (changes.get("assigned", self.assigned),
+                               changes.get("pending_revocation", self.pending_revocation)):
+                for topic_id, partitions in assignment.items():
+                    for p in partitions:
+                        e = self.assignment_epoch(topic_id, p)
+                        if e is not None and e != default:
+                            epochs[(topic_id, p)] = e
+            changes["assignment_epochs"] = epochs
         return replace(self, member_epoch=epoch, previous_member_epoch=previous, **changes)
 
 
@@ -256,14 +306,18 @@ class ConsumerGroup:
         if value is None:
             # Kafka replays a current-assignment tombstone as "left, holding nothing".
             updated = replace(old, member_epoch=LEAVE_EPOCH, previous_member_epoch=LEAVE_EPOCH,
-                              state=MemberState.STABLE, assigned={}, pending_revocation={})
+                              state=MemberState.STABLE, assigned={}, pending_revocation={}, assignment_epochs={})
         else:
+            epochs: dict[tuple[uuid.UUID, int], int] = {}
             updated = replace(old, member_epoch=value.member_epoch,
                               previous_member_epoch=value.previous_member_epoch,
                               state=MemberState(value.state) if value.state in MemberState._value2member_map_
                               else MemberState.UNKNOWN,
-                              assigned=from_topic_partitions(value.assigned_partitions),
-                              pending_revocation=from_topic_partitions(value.partitions_pending_revocation))
+                              assigned=from_topic_partition_epochs(value.assigned_partitions, value.member_epoch,
+                                                                   epochs),
+                              pending_revocation=from_topic_partition_epochs(value.partitions_pending_revocation,
+                                                                             value.member_epoch, epochs),
+                              assignment_epochs=epochs)
         self.members[member_id] = updated
         self._claim(updated)
 

@@ -82,7 +82,7 @@ log = logging.getLogger(__name__)
 def successor_of(departed: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
     """A departed static member's successor: its subscription and partitions, a new id."""
     return replace(departed, member_id=member_id, member_epoch=0, previous_member_epoch=0,
-                   state=MemberState.STABLE, pending_revocation={})
+                   state=MemberState.STABLE, pending_revocation={}, assignment_epochs={})
 
 
 def _blank(s: str | None) -> bool:
@@ -330,7 +330,9 @@ class ConsumerGroups:
         response = consumer_group_heartbeat_response(ctx.api_version, member_id, epoch, 0, None)
         if epoch == STATIC_LEAVE_EPOCH:
             # A static member leaving for a while keeps its partitions until its session ends.
-            away = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation={})
+            # Its partitions count as given at epoch 0, so that its successor (a new member
+            # id) may commit them from its first epoch on (Kafka's static member leave).
+            away = member.with_epoch(STATIC_LEAVE_EPOCH, pending_revocation={}, assignment_epochs={})
             self.timer.cancel(rebalance_key(group.group_id, member_id))
             return Result(records=(new_consumer_group_current_assignment_record(
                 group.group_id, member_id, away.assignment_value()),), response=response)
@@ -467,11 +469,12 @@ class ConsumerGroups:
 
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int, version: int,
                                committed: Iterable[tuple[str | None, Iterable[int]]]) -> ErrorCode:
-        """Kafka's `ConsumerGroup.validateOffsetCommit` (member epochs instead of generations),
-        with a part of KIP-1251 (Kafka 4.3): a commit at the member's previous epoch is
-        accepted when the member still holds every partition it commits. A commit sent just
-        before the answer that moved the member on is then not refused with
-        STALE_MEMBER_EPOCH; it cannot overwrite another member's commit, since nobody else
+        """Kafka's `ConsumerGroup.validateOffsetCommit` (member epochs instead of
+        generations), with KIP-1251 (Kafka 4.3+): a commit at an epoch older than the
+        member's is accepted when the member still holds every partition it commits and
+        was given each at that epoch or before. A commit sent before the answer that moved
+        the member on is then not refused with STALE_MEMBER_EPOCH (a classic member's with
+        ILLEGAL_GENERATION); it cannot overwrite another member's commit, since nobody else
         has held those partitions since that epoch (a partition changes owner only after
         its owner let it go)."""
         if epoch < 0 and group.is_empty():
@@ -479,28 +482,21 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member.uses_classic_protocol:
-            # A classic member commits at any version, with its generation: its member epoch.
-            return ErrorCode.NONE if epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
-        if version < 9:
+        if not member.uses_classic_protocol and version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if epoch == member.member_epoch:
             return ErrorCode.NONE
-        if epoch == member.previous_member_epoch > 0 and self._holds(member, committed):
-            return ErrorCode.NONE
-        return ErrorCode.STALE_MEMBER_EPOCH
-
-    def _holds(self, member: ConsumerGroupMember, committed: Iterable[tuple[str | None, Iterable[int]]]) -> bool:
+        fenced = ErrorCode.ILLEGAL_GENERATION if member.uses_classic_protocol else ErrorCode.STALE_MEMBER_EPOCH
+        if epoch > member.member_epoch:
+            return fenced
         image = self.topics()
         for name, partitions in committed:
             topic = image.by_name.get(name) if name is not None else None   # None: an unknown topic id
-            if topic is None:
-                return False
-            held = member.assigned.get(topic.topic_id, frozenset()) | member.pending_revocation.get(
-                topic.topic_id, frozenset())
-            if not set(partitions) <= held:
-                return False
-        return True
+            for p in partitions:
+                given_at = None if topic is None else member.assignment_epoch(topic.topic_id, p)
+                if given_at is None or epoch < given_at:
+                    return fenced
+        return ErrorCode.NONE
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, epoch: int) -> ErrorCode:
