@@ -254,3 +254,16 @@ def test_a_members_assignment_epochs_are_tagged_field_0_of_each_topic_as_kafka_4
              + H("01" "00"))
     assert deserialize(serialize_key(key), older)[1] == ConsumerGroupCurrentMemberAssignmentValue(
         5, 4, 0, ((topic, (0, 2), None),), ())
+
+
+def test_assignment_epochs_written_by_kafka_4_4_decode():
+    """Bytes Kafka 4.4's own generated `ConsumerGroupCurrentMemberAssignmentValue` wrote
+    (`MessageUtil.toVersionPrefixedBytes`, in jshell over the broker's jars): member epoch
+    7, partitions 1 and 4 given at epochs 3 and 7."""
+    written = H("0000" "00000007" "00000006" "00" "02" "7c9d5b1e2f0a4c3b9e8d1a2b3c4d5e6f" "03" "00000001" "00000004"
+                "01" "00" "09" "03" "00000003" "00000007" "01" "00")
+    key = ConsumerGroupCurrentMemberAssignmentKey("g", "m")
+    topic = uuid.UUID("7c9d5b1e-2f0a-4c3b-9e8d-1a2b3c4d5e6f")
+    value = ConsumerGroupCurrentMemberAssignmentValue(7, 6, 0, ((topic, (1, 4), (3, 7)),), ())
+    assert deserialize(serialize_key(key), written) == (key, value)
+    assert serialize_value(value) == written
