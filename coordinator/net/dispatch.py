@@ -40,7 +40,7 @@ from coordinator.net.connection import KafkaConnection, LastFrame, ProtocolViola
 from coordinator.net.local_answers import LocalAnswers
 from coordinator.net.passthrough import PassthroughSettings
 from coordinator.net.pending_answers import PendingAnswer, settle
-from coordinator.net.topic_ids import TopicIds
+from coordinator.net.topic_ids import NEVER_VERSION, TOPIC_IDS_SINCE, TopicIds
 from coordinator.security.acl import AclSource, ResourceType
 from coordinator.security.principal import MappingRuleError, PrincipalMapper
 from protocol.api_keys import STANDALONE_APIS, UNSERVED_GROUP_APIS
@@ -340,7 +340,9 @@ class Dispatcher:
             return session.upstream.forward(header, payload)
         # OffsetCommit/OffsetFetch v10: topic ids become names before the ACLs, which name
         # topics; the ids nobody knows are answered after the group's check, as in Kafka.
-        self._topic_ids.name(api_key, version, request)
+        by_id = version >= TOPIC_IDS_SINCE.get(api_key, NEVER_VERSION)
+        if by_id:
+            self._topic_ids.name(api_key, version, request)
         finish = None
         may_describe_topic = None
         if self._authorizer is not None:
@@ -353,12 +355,13 @@ class Dispatcher:
                 metrics.response(request_metrics, api_key, version, guarded.refusal)
                 return encode_response(header, guarded.refusal, version)
             request, finish = guarded.request, guarded.finish
-        resolved = self._topic_ids.resolve(api_key, version, request)
-        if resolved.refusal is not None:
-            refusal = finish(resolved.refusal) if finish is not None else resolved.refusal
-            metrics.response(request_metrics, api_key, version, refusal)
-            return encode_response(header, refusal, version)
-        request, finish = resolved.request, _then(finish, resolved.finish)
+        if by_id:
+            resolved = self._topic_ids.resolve(api_key, version, request)
+            if resolved.refusal is not None:
+                refusal = finish(resolved.refusal) if finish is not None else resolved.refusal
+                metrics.response(request_metrics, api_key, version, refusal)
+                return encode_response(header, refusal, version)
+            request, finish = resolved.request, _then(finish, resolved.finish)
         ctx = RequestContext(version, header.client_id or "", session.client_host, may_describe_topic)
         checked = self._committed_topics
         if api_key in CHECKED_APIS and checked is not None:

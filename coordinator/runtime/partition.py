@@ -214,7 +214,8 @@ class PartitionRuntime:
     def submit_write(self, op: WriteOp, scope: Scope = None) -> Any:
         """`write` without a coroutine, for the request path: the response itself when the
         op ran inline and its answer needs no durable write, otherwise a future of it."""
-        self._check_serving()
+        if self._closing or self.state is not PartitionState.ACTIVE:
+            self._check_serving()
         self.stats.writes += 1
         if self._queue.empty() and self._sliced is None:
             return self._write_inline(op, scope)

@@ -28,7 +28,7 @@ def heartbeat(membership: Membership, ctx: RequestContext, request: HeartbeatReq
     group = membership.groups.get(group_id)
     if group is None:
         return _answer(version, group_id, member_id, ErrorCode.UNKNOWN_MEMBER_ID, "no such group")
-    if group.is_in(GroupState.DEAD):
+    if group.state is GroupState.DEAD:
         return _answer(version, group_id, member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, "group is dead")
     error = group.validate_member(member_id, request.group_instance_id if version >= 3 else None)
     if error is not ErrorCode.NONE:
