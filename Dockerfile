@@ -21,7 +21,7 @@ RUN useradd --system --user-group --uid 10001 --home-dir /var/lib/kgc --no-creat
     && mkdir -p /var/lib/kgc \
     && chown kgc:kgc /var/lib/kgc
 WORKDIR /opt/kgc
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml README.md ./
 COPY protocol ./protocol
 COPY storage ./storage
 COPY coordinator ./coordinator
@@ -49,19 +49,9 @@ USER kgc
 ENTRYPOINT ["kgc"]
 CMD ["audit", "--help"]
 
-# The request path compiled with mypyc (setup.py), as .ci/run tests it: a wheel built in a
-# stage with a C compiler, so the service image carries none. kgc and its dependencies are
-# installed there first: mypyc compiles against their types.
-FROM base AS wheel
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
-    && rm -rf /var/lib/apt/lists/*
-RUN python3 -m venv /opt/build && /opt/build/bin/pip install 'setuptools>=77' 'mypy==2.4.1' . && KGC_COMPILE=1 /opt/build/bin/pip wheel --no-build-isolation --no-deps -w /opt/wheels .
-
 # The service; the last stage, so a plain `docker build` makes it.
 FROM base AS service
-COPY --from=wheel /opt/wheels /opt/wheels
-RUN python3 -m venv .venv && .venv/bin/pip install "$(ls /opt/wheels/kgc-*.whl)[embedded]"
+RUN python3 -m venv .venv && .venv/bin/pip install '.[embedded]'
 # Listen on every interface inside the container; clients reach it through the published
 # ports, at KGC_ADVERTISED_HOST. HTTP too (orchestrators probe /healthz and /readyz, which
 # need no token); kgc warns at start unless KGC_HTTP_AUTH_TOKEN_FILE guards the rest.

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 from protocol.wire import count, encode_uvarint
 
 _INT16 = struct.Struct(">h")
@@ -30,8 +28,6 @@ _TAGS = attrgetter("tags")
 _UNKNOWN_TAGS = attrgetter("unknown_tags")
 
 
-# A Python class when compiled: mypyc's native classes cannot subclass list.
-@mypyc_attr(native_class=False)
 class PartitionTuples(list):
     """A topic's partition answers as tuples of the partition's fields, in wire order
     (each codec names its order). They carry no tagged fields."""
@@ -46,10 +42,7 @@ class OffsetColumns:
     error code is NONE. A consumer fetches every partition it owns at once, so the answer
     is built from a dict lookup per partition in C (`map`) and packed column by column,
     each column one C-level pass, with no answer object per partition. Read as a sequence,
-    the partitions are tuples in wire order (`row`); they carry no tagged fields.
-
-    Not a `collections.abc.Sequence`: mypyc gives a compiled class its ABC base's registry,
-    and `isinstance(a_list, OffsetColumns)` was then true."""
+    the partitions are tuples in wire order (`row`); they carry no tagged fields."""
 
     __slots__ = ("indexes", "values")
 

@@ -44,11 +44,6 @@ class CompactionStats:
     segments_written: int = 0
     segments_removed: int = 0
 
-    def __reduce__(self) -> tuple[type[CompactionStats], tuple[int, ...]]:
-        # Pickled through the constructor: Spark returns the offline job's stats so, and
-        # compiled, pickle's default sets each field, which a frozen dataclass refuses.
-        return CompactionStats, astuple(self)
-
     def __add__(self, other: CompactionStats) -> CompactionStats:
         return CompactionStats(*(x + y for x, y in zip(astuple(self), astuple(other), strict=True)))
 

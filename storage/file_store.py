@@ -117,7 +117,7 @@ class FileLogStore:
             await asyncio.to_thread(self._logs[partition].open)
         except StorageError as e:
             self._open_errors[partition] = e
-        except OSError as exc:     # not `e`: one name typed by two except clauses (mypyc types it once)
+        except OSError as exc:
             self._open_errors[partition] = CannotOpen(f"cannot open: {exc}")
         else:
             self._open_errors[partition] = None

@@ -386,8 +386,7 @@ def _decode_headers(data: bytes, pos: int, names: dict[bytes, str]) -> tuple[tup
         else:
             n, pos = _varint_slow(data, pos)
         if n < 0:
-            # Checked, not left to the slice: compiled (setup.py), a slice that ends before
-            # it starts raises SystemError where Python returns b"".
+            # Checked, not left to the slice: it would read b"" and step `pos` backwards.
             raise ValueError(f"a header name of negative length {n}")
         raw_name = data[pos:pos + n]
         name = names.get(raw_name)

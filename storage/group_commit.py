@@ -54,8 +54,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-from mypy_extensions import mypyc_attr
-
 from storage.api import StorageError
 from storage.eager_future import EagerFuture
 from storage.fsync_policy import FsyncPolicy
@@ -113,8 +111,6 @@ class _Queued:
     submitted_s: float               # perf_counter at submit
 
 
-# A Python class when compiled: weakref.finalize watches it, and native classes take no weak references.
-@mypyc_attr(native_class=False)
 class GroupCommitWriter:
     def __init__(self, partition: int, partition_log: PartitionLog, policy: FsyncPolicy,
                  observer: CommitObserver | None = None, disk: DiskActivity | None = None):

@@ -13,8 +13,6 @@ import asyncio
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from mypy_extensions import mypyc_attr
-
 from storage.api import (
     SLICE_RECORDS,
     Append,
@@ -47,8 +45,6 @@ class _Partition:
     failure: StorageError | None = None
 
 
-# Compiled, it still takes subclasses written in Python: stores that fail or wait on cue.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class MemoryLogStore:
     def __init__(self, num_partitions: int = 50, manual_commit: bool = False):
         self.num_partitions = num_partitions

@@ -23,8 +23,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mypy_extensions import mypyc_attr
-
 LOG_SUFFIX = ".log"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -54,8 +52,6 @@ def mapped(path: Path) -> Iterator[mmap.mmap | bytes]:
             yield m
 
 
-# Compiled, it still takes subclasses written in Python: the seam tests fail and count I/O through.
-@mypyc_attr(allow_interpreted_subclasses=True)
 class SegmentIO:
     """Writes, fsyncs and renames for the store; subclass it in tests to count or fail."""
 

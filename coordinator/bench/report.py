@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coordinator.bench.compare import Comparison, Row
-from coordinator.net import connection
 
 # (does this row carry the figure?, "<=" or ">=", threshold): issue 6's "Targets"
 ISSUE_TARGETS: list[tuple[Callable[[Row], bool], str, float]] = [
@@ -116,11 +115,6 @@ def _memory_total() -> str:
     return f"{kb / 2**20:.1f} GiB"
 
 
-def _build() -> str:
-    """How this tree's request path runs; a kgc the bench starts from it runs the same."""
-    return "plain Python" if connection.__file__.endswith(".py") else "compiled with mypyc (setup.py)"
-
-
 def machine(work_dir: Path) -> str:
     disk = shutil.disk_usage(work_dir)
     try:
@@ -133,5 +127,5 @@ def machine(work_dir: Path) -> str:
         f"- cores (nproc): {len(os.sched_getaffinity(0))}; memory: {_memory_total()}",
         f"- disk of the work dir: {device}, {disk.total / 2**30:.0f} GiB, {disk.free / 2**30:.0f} GiB free",
         f"- kernel: {platform.release()}; Python {platform.python_version()}",
-        f"- kgc commit: {_git_commit()}; its request path {_build()}",
+        f"- kgc commit: {_git_commit()}",
     ])

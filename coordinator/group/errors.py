@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from mypy_extensions import mypyc_attr
 
-
-# A Python class when compiled: mypyc's native classes cannot derive from RuntimeError.
-@mypyc_attr(native_class=False)
 class CorruptStateError(RuntimeError):
     """A replayed record breaks an invariant (e.g. a tombstone for a group with members).
 

@@ -41,8 +41,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
-from mypy_extensions import mypyc_attr
-
 from coordinator.security.tls import peer_certificate
 from protocol.framing import FrameError, FrameReader, FrameTooLarge
 from storage.eager_future import EagerFuture
@@ -54,8 +52,6 @@ class ProtocolViolation(Exception):
     """The client sent something that cannot be answered: close the connection."""
 
 
-# A Python class when compiled: mypyc's native classes cannot subclass bytes.
-@mypyc_attr(native_class=False)
 class LastFrame(bytes):
     """A response after which the connection closes (a refused SASL exchange, as Kafka
     answers it): written in its turn, then the connection closes and reads no more."""

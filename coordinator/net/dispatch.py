@@ -78,7 +78,7 @@ class Session:
     def take_held(self) -> deque | None:
         """The held frames, now no longer held. A method, not `held, s.held = s.held, None`
         at the caller: the type checker would take `held` for None after the calls that
-        follow, which may hold frames again (and a compiled build trusts it)."""
+        follow, which may hold frames again."""
         held, self.held = self.held, None
         return held
 

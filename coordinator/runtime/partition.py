@@ -76,8 +76,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 from coordinator import metrics
 from coordinator.common.result import Result, Slices
 from coordinator.runtime.api import (
@@ -111,8 +109,6 @@ class _Event:
     future: asyncio.Future | None = field(default=None)
 
 
-# A Python class: its base, EagerFuture, is one (setup.py).
-@mypyc_attr(native_class=False)
 class RequestFuture(EagerFuture):
     """A client request's answer, which the answer timeout bounds while it waits on
     durability (the runtime's own futures are plain `EagerFuture`s)."""

@@ -28,11 +28,18 @@ from coordinator.runtime.loader import KafkaRecordSerde, load_partition
 from storage.api import LogRecord
 from storage.file_store import FileLogStore
 from storage.memory_store import MemoryLogStore
-from tests.support.compiled import attributes
 from tests.support.manual_timer import ManualTimer
 
 SERDE = KafkaRecordSerde()
 NOW_MS = 5_000
+
+
+def attributes(obj: object) -> dict:
+    """An object's attributes by name, from `__dict__` or its classes' `__slots__`."""
+    if hasattr(obj, "__dict__"):
+        return dict(vars(obj))
+    names = [name for cls in type(obj).__mro__ for name in getattr(cls, "__slots__", ())]
+    return {name: getattr(obj, name) for name in names if hasattr(obj, name)}
 
 groups = st.sampled_from(["a", "b", "c"])
 topics = st.sampled_from(["t", "u"])

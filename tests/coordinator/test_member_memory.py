@@ -3,10 +3,7 @@ timeout ints, and pending sets that give back their tables once emptied (issue #
 
 import sys
 
-import pytest
-
 from coordinator.group.timer import heartbeat_key
-from tests.support.compiled import COMPILED
 from tests.support.group_context import GroupTestContext
 
 NONE = 0
@@ -58,7 +55,6 @@ def test_pending_sets_give_their_tables_back_once_every_member_synced():
     assert sys.getsizeof(group.pending_sync_members) == sys.getsizeof(set())
 
 
-@pytest.mark.skipif(COMPILED, reason="a compiled member holds its ints unboxed: there is no object to share")
 def test_members_share_one_object_per_timeout_value():
     ctx = GroupTestContext()
     ids, sent = [], []

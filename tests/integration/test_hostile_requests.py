@@ -23,16 +23,10 @@ from tests.support.builders import (
     join_request,
     subscription,
 )
-from tests.support.compiled import COMPILED
 from tests.support.healthy_group import kgc_with_healthy_group
 from tests.support.wire_client import RawMember, WireClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-# These two inject a fault by replacing a function. Compiled (setup.py), callers bind the
-# compiled function directly and never see the replacement; .ci/run runs this module as
-# plain Python too, so they run there.
-python_only = pytest.mark.skipif(COMPILED, reason="a replaced function is not seen by compiled callers")
 
 RANGE = ("range", subscription("t"))
 TOO_LONG = "x" * 40_000     # past the int16 length every record string has
@@ -133,7 +127,6 @@ async def test_a_client_id_that_leaves_no_room_for_a_member_id_is_refused():
         client.close()
 
 
-@python_only
 async def test_a_fault_in_a_join_completion_timer_resets_only_its_group(monkeypatch):
     async with kgc_with_healthy_group() as (app, healthy):
         victim_group = same_partition(healthy.group, "victim-")
@@ -184,7 +177,6 @@ async def test_a_fault_in_a_request_op_answers_unknown_server_error_and_resets_i
         client.close()
 
 
-@python_only
 async def test_a_response_that_cannot_be_encoded_is_answered_unknown_server_error(monkeypatch):
     async with kgc_with_healthy_group() as (app, healthy):
         real = codec.encode_response

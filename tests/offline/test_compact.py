@@ -188,8 +188,7 @@ def test_verify_compares_classic_group_metadata_not_a_consumer_groups_records(tm
 
 
 def test_a_partition_result_with_its_compaction_survives_pickling():
-    """Spark returns each task's result pickled; compiled, the frozen CompactionStats must
-    be rebuilt through its constructor, not field by field."""
+    """Spark returns each task's result pickled."""
     stats = CompactionStats(records_before=10, records_after=4, batches_before=3, batches_after=2, bytes_before=900,
                             bytes_after=400, segments_written=2)
     result = PartitionResult(7, records=10, compaction=stats)

@@ -77,7 +77,7 @@ def test_every_yaml_file_under_deploy_parses():
 
 def test_the_dockerfile_installs_with_the_readmes_commands():
     installs = [args for _, k, args in dockerfile() if k == "RUN" and "pip install" in args]
-    assert len(installs) == 3       # the audit; the compiled wheel, and the service from it
+    assert len(installs) == 2       # the audit, and the service
     for command in installs:
         assert command in DOCS, command
 

@@ -51,11 +51,7 @@ def test_the_test_command_shows_why_tests_skip_and_which_failed_and_is_the_one_c
     assert set("sfER") <= set(report), report  # skips, failures, errors and reruns, at the end
     ci = (ROOT / ".ci" / "run").read_text()
     runs = [line for line in ci.splitlines() if "-m pytest" in line]
-    # The README's command comes last, over the compiled build; before it, the unit tests
-    # as Python, a subset the README names.
-    assert runs[-1] == command
-    assert all('-m "not integration and not spark"' in line for line in runs[:-1])
-    assert '-m "not integration and not spark"' in README
+    assert runs == [command]
 
 
 def test_every_page_the_readme_links_to_exists():

@@ -53,8 +53,6 @@ from __future__ import annotations
 
 from enum import Enum
 
-from mypy_extensions import mypyc_attr
-
 
 class GroupState(Enum):
     EMPTY = "Empty"
@@ -74,7 +72,5 @@ VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
-# A Python class when compiled: mypyc's native classes cannot derive from RuntimeError.
-@mypyc_attr(native_class=False)
 class IllegalTransition(RuntimeError):
     """A move the state table forbids: a bug in the state machine, never a client error."""
