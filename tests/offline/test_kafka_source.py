@@ -191,6 +191,7 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
     from confluent_kafka import Consumer, Producer
     from confluent_kafka import TopicPartition as Tp
 
+    from tests.support.admin import offsets_once_owned
     from tests.support.kgc import kgc_in_front_of
 
     state = "kgc-state-audited"
@@ -198,6 +199,10 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
     replicated = ("--store", "replicated", "--state-topic", state, "--state-topic-replication-factor", "1",
                   "--state-topic-min-insync-replicas", "1", "--delete-offsets-of-deleted-topics", "false")
     with kgc_in_front_of(cluster, *replicated, log_path=str(tmp_path / "kgc.log")) as kgc:
+        # once the groups' partitions are served: kgc listens before it has read the state
+        # topic, and librdkafka gives a synchronous commit up on COORDINATOR_LOAD_IN_PROGRESS
+        for group in ("state-regress", "state-reborn", "state-txn"):
+            assert offsets_once_owned(kgc.bootstrap, group) == {}
         # given a group that committed below its last commit, through kgc
         regress = Consumer({"bootstrap.servers": kgc.bootstrap, "group.id": "state-regress",
                             "enable.auto.commit": False})
