@@ -9,7 +9,7 @@ The per-request metrics (requests, their latency, response error codes, committe
 offsets) are plain counters kept by `RequestMetrics`, one per (api, version), and the
 log's histograms, observed per append, are `_Histogram`s; collectors read both at scrape
 time: prometheus-client's `inc`/`observe` per request was a
-visible share of a Heartbeat's CPU (docs/benchmarks/history.md, "Heartbeat request path"). Only the event-loop
+visible share of a Heartbeat's CPU (docs/benchmarks/notes.md, "Heartbeat request path"). Only the event-loop
 thread counts them. Label values come from closed sets: an API key kgc has no schema for
 is api "unknown", a version outside the range the protocol defines for its API
 (`protocol.api_keys.known_versions`) is version "unknown", and such requests share one

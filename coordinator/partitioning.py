@@ -42,5 +42,5 @@ def _partition_for(group_id: str, num_partitions: int) -> int:
 
 
 # Every request of a group hashes the same id, and the hash loop in Python showed in the
-# heartbeat profile (docs/benchmarks/history.md, "Request path"). Bounded, since group ids come from clients.
+# heartbeat profile (docs/benchmarks/notes.md, "Heartbeat request path"). Bounded, since group ids come from clients.
 _cached_partition_for = functools.lru_cache(maxsize=65_536)(_partition_for)

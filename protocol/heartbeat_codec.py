@@ -1,6 +1,6 @@
 """Hand-written codecs for the hottest message: Heartbeat (API 12, v0-4).
 
-The profile (docs/benchmarks/history.md, "Profile" and "Request path") showed kafka-python's generic
+The profile (docs/benchmarks/notes.md, "Heartbeat request path") showed kafka-python's generic
 decode and response encode as a large share of a heartbeat's CPU; these do the same
 with one struct call each.
 

@@ -2,7 +2,7 @@
 
 A consumer commits every partition it owns in one request, so per request kafka-python's
 generic path built and walked one object per partition three times over (decode, the
-response objects, their encode), a large share of the commit path's CPU (docs/benchmarks/history.md,
+response objects, their encode), a large share of the commit path's CPU (docs/benchmarks/notes.md,
 "OffsetCommit path"). These do the same with one struct call per partition and bare
 object builds.
 

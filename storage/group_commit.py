@@ -37,7 +37,7 @@ passed in so that storage imports nothing from the coordinator.
 
 Each writer owns one thread for its disk work (writes and fsyncs, one at a time): a
 `SimpleQueue` hand-off costs far less than `asyncio.to_thread`'s executor round trip
-(docs/benchmarks/history.md, "Writer thread and load replay"). `close` waits for the thread's work,
+(docs/benchmarks/notes.md, "Writer thread and load replay"). `close` waits for the thread's work,
 fsyncs what was only written, then stops and joins it; a writer dropped without `close`
 stops its thread when collected.
 """

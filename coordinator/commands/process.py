@@ -55,7 +55,7 @@ class ShutdownSignals:
 # The cyclic garbage collector's first threshold (CPython's default is 700). Requests
 # allocate many short-lived containers that reference counting frees anyway; at 700 the
 # collector ran often enough to be a large share of the OffsetCommit path's CPU
-# (docs/benchmarks/history.md, "OffsetCommit path"). Only `kgc serve` sets it: it is a process-wide choice.
+# (docs/benchmarks/notes.md, "OffsetCommit path"). Only `kgc serve` sets it: it is a process-wide choice.
 GC_GEN0_THRESHOLD = 10_000
 # Its third (CPython's default is 10): a full collection walks every object that is not
 # frozen, which holds the loop for as long as that takes. A request naming hundreds of

@@ -15,7 +15,7 @@ from collections.abc import Hashable
 
 def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     # A tuple shares the two id strings the member already holds, where a joined string
-    # would be a new object per member (docs/benchmarks/history.md, "Memory per member").
+    # would be a new object per member (docs/benchmarks/notes.md, "Memory per member").
     return ("heartbeat", group_id, member_id)
 
 

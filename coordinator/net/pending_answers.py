@@ -30,7 +30,7 @@ class PendingAnswer:
     One slotted object serves as both callbacks, and it keeps the request's bytes rather
     than the decoded request, which is decoded again only to shape an error answer: a
     burst of parked JoinGroups holds one of these per member, and the allocator keeps the
-    memory such a burst took (docs/benchmarks/history.md, "Memory per member")."""
+    memory such a burst took (docs/benchmarks/notes.md, "Memory per member")."""
 
     __slots__ = ("_dispatcher", "_ctx", "_header", "_payload", "_metrics", "_frame", "_outcome", "_finish")
 

@@ -8,7 +8,7 @@ The partitions' `PartitionTask`s go out as an RDD, dealt into a few Spark tasks 
 runs `job.run_partition` in a Python worker, reads its own segment files, writes its own
 outputs and returns a small `PartitionResult`. There is no DataFrame, no shuffle, and no
 record ever crosses into the JVM: on this workload moving rows through Spark costs
-several times the work itself (see docs/benchmarks/history.md).
+several times the work itself (docs/benchmarks/notes.md, "The offline audit").
 
 On a cluster every executor needs the kgc package and its dependencies (install it in
 the image, or ship a packed virtualenv) and the data dir and output paths must be on a

@@ -421,7 +421,7 @@ class GroupCoordinatorService:
 
 
 # The single-group writes, as `op(ctx, request, shard, handle)` for `partial`: the request
-# path builds one `partial` per request and no closure (docs/benchmarks/history.md, "Heartbeat request path").
+# path builds one `partial` per request and no closure (docs/benchmarks/notes.md, "Heartbeat request path").
 
 def _join_group(ctx: RequestContext, request: Any, shard: Any, handle: Any) -> Any:
     return shard.join_group(ctx, request, handle)

@@ -4,7 +4,7 @@ of the same request to a kgc with adoption off, and straight to Tansu, all in on
 
     .venv/bin/python -m tests.e2e.adoption_latency --groups 200
 
-It prints the Markdown table recorded in docs/benchmarks/history.md ("Adoption: first use and steady state").
+It prints a Markdown table (docs/benchmarks/notes.md, "Adoption: first use and steady state").
 """
 
 from __future__ import annotations

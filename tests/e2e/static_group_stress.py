@@ -14,7 +14,7 @@ kept for a run that failed or stalled:
 that the leader rejoins because its metadata changed, and waits for the group to settle
 on the new partitions. Each run prints whether the group formed, how often a leader found
 its metadata changed since it assigned (the trigger of the kafka-python fault in docs/troubleshooting.md,
-"Troubleshooting: a kafka-python leader stops heartbeating ..."), and which member, if
+"A kafka-python leader stops heartbeating after a metadata change"), and which member, if
 any, completed a join (kgc's SyncGroup answer is in its log) but never applied it: that
 member sends no heartbeat again, and its session expires ("STALLED").
 """

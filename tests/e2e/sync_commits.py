@@ -10,7 +10,7 @@ the same Tansu, alternating, in one run; the disk's own fsync is timed in the sa
 
     .venv/bin/python -m tests.e2e.sync_commits --seconds 3 --rounds 3
 
-It prints the Markdown table recorded in docs/benchmarks/history.md ("Synchronous commits"), with the
+It prints a Markdown table (docs/benchmarks/notes.md, "Synchronous commits and the fsync policy"), with the
 CPU time the server (kgc, or Tansu directly) and the three clients spent per commit during
 the commit loops, and the requests other than OffsetCommit kgc answered in each run.
 """

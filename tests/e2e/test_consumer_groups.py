@@ -42,7 +42,7 @@ SECOND_BATCH = 30         # after one member left, consumed by the other two
 RESUME_BATCH = 10         # after everyone closed, consumed by a new member
 CONSUME_TIMEOUT_S = 30
 # Generous on purpose: a loaded 2-core machine must not fail this. Typical values are
-# logged here and recorded in docs/benchmarks/history.md.
+# logged here.
 RECOVERY_BOUND_S = 5.0
 
 GROUPS = {

@@ -8,7 +8,7 @@ Two kinds of input: bytes (malformed, truncated, oversized frames) and schema-va
 hostile requests (every group API kgc serves, at any version, with ids past what the
 record format holds, repeated protocol names, extreme timeouts and offsets, thousands of
 groups, keys or filter entries), each for a group other than the healthy member's.
-`KGC_FUZZ_FRAMES=N` sets how many of each the run sends (the longer run in docs/benchmarks/history.md);
+`KGC_FUZZ_FRAMES=N` sets how many of each the run sends (the longer run: docs/benchmarks/notes.md, "The long fuzz run");
 the run prints the frames sent and kgc's RSS before and after.
 """
 

@@ -57,7 +57,7 @@ def _answer(version: int, group_id: str, member_id: str, error: ErrorCode, reaso
 @functools.cache
 def _result(version: int, error: ErrorCode) -> Result:
     # A Heartbeat answer is its version and error code only: build each once, not per
-    # request (building one per request showed in the profile: docs/benchmarks/history.md, "Heartbeat
+    # request (building one per request showed in the profile: docs/benchmarks/notes.md, "Heartbeat
     # request path"). Nothing mutates a response after its handler returns it.
     return Result(response=heartbeat_response(version, error))
 

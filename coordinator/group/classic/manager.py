@@ -59,7 +59,7 @@ class HeartbeatExpiry:
 
     A member keeps its own (`ClassicGroupMember.session_timer`), so the reschedule every
     heartbeat makes builds neither a key nor an op; slotted, because every member holds
-    one (docs/benchmarks/history.md, "Memory per member")."""
+    one (docs/benchmarks/notes.md, "Memory per member")."""
 
     __slots__ = ("membership", "key")
 
