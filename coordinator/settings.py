@@ -422,6 +422,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Kafka's group.consumer.heartbeat.interval.ms (KIP-848)", in_group=True),
     Setting("consumer_max_size", integer(1, 2**31 - 1), "Kafka's group.consumer.max.size (KIP-848)",
             in_group=True),
+    Setting("consumer_assignment_interval_ms", _MS,
+            "Kafka's group.consumer.assignment.interval.ms (KIP-1263): the least time between two target "
+            "assignments of a consumer group; 0 computes one at every change", in_group=True),
     Setting("consumer_migration_policy",
             text(choices=("bidirectional", "upgrade", "downgrade", "disabled"), fold=str.lower),
             "bidirectional | upgrade | downgrade | disabled: Kafka's group.consumer.migration.policy, which "

@@ -123,8 +123,8 @@ class ClassicMembers:
             subscribed_topic_regex=None, client_id=ctx.client_id, client_host=ctx.client_host,
             classic=ClassicMemberMetadata(request.session_timeout_ms, protocols))
         records: list = []
-        reconciled = self.consumer.advance(group, image, old, base, updated, replaced,
-                                           owned_partitions(subscription, image), records)
+        reconciled, _ = self.consumer.advance(group, image, old, base, updated, replaced,
+                                              owned_partitions(subscription, image), records)
         answer = join_response(version, JoinAnswer(ErrorCode.NONE, member_id, reconciled.member_epoch, _CONSUMER,
                                                    protocols[0][0]))
         if (replaced is not None and not replaced.uses_classic_protocol and self.consumer.downgrade is not None

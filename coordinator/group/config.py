@@ -25,6 +25,10 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")   # the first is the default
+    # Kafka's group.consumer.assignment.interval.ms (KIP-1263, Kafka 4.3+): a group's target
+    # assignment is computed at most once per interval; members that join meanwhile are
+    # assigned by the first heartbeat after it. 0: at every change.
+    consumer_assignment_interval_ms: int = 1_000
     # Kafka's group.consumer.migration.policy: whether a classic group with members becomes
     # a consumer group when a ConsumerGroupHeartbeat joins it (upgrade), and back when its
     # last consumer-protocol member leaves (downgrade). Empty groups convert regardless.

@@ -295,8 +295,9 @@ def _serialize_consumer_value(value: ConsumerGroupValue) -> bytes:
                 _compact_strings(value.subscribed_topic_names), wire.string(value.subscribed_topic_regex, True),
                 _I32.pack(value.rebalance_timeout_ms), wire.string(value.server_assignor, True),
                 _classic_member_tags(value.classic_member_metadata)))
-        case ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch):
-            return _I32.pack(assignment_epoch) + _NO_TAGS
+        case ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch, assignment_timestamp):
+            tags = wire.tagged([(0, _I64.pack(assignment_timestamp))]) if assignment_timestamp else _NO_TAGS
+            return _I32.pack(assignment_epoch) + tags
         case ConsumerGroupTargetAssignmentMemberValue(topic_partitions):
             return _topic_partitions(topic_partitions) + _NO_TAGS
         case ConsumerGroupCurrentMemberAssignmentValue():
@@ -518,7 +519,10 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
             return ConsumerGroupMemberMetadataValue(
                 **fields, classic_member_metadata=_decode_classic_member(tags[0]) if 0 in tags else None)
         case ConsumerGroupTargetAssignmentMetadataKey():
-            value = ConsumerGroupTargetAssignmentMetadataValue(r.int32())
+            epoch = r.int32()
+            tags = r.tagged_fields()
+            timestamp = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
+            return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
         case ConsumerGroupTargetAssignmentMemberKey():
             value = ConsumerGroupTargetAssignmentMemberValue(_decode_topic_partitions(r))
         case ConsumerGroupCurrentMemberAssignmentKey():

@@ -130,9 +130,10 @@ def new_consumer_group_target_assignment_tombstone(group: str, member_id: str) -
     return CoordinatorRecord(ConsumerGroupTargetAssignmentMemberKey(group, member_id), None)
 
 
-def new_consumer_group_target_assignment_epoch_record(group: str, epoch: int) -> CoordinatorRecord:
+def new_consumer_group_target_assignment_epoch_record(group: str, epoch: int,
+                                                      timestamp_ms: int = 0) -> CoordinatorRecord:
     return CoordinatorRecord(ConsumerGroupTargetAssignmentMetadataKey(group),
-                             ConsumerGroupTargetAssignmentMetadataValue(epoch))
+                             ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp_ms))
 
 
 def new_consumer_group_target_assignment_epoch_tombstone(group: str) -> CoordinatorRecord:

@@ -156,6 +156,10 @@ class ConsumerGroupTargetAssignmentMetadataKey:
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupTargetAssignmentMetadataValue:
     assignment_epoch: int
+    # When that assignment was computed (KIP-1263, Kafka 4.3+; tagged field 0): the next
+    # waits `consumer_assignment_interval_ms` after it. 0: not known, or a group that
+    # became empty or was converted, whose next assignment need not wait.
+    assignment_timestamp: int = 0
 
 
 @dataclass(frozen=True, slots=True)

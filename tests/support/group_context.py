@@ -75,6 +75,10 @@ class GroupTestContext:
     def __init__(self, start_ms: int = 1_000_000, **config: Any):
         self.clock = ManualClock(start_ms)
         self.timer = ManualTimer(self.clock.now_ms)
+        # Target assignments at every change, unless a test sets the interval (KIP-1263):
+        # most tests step members one at a time at one instant, as Kafka's own tests do
+        # with the interval 0. tests/coordinator/test_consumer_assignment_interval.py tests it.
+        config.setdefault("consumer_assignment_interval_ms", 0)
         self.config = GroupConfig(**config)
         self._ids = itertools.count(1)
         self._handles = itertools.count(1)
@@ -228,9 +232,11 @@ class GroupTestContext:
             self.sleep(self.deadline_in(join_key(group_id)))
         raise AssertionError("the join phase did not complete")
 
-    def reload(self, **config: Any) -> GroupTestContext:
-        """A fresh context whose shard loaded this one's log through the byte codec."""
-        fresh = GroupTestContext(start_ms=self.clock.now_ms(), **{**_config_kwargs(self.config), **config})
+    def reload(self, start_ms: int | None = None, **config: Any) -> GroupTestContext:
+        """A fresh context whose shard loaded this one's log through the byte codec, its
+        clock at `start_ms` (default: this one's now)."""
+        start_ms = self.clock.now_ms() if start_ms is None else start_ms
+        fresh = GroupTestContext(start_ms=start_ms, **{**_config_kwargs(self.config), **config})
         fresh.topics = self.topics
         fresh.shard.on_unloaded()
         for offset, record in enumerate(self.written):

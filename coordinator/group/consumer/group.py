@@ -36,6 +36,7 @@ from coordinator.records import (
     ConsumerGroupRegularExpressionValue,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
     TopicPartitionEpochs,
     TopicPartitions,
 )
@@ -176,6 +177,7 @@ class ConsumerGroup:
         self.group_epoch = 0
         self.metadata_hash = 0
         self.assignment_epoch = 0
+        self.assignment_timestamp_ms = 0     # when that assignment was computed (0: not known)
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target: dict[str, Assignment] = {}
         self.static_members: dict[str, str] = {}       # instance id → member id
@@ -253,7 +255,7 @@ class ConsumerGroup:
             case ConsumerGroupMemberMetadataKey():
                 self.replay_member_metadata(key.member_id, value)
             case ConsumerGroupTargetAssignmentMetadataKey():
-                self.replay_target_metadata(None if value is None else value.assignment_epoch)
+                self.replay_target_metadata(value)
             case ConsumerGroupTargetAssignmentMemberKey():
                 self.replay_target_member(
                     key.member_id, None if value is None else from_topic_partitions(value.topic_partitions))
@@ -327,14 +329,16 @@ class ConsumerGroup:
         else:
             self.target[member_id] = assignment
 
-    def replay_target_metadata(self, assignment_epoch: int | None) -> None:
-        if assignment_epoch is None:
+    def replay_target_metadata(self, value: ConsumerGroupTargetAssignmentMetadataValue | None) -> None:
+        if value is None:
             if self.target:
                 raise CorruptStateError(f"group {self.group_id}: target assignment metadata deleted "
                                         f"while {len(self.target)} members have targets")
             self.assignment_epoch = -1
+            self.assignment_timestamp_ms = 0
             return
-        self.assignment_epoch = assignment_epoch
+        self.assignment_epoch = value.assignment_epoch
+        self.assignment_timestamp_ms = value.assignment_timestamp
 
     def replay_regex(self, regex: str, value: ConsumerGroupRegularExpressionValue | None) -> None:
         if value is None:

@@ -79,6 +79,11 @@ from protocol.errors import ApiError, ErrorCode
 
 log = logging.getLogger(__name__)
 
+# The shortest heartbeat interval a member is given while its group waits for the
+# assignment interval: members come back about when the assignment is due, not in a burst.
+MIN_EARLY_HEARTBEAT_MS = 100
+
+
 def successor_of(departed: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
     """A departed static member's successor: its subscription and partitions, a new id."""
     return replace(departed, member_id=member_id, member_epoch=0, previous_member_epoch=0,
@@ -163,14 +168,20 @@ class ConsumerGroups:
         updated = _apply_request(base, request, regex, ctx)
         owned = None if request.topic_partitions is None else from_topic_partitions(
             (t.topic_id, t.partitions) for t in request.topic_partitions)
-        reconciled = self.advance(group, image, old, base, updated, replaced, owned, records,
-                                  ctx.may_describe_topic)
+        reconciled, assignment_in_ms = self.advance(group, image, old, base, updated, replaced, owned, records,
+                                                    ctx.may_describe_topic)
 
         full = (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
                 and (request.subscribed_topic_names is not None or regex is not None))
         send = epoch == 0 or full or old is None or reconciled.assigned != old.assigned
+        interval_ms = self.config.consumer_heartbeat_interval_ms
+        if assignment_in_ms is not None:
+            # The group's next assignment waits for the assignment interval: come back when
+            # it is due rather than a whole heartbeat interval later, so that a burst of joins
+            # is assigned (and its members' revocations learnt) within about that interval.
+            interval_ms = min(interval_ms, max(assignment_in_ms, MIN_EARLY_HEARTBEAT_MS))
         response = consumer_group_heartbeat_response(
-            version, member_id, reconciled.member_epoch, self.config.consumer_heartbeat_interval_ms,
+            version, member_id, reconciled.member_epoch, interval_ms,
             to_topic_partitions(reconciled.assigned) if send else None)
         return Result(records=tuple(records), response=response)
 
@@ -191,13 +202,14 @@ class ConsumerGroups:
     def advance(self, group: ConsumerGroup, image: TopicImage, old: ConsumerGroupMember | None,
                 base: ConsumerGroupMember, updated: ConsumerGroupMember, replaced: ConsumerGroupMember | None,
                 owned: Assignment | None, records: list[CoordinatorRecord],
-                may_describe: Callable[[str], bool] | None = None) -> ConsumerGroupMember:
+                may_describe: Callable[[str], bool] | None = None) -> tuple[ConsumerGroupMember, int | None]:
         """Steps 1-5 for one member, whichever protocol it speaks: `old` is the member as
         the group knows it (None: new), `base` what the request starts from, `updated` with
         the request applied, `replaced` a departed static member it succeeds; `owned` the
         partitions it says it holds (None: not said); `may_describe` the member's DESCRIBE
         right on a topic, which filters the regexes resolved now. Appends the records, arms
-        its timers, and returns the member reconciled."""
+        its timers, and returns the member reconciled, and in how many milliseconds the
+        group's next target assignment may be computed when it waits for one (else None)."""
         member_id = updated.member_id
         is_new = old is None
 
@@ -246,10 +258,13 @@ class ConsumerGroups:
             targets[member_id] = targets.pop(replaced.member_id)
             records.append(target_record(group.group_id, member_id, targets[member_id]))
         target_epoch = group.assignment_epoch
+        assignment_in_ms = None
         if group_epoch > group.assignment_epoch:
-            new_targets = self._assign(group, members, image, subscribed, targets)
-            records += target_assignment_records(group.group_id, targets, new_targets, group_epoch)
-            targets, target_epoch = new_targets, group_epoch
+            assignment_in_ms = self._assignment_in_ms(group)
+            if assignment_in_ms == 0:
+                new_targets = self._assign(group, members, image, subscribed, targets)
+                records += target_assignment_records(group.group_id, targets, new_targets, group_epoch, self.clock())
+                targets, target_epoch, assignment_in_ms = new_targets, group_epoch, None
 
         # 5. the member's current assignment
         ids = frozenset(image.by_name[n].topic_id for n in subscribed(updated) if n in image.by_name)
@@ -269,7 +284,7 @@ class ConsumerGroups:
                           member_id, reconciled.member_epoch, reconciled.state.name, group_epoch, target_epoch)
         self.schedule_session(group.group_id, reconciled)
         self._arm_rebalance_timer(group.group_id, old, reconciled)
-        return reconciled
+        return reconciled, assignment_in_ms
 
     def _member_for(self, group: ConsumerGroup, member_id: str, request
                     ) -> tuple[ConsumerGroupMember | None, ConsumerGroupMember | None]:
@@ -306,6 +321,21 @@ class ConsumerGroups:
                                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
                                f"all its partitions and rejoin.")
         return member, None
+
+    def _assignment_in_ms(self, group: ConsumerGroup) -> int:
+        """In how many milliseconds the group's next target assignment may be computed; 0:
+        now (Kafka's `canComputeNextTargetAssignment`). Not within
+        `consumer_assignment_interval_ms` of the last: the members that join in a burst are
+        then assigned together, and the members already assigned are not moved again for each
+        of them, nor the assignor run for each. A group with no known last assignment (new,
+        emptied, converted: timestamp 0) computes at once, and so does one whose last is
+        stamped later than now: the wall clock went back, or another instance's ran ahead,
+        and waiting for it could hold the group for that long (Kafka waits)."""
+        last = group.assignment_timestamp_ms
+        now = self.clock()
+        if last == 0 or not last <= now < last + self.config.consumer_assignment_interval_ms:
+            return 0
+        return last + self.config.consumer_assignment_interval_ms - now
 
     def _assign(self, group: ConsumerGroup, members: dict[str, ConsumerGroupMember], image: TopicImage,
                 subscribed: Callable[[ConsumerGroupMember], frozenset[str]],

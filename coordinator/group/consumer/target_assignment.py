@@ -33,11 +33,12 @@ def assignment_spec(members: Iterable[ConsumerGroupMember], image: TopicImage,
 
 
 def target_assignment_records(group_id: str, previous: dict[str, Assignment], targets: dict[str, Assignment],
-                              epoch: int) -> list[CoordinatorRecord]:
-    """A record for every member whose target is new or changed, then the assignment epoch."""
+                              epoch: int, now_ms: int) -> list[CoordinatorRecord]:
+    """A record for every member whose target is new or changed, then the assignment epoch
+    and when it was computed (`now_ms`)."""
     records = [target_record(group_id, mid, targets[mid]) for mid in sorted(targets)
                if targets[mid] != previous.get(mid, EMPTY_ASSIGNMENT) or mid not in previous]
-    records.append(new_consumer_group_target_assignment_epoch_record(group_id, epoch))
+    records.append(new_consumer_group_target_assignment_epoch_record(group_id, epoch, now_ms))
     return records
 
 

@@ -1,0 +1,146 @@
+"""KIP-1263 (Kafka 4.3+): a consumer group's target assignment is computed at most once per
+`consumer_assignment_interval_ms`, as Kafka's `canComputeNextTargetAssignment` allows.
+Members that join within the interval are assigned together by the first heartbeat after
+it, so a burst of joins moves the members already assigned once, not once per join, and
+runs the assignor once. Where kgc goes further than Kafka: a member heartbeating while the
+group waits is told to come back when the assignment is due, not a whole heartbeat
+interval later."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.records import (
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+)
+from tests.support.group_context import GroupTestContext
+from tests.support.group_scenarios import owners_are_unique
+
+START_MS = 1_000_000
+
+
+@pytest.fixture
+def ctx() -> GroupTestContext:
+    context = GroupTestContext(start_ms=START_MS, consumer_assignment_interval_ms=1_000)
+    context.set_topics(t=6)
+    return context
+
+
+def _stamps(ctx: GroupTestContext) -> list[tuple[int, int]]:
+    return [(r.value.assignment_epoch, r.value.assignment_timestamp) for r in ctx.written
+            if isinstance(r.key, ConsumerGroupTargetAssignmentMetadataKey) and r.value is not None]
+
+
+def test_the_first_assignment_is_at_once_and_joins_within_the_interval_wait_for_it(ctx):
+    a = ctx.consumer_heartbeat(member_id="a")
+    assert (a.epoch, a.assignment) == (1, {"t": set(range(6))})
+    ctx.sleep(100)
+    b = ctx.consumer_heartbeat(member_id="b")
+    c = ctx.consumer_heartbeat(member_id="c")
+    # Joined, at the group's epoch, but the last assignment is 100 ms old: nothing yet.
+    group = ctx.consumer_group()
+    assert (group.group_epoch, group.assignment_epoch, group.state) == (3, 1, "Assigning")
+    assert (b.assignment, c.assignment) == ({}, {})
+    assert _stamps(ctx) == [(1, START_MS)]
+    # a's heartbeat before the interval is up keeps everything.
+    kept = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": set(range(6))})
+    assert (kept.epoch, kept.assignment) == (1, None)
+
+
+def test_a_member_of_a_waiting_group_is_told_to_come_back_when_the_assignment_is_due(ctx):
+    first = ctx.consumer_heartbeat(member_id="a")
+    assert first.response.heartbeat_interval_ms == 5_000          # nothing waits
+    ctx.sleep(100)
+    assert ctx.consumer_heartbeat(member_id="b").response.heartbeat_interval_ms == 900
+    ctx.sleep(850)
+    # a, too, hears it early: the assignment due then will take partitions from it.
+    a = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": set(range(6))})
+    assert a.response.heartbeat_interval_ms == 100                  # 50 ms left, at least 100
+    ctx.sleep(50)
+    a = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": set(range(6))})
+    assert (a.epoch, len(a.assignment["t"]), a.response.heartbeat_interval_ms) == (1, 3, 5_000)
+
+
+def test_a_burst_of_joins_runs_the_assignor_once_per_interval():
+    ctx = GroupTestContext(consumer_assignment_interval_ms=1_000)
+    ctx.set_topics(t=300)
+    ctx.shard.consumer.stopwatch = iter(range(10**6)).__next__
+    for i in range(100):
+        ctx.consumer_heartbeat(member_id=f"m{i:03d}")
+        ctx.sleep(20)                                               # 100 joins over 2 s
+    assert len(ctx.shard.consumer.assignor_runs) == 2
+    ctx.consumer_heartbeat(member_id="m000", member_epoch=1, owned={"t": set(range(300))})
+    assert len(ctx.shard.consumer.assignor_runs) == 3
+    assert ctx.consumer_group().assignment_epoch == 100
+
+
+def test_the_first_heartbeat_after_the_interval_assigns_every_member_that_joined(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.sleep(100)
+    ctx.consumer_heartbeat(member_id="b")
+    ctx.consumer_heartbeat(member_id="c")
+    ctx.sleep(900)
+    a = ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned={"t": set(range(6))})
+    # One computation for both joins: a keeps a third and revokes the rest at once.
+    assert len(a.assignment["t"]) == 2
+    group = ctx.consumer_group()
+    assert group.assignment_epoch == 3
+    assert {m: len(p["t"]) for m, p in ((m, _named(ctx, t)) for m, t in group.target.items())} == \
+        {"a": 2, "b": 2, "c": 2}
+    assert _stamps(ctx) == [(1, START_MS), (3, START_MS + 1_000)]
+    ctx.consumer_heartbeat(member_id="a", member_epoch=1, owned=a.assignment)
+    b = ctx.consumer_heartbeat(member_id="b", member_epoch=1, owned={})
+    c = ctx.consumer_heartbeat(member_id="c", member_epoch=1, owned={})
+    assert (b.epoch, len(b.assignment["t"]), c.epoch, len(c.assignment["t"])) == (3, 2, 3, 2)
+    assert group.state == "Stable"
+    owners_are_unique(ctx)
+
+
+def test_a_join_after_a_quiet_interval_is_assigned_at_once(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.sleep(1_000)
+    b = ctx.consumer_heartbeat(member_id="b")
+    assert ctx.consumer_group().assignment_epoch == 2 and b.epoch == 2
+
+
+def test_an_interval_of_zero_assigns_at_every_change():
+    ctx = GroupTestContext(consumer_assignment_interval_ms=0)
+    ctx.set_topics(t=2)
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.consumer_heartbeat(member_id="b")
+    assert ctx.consumer_group().assignment_epoch == 2
+
+
+def test_a_group_emptied_by_its_members_leaving_assigns_its_next_member_at_once(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    ctx.consumer_heartbeat(member_id="a", member_epoch=-1)       # leaves
+    assert _stamps(ctx)[-1] == (2, 0)                           # as Kafka: "a new group"
+    ctx.sleep(10)
+    b = ctx.consumer_heartbeat(member_id="b")
+    assert (b.epoch, b.assignment) == (3, {"t": set(range(6))})
+
+
+def test_a_stamp_later_than_the_clock_does_not_hold_the_group(ctx):
+    # The wall clock went back (or the log came from an instance whose clock ran ahead):
+    # waiting until the stamp plus the interval could hold every join for that long.
+    ctx.consumer_heartbeat(member_id="a")
+    later = ctx.reload(start_ms=START_MS - 3_600_000)
+    b = later.consumer_heartbeat(member_id="b")
+    assert later.consumer_group().assignment_epoch == 2 and b.epoch == 2
+
+
+def test_the_stamp_is_written_as_kafka_writes_it_and_survives_a_reload(ctx):
+    ctx.consumer_heartbeat(member_id="a")
+    [record] = [r for r in ctx.written if isinstance(r.key, ConsumerGroupTargetAssignmentMetadataKey)]
+    assert record.value == ConsumerGroupTargetAssignmentMetadataValue(1, START_MS)
+    fresh = ctx.reload()
+    assert fresh.consumer_group().assignment_timestamp_ms == START_MS
+    fresh.sleep(100)
+    fresh.consumer_heartbeat(member_id="b")
+    assert fresh.consumer_group().assignment_epoch == 1      # still within the reloaded interval
+
+
+def _named(ctx: GroupTestContext, assignment) -> dict[str, set[int]]:
+    names = {t.topic_id: t.name for t in ctx.topics.by_name.values()}
+    return {names[topic_id]: set(partitions) for topic_id, partitions in assignment.items()}
