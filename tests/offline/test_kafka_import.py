@@ -22,7 +22,7 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator import records
 from coordinator.commands.migrate import add_migrate_parsers
-from coordinator.offline.inspect import inspect_data_dir
+from coordinator.offline.inspect import inspect_data_dir, inspect_partition
 from coordinator.offline.job import Options
 from coordinator.offline.kafka_import import read_kafka_log
 from coordinator.offline.runner import audit
@@ -189,8 +189,10 @@ def test_a_real_kafka_brokers_log_reads_as_kafka_answers_imports_and_audits(tmp_
     the stopped broker's log directory, the log replays to what Kafka's own OffsetFetch said,
     imports into kgc as that, and the audit names only what it should."""
     kafka = KafkaCluster(tmp_path_factory.mktemp("kafka-log"), settings={"offsets.topic.num.partitions": "50"})
+    began_ms = int(time.time() * 1000)
     with kafka:
         truth = drive_groups(kafka.bootstrap)
+    ended_ms = int(time.time() * 1000)
     copy = tmp_path / "copied"
     for directory in (kafka.nodes[0].directory / "data").glob("__consumer_offsets-*"):
         shutil.copytree(directory, copy / directory.name)
@@ -201,6 +203,12 @@ def test_a_real_kafka_brokers_log_reads_as_kafka_answers_imports_and_audits(tmp_
             if s.offsets} == truth
     assert state.transactions == {"committed": 1, "aborted": 1}
     assert state.skipped["ConsumerGroupMetadataKey"] >= 1     # the KIP-848 group's records
+    # Kafka 4.3+ stamps each target assignment with its time (KIP-1263, a tagged field),
+    # which kgc reads as its own records' stamp; 0 once its member left and the group was
+    # empty, as kgc writes it too ("a new group": its next assignment need not wait).
+    stamps = [r.value.assignment_timestamp for b in _records(copy, "real-848") for r in b.records
+              if isinstance(r.key, records.ConsumerGroupTargetAssignmentMetadataKey) and r.value is not None]
+    assert len(stamps) == 2 and began_ms <= stamps[0] <= ended_ms and stamps[1] == 0, (stamps, began_ms, ended_ms)
 
     data_dir = tmp_path / "kgc"
     code, out = kgc_import("--kafka-log", str(copy), "--data-dir", str(data_dir), "--apply")
@@ -213,6 +221,13 @@ def test_a_real_kafka_brokers_log_reads_as_kafka_answers_imports_and_audits(tmp_
     # calls orphaned; the deleted group left tombstones, the others are whole.
     assert found == sorted([("ORPHANED_OFFSET", "real-simple"), ("ORPHANED_OFFSET", "real-simple"),
                             ("ORPHANED_OFFSET", "real-txn")])
+
+
+def _records(kafka_dir: Path, group: str):
+    """The batches of `group`'s `__consumer_offsets` partition, decoded as kgc decodes its own."""
+    partition = partition_for(group)
+    return [batch for segment in inspect_partition(kafka_dir / f"__consumer_offsets-{partition}", partition).segments
+            for batch in segment.batches]
 
 
 def drive_groups(bootstrap: str) -> dict[str, dict[tuple[str, int], int]]:
