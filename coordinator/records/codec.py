@@ -252,6 +252,17 @@ def _int32s(values: tuple[int, ...]) -> bytes:
 _NO_TAGS = b"\x00"
 
 
+def _int64_tag0(value: int) -> bytes:
+    """A tagged-field section holding `value` as tag 0, an int64 whose default is 0 (written
+    only when set, as Kafka writes it)."""
+    return wire.tagged([(0, _I64.pack(value))]) if value else _NO_TAGS
+
+
+def _read_int64_tag0(tags: dict[int, bytes]) -> int:
+    """`_int64_tag0`'s value from a record's tagged fields: 0 when absent."""
+    return _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
+
+
 def _classic_member_tags(classic: ClassicMemberMetadata | None) -> bytes:
     if classic is None:
         return _NO_TAGS
@@ -286,8 +297,7 @@ def _decode_classic_member(data: bytes) -> ClassicMemberMetadata | None:
 def _serialize_consumer_value(value: ConsumerGroupValue) -> bytes:
     match value:
         case ConsumerGroupMetadataValue(epoch, metadata_hash):
-            tags = wire.tagged([(0, _I64.pack(metadata_hash))]) if metadata_hash else _NO_TAGS
-            return _I32.pack(epoch) + tags
+            return _I32.pack(epoch) + _int64_tag0(metadata_hash)
         case ConsumerGroupMemberMetadataValue():
             return b"".join((
                 wire.string(value.instance_id, True), wire.string(value.rack_id, True),
@@ -296,8 +306,7 @@ def _serialize_consumer_value(value: ConsumerGroupValue) -> bytes:
                 _I32.pack(value.rebalance_timeout_ms), wire.string(value.server_assignor, True),
                 _classic_member_tags(value.classic_member_metadata)))
         case ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch, assignment_timestamp):
-            tags = wire.tagged([(0, _I64.pack(assignment_timestamp))]) if assignment_timestamp else _NO_TAGS
-            return _I32.pack(assignment_epoch) + tags
+            return _I32.pack(assignment_epoch) + _int64_tag0(assignment_timestamp)
         case ConsumerGroupTargetAssignmentMemberValue(topic_partitions):
             return _topic_partitions(topic_partitions) + _NO_TAGS
         case ConsumerGroupCurrentMemberAssignmentValue():
@@ -506,9 +515,7 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
     match key:
         case ConsumerGroupMetadataKey():
             epoch = r.int32()
-            tags = r.tagged_fields()
-            metadata_hash = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
-            return ConsumerGroupMetadataValue(epoch, metadata_hash)
+            return ConsumerGroupMetadataValue(epoch, _read_int64_tag0(r.tagged_fields()))
         case ConsumerGroupMemberMetadataKey():
             fields: dict[str, Any] = dict(
                 instance_id=r.nullable_string(), rack_id=r.nullable_string(), client_id=r.string(),
@@ -520,9 +527,7 @@ def _decode_consumer_value(key: ConsumerGroupKey, r: _Reader) -> ConsumerGroupVa
                 **fields, classic_member_metadata=_decode_classic_member(tags[0]) if 0 in tags else None)
         case ConsumerGroupTargetAssignmentMetadataKey():
             epoch = r.int32()
-            tags = r.tagged_fields()
-            timestamp = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else 0
-            return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
+            return ConsumerGroupTargetAssignmentMetadataValue(epoch, _read_int64_tag0(r.tagged_fields()))
         case ConsumerGroupTargetAssignmentMemberKey():
             value = ConsumerGroupTargetAssignmentMemberValue(_decode_topic_partitions(r))
         case ConsumerGroupCurrentMemberAssignmentKey():
