@@ -5,8 +5,10 @@ and the group's committed offsets are the input consumed by committed transactio
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections import Counter
@@ -27,7 +29,9 @@ from tests.support.eos import (
     seed,
     topics,
 )
+from tests.support.eos_python import copy_with_aiokafka, copy_with_kafka_python
 from tests.support.kafka import KafkaCluster, die_with_the_test_run
+from tests.support.kafkajs import JS_DIR
 from tests.support.kgc import KgcProcess, wait_listening
 from tests.support.kgc_http import metrics_of
 from tests.support.ports import free_port_on
@@ -120,6 +124,34 @@ def test_confluent_kafka_copies_exactly_once_with_aborted_transactions_rewound(e
     for marker, transactions in (("abort", done["transactions"] // 3), ("commit", 1)):
         grew = after.get("kgc_txn_markers_total", marker=marker) - markers.get("kgc_txn_markers_total", marker=marker)
         assert grew >= transactions, (marker, grew)
+
+
+def copy_with_kafkajs(node: str, bootstrap: str, group: str, source: str, target: str, until: int) -> dict:
+    run = subprocess.run([node, "eos.mjs", bootstrap, source, target, group, str(until)],
+                         cwd=JS_DIR, capture_output=True, text=True, timeout=100)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "kafkajs"])
+def test_the_other_clients_copy_exactly_once_with_aborted_transactions_rewound(eos_kgc, kafka, client, request):
+    # given input records and a transactional copier of each library with one (AddOffsetsToTxn,
+    # then TxnOffsetCommit: v3 from kafka-python, v0 from aiokafka with no member, v1 from kafkajs)
+    source, target = topics(kafka)
+    inputs = seed(kafka.bootstrap, source, RECORDS)
+    group = f"eos-{client}-{uuid.uuid4().hex[:6]}"
+    before = eos_kgc.requests()
+    # when it copies through kgc, aborting every third transaction and rewinding to the
+    # committed offsets kgc gives back
+    if client == "kafkajs":
+        done = copy_with_kafkajs(request.getfixturevalue("node"), eos_kgc.bootstrap, group, source, target, RECORDS)
+    else:
+        copy = copy_with_kafka_python if client == "kafka-python" else copy_with_aiokafka
+        done = copy(eos_kgc.bootstrap, group, source, target, RECORDS, timeout_s=90)
+    # then every input is in the output once, and the offsets are those of the committed transactions
+    assert done["aborted"] > 0 and done["committed"] >= RECORDS
+    assert_exactly_once(kafka, eos_kgc.bootstrap, group, source, target, inputs)
+    assert flows_used(before, eos_kgc.requests()) == {"v1"}
 
 
 # A regression here hangs in librdkafka's send_offsets_to_transaction (its timeout is not
