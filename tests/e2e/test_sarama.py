@@ -1,11 +1,13 @@
-"""sarama (Go) consumer groups through kgc in front of Kafka, driven by tests/e2e/go/sarama_group.go.
+"""sarama (Go) consumer groups through kgc in front of Kafka, driven by the programs in
+tests/e2e/go: `sarama_group` (members of one group) and `sarama_eos` (an exactly-once copier).
 
-sarama 1.22 (Debian's golang-github-shopify-sarama-dev) speaks the group APIs at the
-versions Kafka 4.0 dropped or kept from long ago: FindCoordinator v0, JoinGroup v1,
-SyncGroup v0, Heartbeat v0, LeaveGroup v0, OffsetFetch v1, and, with its default
-`Consumer.Offsets.Retention` of 0, OffsetCommit v1. The program is built offline in GOPATH
-mode; the test is skipped, saying why, when Go, sarama or the build is unavailable
-(`.ci/run` installs both from Debian's packages).
+Two sarama builds. sarama 1.22 (Debian's golang-github-shopify-sarama-dev, built offline in
+GOPATH mode with the import renamed to Shopify's) speaks the group APIs at the versions Kafka
+4.0 dropped or kept from long ago: FindCoordinator v0, JoinGroup v1, SyncGroup v0, Heartbeat
+v0, LeaveGroup v0, OffsetFetch v1, and, with its default `Consumer.Offsets.Retention` of 0,
+OffsetCommit v1. IBM/sarama 1.61, the current line (go.mod, from the Go module proxy; `.ci/run`
+downloads it), told the cluster is Kafka 4.0, speaks their current versions and has
+transactions. A test is skipped, saying why, when Go, a sarama or its build is unavailable.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import os
 import pathlib
 import shutil
 import subprocess
+import uuid
+from dataclasses import dataclass
 
 import pytest
 from kafka.protocol.api_key import ApiKey
@@ -31,6 +35,7 @@ from tests.support.admin import (
     produce_sequenced,
 )
 from tests.support.clients import Member, MemberSettings, wait_until
+from tests.support.eos import assert_exactly_once, seed, topics
 from tests.support.kgc import KgcProcess, kgc_before
 from tests.support.kgc_http import metrics_of
 
@@ -38,32 +43,79 @@ log = logging.getLogger(__name__)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-SOURCE = pathlib.Path(__file__).parent / "go" / "sarama_group.go"
+GO_DIR = pathlib.Path(__file__).parent / "go"
 GOPATH = pathlib.Path("/usr/share/gocode")       # where Debian's golang-*-dev packages put Go sources
-SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
-KAFKA_VERSION = "2.1.0"     # sarama's Config.Version: any from 0.10.2 (groups) gives the same group requests
+DEBIAN_SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
 PARTITIONS = 3
 FIRST, SECOND = 20, 15
+EOS_RECORDS = 600
+# The version of each group API a sarama build sends (`Sarama.kafka_version` decides 1.61's).
+GROUP_REQUESTS = {
+    "1.22": {"FindCoordinator": "0", "JoinGroup": "1", "SyncGroup": "0", "Heartbeat": "0", "OffsetFetch": "1",
+             "OffsetCommit": "1", "LeaveGroup": "0"},
+    "1.61": {"FindCoordinator": "3", "JoinGroup": "8", "SyncGroup": "5", "Heartbeat": "4", "OffsetFetch": "8",
+             "OffsetCommit": "8", "LeaveGroup": "5"},
+}
+
+
+@dataclass(frozen=True)
+class Sarama:
+    """One build of the test programs: the sarama it links and the Kafka version it is told."""
+    name: str
+    directory: pathlib.Path
+    kafka_version: str     # sarama's Config.Version: the request versions it may use
+
+    def program(self, name: str) -> str:
+        return str(self.directory / name)
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("the sarama tests need Go (Debian: golang-go) on PATH")
+    return go
+
+
+def _build(command: list[str], env: dict[str, str], cwd: pathlib.Path, what: str) -> None:
+    try:
+        subprocess.run(command, env=env, cwd=cwd, check=True, timeout=300, capture_output=True, text=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot build {what}: {exc} {(exc.stderr or '')[-1000:]}")
 
 
 @pytest.fixture(scope="module")
-def sarama_group(tmp_path_factory) -> str:
-    """The program, built offline: Go in GOPATH mode against Debian's packaged sarama."""
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("the sarama test needs Go (Debian: golang-go) on PATH")
-    if not SARAMA.is_dir():
-        pytest.skip(f"the sarama test needs sarama's sources in {SARAMA} (Debian: golang-github-shopify-sarama-dev)")
-    out = tmp_path_factory.mktemp("sarama")
-    binary = out / "sarama_group"
+def sarama_1_22(tmp_path_factory) -> Sarama:
+    """`sarama_group` built offline: Go in GOPATH mode against Debian's packaged sarama."""
+    go = _go()
+    if not DEBIAN_SARAMA.is_dir():
+        pytest.skip(f"the sarama 1.22 tests need its sources in {DEBIAN_SARAMA} "
+                    "(Debian: golang-github-shopify-sarama-dev)")
+    out = tmp_path_factory.mktemp("sarama-1.22")
+    # The same program: sarama 1.22 is still published under Shopify's import path.
+    source = out / "sarama_group.go"
+    source.write_text((GO_DIR / "sarama_group" / "main.go").read_text().replace(
+        '"github.com/IBM/sarama"', '"github.com/Shopify/sarama"'))
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOPROXY": "off", "GOFLAGS": "",
            "GOCACHE": str(out / "cache"), "HOME": str(out)}
-    try:
-        subprocess.run([go, "build", "-o", str(binary), str(SOURCE)], env=env, check=True, timeout=300,
-                       capture_output=True, text=True)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot build {SOURCE.name} against Debian's sarama: {exc} {(exc.stderr or '')[-1000:]}")
-    return str(binary)
+    _build([go, "build", "-o", str(out / "sarama_group"), str(source)], env, out, "sarama_group against sarama 1.22")
+    # Any version from 0.10.2 (groups) gives sarama 1.22's same group requests.
+    return Sarama("1.22", out, "2.1.0")
+
+
+@pytest.fixture(scope="module")
+def sarama_1_61(tmp_path_factory) -> Sarama:
+    """Both programs built in module mode against go.mod's IBM/sarama (go.sum checks it)."""
+    go = _go()
+    out = tmp_path_factory.mktemp("sarama-1.61")
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+    for name in ("sarama_group", "sarama_eos"):
+        _build([go, "build", "-o", str(out / name), f"./{name}"], env, GO_DIR, f"{name} against IBM/sarama")
+    return Sarama("1.61", out, "4.0.0")
+
+
+@pytest.fixture(params=["1.22", "1.61"])
+def sarama(request) -> Sarama:
+    return request.getfixturevalue(f"sarama_{request.param.replace('.', '_')}")
 
 
 def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:
@@ -72,10 +124,11 @@ def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:
     return next((k.min_version, k.max_version) for k in response.api_keys if k.api_key == api_key)
 
 
-def run_members(binary: str, bootstrap: str, topic: str, group: str, expect: int, members: int = 1) -> dict:
+def run_members(sarama: Sarama, bootstrap: str, topic: str, group: str, expect: int, members: int = 1) -> dict:
     """`members` sarama members, the second joining once the first holds partitions: they
     consume only once every member holds some, until `expect` records arrived between them."""
-    run = subprocess.run([binary, bootstrap, topic, group, str(expect), str(members), KAFKA_VERSION],
+    run = subprocess.run([sarama.program("sarama_group"), bootstrap, topic, group, str(expect), str(members),
+                          sarama.kafka_version],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
@@ -99,17 +152,17 @@ def expected_values(first_sequence: int, count: int) -> list[str]:
 
 
 def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_after_a_restart(
-        sarama_group, kafka):
+        sarama, kafka):
     with kgc_before(kafka) as (kgc, http_port):
         assert (advertised(kgc, ApiKey.OffsetCommit), advertised(kgc, ApiKey.OffsetFetch)) == ((0, 10), (0, 10))
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
 
-        # Two members: the second's arrival rebalances the group (Heartbeat v0 answered
-        # REBALANCE_IN_PROGRESS, both rejoin with JoinGroup v1, the leader's SyncGroup v0
-        # hands out the partitions), then they share the partitions and both commit.
-        first = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST, members=2)
+        # Two members: the second's arrival rebalances the group (a Heartbeat answered
+        # REBALANCE_IN_PROGRESS, both rejoin, the leader's SyncGroup hands out the
+        # partitions), then they share the partitions and both commit.
+        first = run_members(sarama, kgc.bootstrap, topic, group, PARTITIONS * FIRST, members=2)
         held = list(first["held"].values())
         assert len(held) == 2 and all(held) and sorted(held[0] + held[1]) == list(range(PARTITIONS)), held
         assert values(first) == expected_values(0, FIRST)     # each record once: no loss, no duplicate
@@ -117,7 +170,7 @@ def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_a
         assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST)
 
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, SECOND, first_sequence=FIRST)
-        second = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * SECOND)
+        second = run_members(sarama, kgc.bootstrap, topic, group, PARTITIONS * SECOND)
         # The restarted member starts where the first one committed: nothing read twice.
         assert first_offsets(second) == dict.fromkeys(range(PARTITIONS), FIRST)
         assert values(second) == expected_values(FIRST, SECOND)
@@ -126,19 +179,18 @@ def test_a_default_sarama_group_commits_through_kgc_and_resumes_at_its_offsets_a
         metrics = metrics_of(http_port)
     # kgc answered the group: Kafka's own coordinator never heard of it.
     assert group_at_broker(kafka.host, kafka.port, group) == UNKNOWN_AT_KAFKA
-    # Every group request sarama 1.22 sends, at the versions it sends them, was answered.
-    sarama_paths = [("FindCoordinator", "0"), ("JoinGroup", "1"), ("SyncGroup", "0"), ("Heartbeat", "0"),
-                    ("OffsetFetch", "1"), ("OffsetCommit", "1"), ("LeaveGroup", "0")]
-    seen = {(api, v): metrics.total("kgc_requests_total", api=api, version=v) for api, v in sarama_paths}
-    log.info("sarama's group requests through kgc: %s", seen)
+    # Every group request this sarama sends, at the versions it sends them, was answered.
+    versions = GROUP_REQUESTS[sarama.name]
+    seen = {api: metrics.total("kgc_requests_total", api=api, version=v) for api, v in versions.items()}
+    log.info("sarama %s's group requests through kgc: %s", sarama.name, seen)
     assert all(seen.values()), seen
-    assert seen["LeaveGroup", "0"] == 3 and seen["JoinGroup", "1"] >= 4
+    assert seen["LeaveGroup"] == 3 and seen["JoinGroup"] >= 4
     assert metrics.total("kgc_response_errors_total", api="Heartbeat", error="REBALANCE_IN_PROGRESS") >= 1
     assert metrics.total("kgc_response_errors_total", api="OffsetCommit", error="UNSUPPORTED_VERSION") == 0
 
 
 def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_everything_again(
-        sarama_group, kafka):
+        sarama_1_22, kafka):
     """What kgc did before it served OffsetCommit v1, and what `min_group_api_versions =
     "kafka4"` restores: every commit refused with UNSUPPORTED_VERSION, which sarama reports
     only in its log, and the restarted member starts over."""
@@ -147,8 +199,8 @@ def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_ev
         topic = create_topic(kgc.bootstrap, PARTITIONS)
         group = new_name("sarama-cut")
         produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
-        first = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
-        second = run_members(sarama_group, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
+        first = run_members(sarama_1_22, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
+        second = run_members(sarama_1_22, kgc.bootstrap, topic, group, PARTITIONS * FIRST)
         assert committed_offsets(kgc.bootstrap, group) == {}
         metrics = metrics_of(http_port)
         assert metrics.total("kgc_requests_total", api="OffsetCommit", version="1") >= 2
@@ -158,7 +210,7 @@ def test_with_kafka_4s_cut_the_same_group_commits_nothing_and_a_restart_reads_ev
     assert "The version of API is not supported" in first["log"]
 
 
-def test_a_sarama_member_and_a_java_member_share_one_group(sarama_group, kgc):
+def test_a_sarama_member_and_a_java_member_share_one_group(sarama, kgc):
     """sarama's default strategy and the Java client's RangeAssignor speak one protocol
     ("range"): in one group through kgc each holds half the partitions, and between them every
     record is read once; when sarama leaves, the Java member takes its partitions over at
@@ -168,17 +220,17 @@ def test_a_sarama_member_and_a_java_member_share_one_group(sarama_group, kgc):
     java = Member("java", MemberSettings(kgc.bootstrap, group, topic, "java-member", confluent_assignor="range")).start()
     try:
         wait_until(lambda: len(java.assignment) == partitions, 60, lambda: str(java.assignment), [java])
-        sarama = subprocess.Popen([sarama_group, kgc.bootstrap, topic, group, str(PARTITIONS * FIRST), "1",
-                                   KAFKA_VERSION], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        member = subprocess.Popen([sarama.program("sarama_group"), kgc.bootstrap, topic, group, str(PARTITIONS * FIRST),
+                                   "1", sarama.kafka_version], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: len(java.assignment) == PARTITIONS, 60, lambda: str(java.assignment), [java])
             java_half = java.assignment
             produce_sequenced(kgc.bootstrap, topic, partitions, FIRST)
-            out, err = sarama.communicate(timeout=120)
+            out, err = member.communicate(timeout=120)
         finally:
-            if sarama.poll() is None:
-                sarama.kill()
-        assert sarama.returncode == 0, err[-3000:]
+            if member.poll() is None:
+                member.kill()
+        assert member.returncode == 0, err[-3000:]
         report = json.loads(out.strip().splitlines()[-1])
         [sarama_half] = [set(held) for held in report["held"].values()]
         assert sorted([*sarama_half, *java_half]) == list(range(partitions))
@@ -190,3 +242,28 @@ def test_a_sarama_member_and_a_java_member_share_one_group(sarama_group, kgc):
     read = sorted([r["value"] for r in report["received"]] + [c.value.decode() for c in java.consumed])
     assert read == sorted(f"{p}:{s}" for p in range(partitions) for s in range(FIRST))
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(partitions), FIRST)
+
+
+def test_a_sarama_copier_copies_exactly_once_with_aborted_transactions_rewound(sarama_1_61, kafka):
+    # given input records and sarama's transactional copier (AddOffsetsToTxn, then
+    # TxnOffsetCommit v3 naming its member and generation, as a session's metadata has them)
+    with kgc_before(kafka) as (kgc, http_port):
+        source, target = topics(kafka)
+        inputs = seed(kafka.bootstrap, source, EOS_RECORDS)
+        group = f"sarama-eos-{uuid.uuid4().hex[:6]}"
+        # when it copies through kgc, aborting every third transaction and starting a new
+        # session after each abort, at the offsets kgc gives back
+        run = subprocess.run([sarama_1_61.program("sarama_eos"), kgc.bootstrap, source, target, group,
+                              str(EOS_RECORDS), sarama_1_61.kafka_version], capture_output=True, text=True, timeout=100)
+        assert run.returncode == 0, run.stderr[-3000:]
+        done = json.loads(run.stdout.strip().splitlines()[-1])
+        # then every input is in the output once, and the offsets are those of the committed transactions
+        assert done["aborted"] > 0 and done["sessions"] > 1, done
+        assert_exactly_once(kafka, kgc.bootstrap, group, source, target, inputs)
+        metrics = metrics_of(http_port)
+    # sarama sends a transaction's offsets when it commits it (AddOffsetsToTxn, TxnOffsetCommit
+    # at CommitTxn): an aborted one never reaches kgc.
+    committed_transactions = done["transactions"] - done["transactions"] // 3
+    assert metrics.total("kgc_requests_total", api="TxnOffsetCommit", version="3") >= committed_transactions
+    answered = metrics.total("kgc_response_errors_total", api="TxnOffsetCommit")
+    assert answered == metrics.total("kgc_response_errors_total", api="TxnOffsetCommit", error="NONE")

@@ -11,11 +11,12 @@
 // do without: Version (sarama's default, 0.8.2, refuses consumer groups; groups need
 // 0.10.2 or later) and Consumer.Offsets.Initial = OffsetOldest (the default, newest, would
 // skip what the test produced before the members joined). Offsets are committed as sarama
-// commits by default: every second, when a session ends and on leaving, with OffsetCommit
-// v1 since Consumer.Offsets.Retention is 0. sarama's own log goes to stderr.
+// commits by default: every second, when a session ends and on leaving (sarama 1.22 with
+// OffsetCommit v1, since Consumer.Offsets.Retention is 0). sarama's own log goes to stderr.
 //
-// Built by the test in GOPATH mode (GO111MODULE=off) from Debian's
-// golang-github-shopify-sarama-dev (sarama 1.22.1); every wait is bounded and any failure
+// Built by tests/e2e/test_sarama.py twice: against go.mod's IBM/sarama, and in GOPATH mode
+// (GO111MODULE=off) against Debian's golang-github-shopify-sarama-dev (sarama 1.22.1, still
+// under Shopify's import path, which the test puts in). Every wait is bounded and any failure
 // exits non-zero.
 package main
 
@@ -29,7 +30,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/Shopify/sarama"
+	"github.com/IBM/sarama"
 )
 
 type record struct {
