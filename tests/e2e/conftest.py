@@ -3,6 +3,7 @@ import pytest
 from tests.support.kafkajs import node  # noqa: F401 (a fixture for every e2e test)
 from tests.support.kgc import KGC_GROUP_FLAGS, KgcProcess, kgc_in_front_of, wait_listening
 from tests.support.ports import free_port
+from tests.support.sarama import sarama_1_22, sarama_1_61  # noqa: F401 (fixtures for every e2e test)
 
 
 @pytest.fixture(scope="session")

@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import pathlib
-import shutil
 import subprocess
 import uuid
-from dataclasses import dataclass
 
 import pytest
 from kafka.protocol.api_key import ApiKey
@@ -38,14 +34,12 @@ from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.eos import assert_exactly_once, seed, topics
 from tests.support.kgc import KgcProcess, kgc_before
 from tests.support.kgc_http import metrics_of
+from tests.support.sarama import Sarama
 
 log = logging.getLogger(__name__)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-GO_DIR = pathlib.Path(__file__).parent / "go"
-GOPATH = pathlib.Path("/usr/share/gocode")       # where Debian's golang-*-dev packages put Go sources
-DEBIAN_SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
 PARTITIONS = 3
 FIRST, SECOND = 20, 15
 EOS_RECORDS = 600
@@ -56,61 +50,6 @@ GROUP_REQUESTS = {
     "1.61": {"FindCoordinator": "3", "JoinGroup": "8", "SyncGroup": "5", "Heartbeat": "4", "OffsetFetch": "8",
              "OffsetCommit": "8", "LeaveGroup": "5"},
 }
-
-
-@dataclass(frozen=True)
-class Sarama:
-    """One build of the test programs: the sarama it links and the Kafka version it is told."""
-    name: str
-    directory: pathlib.Path
-    kafka_version: str     # sarama's Config.Version: the request versions it may use
-
-    def program(self, name: str) -> str:
-        return str(self.directory / name)
-
-
-def _go() -> str:
-    go = shutil.which("go")
-    if go is None:
-        pytest.skip("the sarama tests need Go (Debian: golang-go) on PATH")
-    return go
-
-
-def _build(command: list[str], env: dict[str, str], cwd: pathlib.Path, what: str) -> None:
-    try:
-        subprocess.run(command, env=env, cwd=cwd, check=True, timeout=300, capture_output=True, text=True)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot build {what}: {exc} {(exc.stderr or '')[-1000:]}")
-
-
-@pytest.fixture(scope="module")
-def sarama_1_22(tmp_path_factory) -> Sarama:
-    """`sarama_group` built offline: Go in GOPATH mode against Debian's packaged sarama."""
-    go = _go()
-    if not DEBIAN_SARAMA.is_dir():
-        pytest.skip(f"the sarama 1.22 tests need its sources in {DEBIAN_SARAMA} "
-                    "(Debian: golang-github-shopify-sarama-dev)")
-    out = tmp_path_factory.mktemp("sarama-1.22")
-    # The same program: sarama 1.22 is still published under Shopify's import path.
-    source = out / "sarama_group.go"
-    source.write_text((GO_DIR / "sarama_group" / "main.go").read_text().replace(
-        '"github.com/IBM/sarama"', '"github.com/Shopify/sarama"'))
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOPROXY": "off", "GOFLAGS": "",
-           "GOCACHE": str(out / "cache"), "HOME": str(out)}
-    _build([go, "build", "-o", str(out / "sarama_group"), str(source)], env, out, "sarama_group against sarama 1.22")
-    # Any version from 0.10.2 (groups) gives sarama 1.22's same group requests.
-    return Sarama("1.22", out, "2.1.0")
-
-
-@pytest.fixture(scope="module")
-def sarama_1_61(tmp_path_factory) -> Sarama:
-    """Both programs built in module mode against go.mod's IBM/sarama (go.sum checks it)."""
-    go = _go()
-    out = tmp_path_factory.mktemp("sarama-1.61")
-    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
-    for name in ("sarama_group", "sarama_eos"):
-        _build([go, "build", "-o", str(out / name), f"./{name}"], env, GO_DIR, f"{name} against IBM/sarama")
-    return Sarama("1.61", out, "4.0.0")
 
 
 @pytest.fixture(params=["1.22", "1.61"])

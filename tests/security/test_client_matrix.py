@@ -5,7 +5,8 @@ Java client over mTLS; a wrong password
 surfaces as the client's authentication error, and a group or topic alice has no ACL
 for as the client's authorization error.
 
-kafkajs runs the same cases (tests/e2e/js/secure.mjs) when Node is on PATH.
+kafkajs (tests/e2e/js/secure.mjs) and sarama 1.61 (tests/e2e/go/sarama_secure) run the SASL_SSL
+and mTLS cases too, when Node and Go are on PATH.
 
 Topics are created and records produced on Kafka directly (plaintext): the data is
 upstream's; what is under test is the clients' path through kgc (tests/security/test_real_kafka.py
@@ -24,6 +25,7 @@ from tests.support.admin import create_topic, new_name, produce_sequenced
 from tests.support.clients import LIBRARIES, Member, MemberSettings, wait_until
 from tests.support.kafkajs import JS_DIR, node  # noqa: F401 (node: a fixture, Node and kafkajs or a skip)
 from tests.support.kgc import KGC_GROUP_FLAGS, free_port, kgc_process, wait_listening
+from tests.support.sarama import sarama_1_61  # noqa: F401 (a fixture: IBM/sarama's programs or a skip)
 from tests.support.security import ClientSecurity, KafkaSocket, TestPki, acl_file, allow, credentials_file
 
 pytestmark = pytest.mark.integration
@@ -159,37 +161,59 @@ def test_an_unauthorized_group_and_topic_are_the_clients_authorization_errors(sa
         member.close()
 
 
-KAFKAJS_CASES = {"SCRAM-SHA-512": "scram-sha-512", "PLAIN": "plain", "mTLS": None}
+# What each of kafkajs's and sarama's cases logs in with: a SASL mechanism (over TLS), or none (mTLS).
+SECURE_CASES = ("SCRAM-SHA-512", "PLAIN", "mTLS")
 
 
-@pytest.mark.parametrize("case", KAFKAJS_CASES)
-def test_kafkajs_consumes_and_commits(node, request, kafka, pki, case):  # noqa: F811
+def run_secure_consumer(command: list[str], cwd, request, kafka, pki, case: str, name: str) -> None:
+    """`command` + [BOOTSTRAP, TOPIC, GROUP, COUNT, SECURITY_JSON] (tests/e2e/js/secure.mjs,
+    tests/e2e/go/sarama_secure) consumes and commits through the case's kgc; kgc then holds
+    the commit."""
     kgc = request.getfixturevalue("mtls_kgc" if case == "mTLS" else "sasl_ssl_kgc")
     topic = create_topic(kafka.bootstrap, 1)
     produce_sequenced(kafka.bootstrap, topic, 1, RECORDS)
-    group = new_name("secure-kafkajs")
+    group = new_name(f"secure-{name}")
     security = {"ca": pki.ca_file}
     login = None
     if case == "mTLS":
-        security["cert"], security["key"] = cert = pki.issue("client-kafkajs", common_name="kafkajs")
+        security["cert"], security["key"] = cert = pki.issue(f"client-{name}", common_name=name)
         context = pki.client_context(cert)
     else:
-        security.update(mechanism=KAFKAJS_CASES[case], username="alice", password=USERS["alice"])
+        security.update(mechanism=case, username="alice", password=USERS["alice"])
         context = pki.client_context()
         login = lambda s: s.login_scram("alice", USERS["alice"])   # noqa: E731
-    run = subprocess.run([node, "secure.mjs", kgc.bootstrap, topic, group, str(RECORDS), json.dumps(security)],
-                         cwd=JS_DIR, capture_output=True, text=True, timeout=60)
+    run = subprocess.run([*command, kgc.bootstrap, topic, group, str(RECORDS), json.dumps(security)],
+                         cwd=cwd, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == {"consumed": RECORDS}
     assert committed(kgc.port, group, topic, context, login) == RECORDS
 
 
+@pytest.mark.parametrize("case", SECURE_CASES)
+def test_kafkajs_consumes_and_commits(node, request, kafka, pki, case):  # noqa: F811
+    run_secure_consumer([node, "secure.mjs"], JS_DIR, request, kafka, pki, case, "kafkajs")
+
+
 def test_kafkajs_with_a_wrong_password_gets_an_authentication_error(node, sasl_ssl_kgc, pki):  # noqa: F811
-    security = {"ca": pki.ca_file, "mechanism": "scram-sha-512", "username": "alice", "password": "wrong"}
+    security = {"ca": pki.ca_file, "mechanism": "SCRAM-SHA-512", "username": "alice", "password": "wrong"}
     run = subprocess.run([node, "secure.mjs", sasl_ssl_kgc.bootstrap, "any", new_name("secure-kafkajs"), "1",
                           json.dumps(security)], cwd=JS_DIR, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert "KafkaJSSASLAuthenticationError" in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", SECURE_CASES)
+def test_sarama_consumes_and_commits(sarama_1_61, request, kafka, pki, case):  # noqa: F811
+    run_secure_consumer([sarama_1_61.program("sarama_secure")], None, request, kafka, pki, case, "sarama")
+
+
+def test_sarama_with_a_wrong_password_gets_an_authentication_error(sarama_1_61, sasl_ssl_kgc, pki):  # noqa: F811
+    security = {"ca": pki.ca_file, "mechanism": "SCRAM-SHA-512", "username": "alice", "password": "wrong"}
+    run = subprocess.run([sarama_1_61.program("sarama_secure"), sasl_ssl_kgc.bootstrap, "any",
+                          new_name("secure-sarama"), "1", json.dumps(security)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 1
+    assert "SASL Authentication failed" in run.stderr, run.stderr[-2000:]
 
 
 def test_kgc_groups_works_over_sasl_ssl_and_a_wrong_password_is_one_line(sasl_ssl_kgc, kafka, pki):

@@ -2,7 +2,7 @@
 // COUNT records from TOPIC, commits and leaves.
 //
 // Usage: node secure.mjs BOOTSTRAP TOPIC GROUP COUNT SECURITY_JSON
-// SECURITY_JSON: {"ca": file, "cert": file?, "key": file?, "mechanism": "scram-sha-512"|"plain"?,
+// SECURITY_JSON: {"ca": file, "cert": file?, "key": file?, "mechanism": "SCRAM-SHA-512"|"PLAIN"?,
 // "username"?, "password"?}. Prints one JSON line: {"consumed": n}. Every wait is bounded;
 // any failure (an authentication error included) exits non-zero with the error on stderr.
 import { readFileSync } from "node:fs";
@@ -23,7 +23,7 @@ if (security.cert) {
   ssl.key = readFileSync(security.key, "utf-8");
 }
 const sasl = security.mechanism
-  ? { mechanism: security.mechanism, username: security.username, password: security.password }
+  ? { mechanism: security.mechanism.toLowerCase(), username: security.username, password: security.password }
   : undefined;
 const kafka = new Kafka({ clientId: "kgc-secure-kafkajs", brokers: [bootstrap], ssl, sasl, logLevel: logLevel.NOTHING,
                           retry: { retries: 2 } });

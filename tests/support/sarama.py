@@ -1,0 +1,73 @@
+"""The Go programs of tests/e2e/go built against a sarama, for the tests that run them:
+sarama 1.22, Debian's package, in GOPATH mode, and IBM/sarama 1.61 of go.mod, in module mode
+(from the Go module proxy; `.ci/run` downloads it). A fixture skips, saying why, when Go, that
+sarama or the build is unavailable."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import pytest
+
+GO_DIR = pathlib.Path(__file__).parents[1] / "e2e" / "go"
+GOPATH = pathlib.Path("/usr/share/gocode")       # where Debian's golang-*-dev packages put Go sources
+DEBIAN_SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
+
+
+@dataclass(frozen=True)
+class Sarama:
+    """One build of the test programs: the sarama it links and the Kafka version it is told."""
+    name: str
+    directory: pathlib.Path
+    kafka_version: str     # sarama's Config.Version: the request versions it may use
+
+    def program(self, name: str) -> str:
+        return str(self.directory / name)
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("the sarama tests need Go (Debian: golang-go) on PATH")
+    return go
+
+
+def _build(command: list[str], env: dict[str, str], cwd: pathlib.Path, what: str) -> None:
+    try:
+        subprocess.run(command, env=env, cwd=cwd, check=True, timeout=300, capture_output=True, text=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot build {what}: {exc} {(exc.stderr or '')[-1000:]}")
+
+
+@pytest.fixture(scope="module")
+def sarama_1_22(tmp_path_factory) -> Sarama:
+    """`sarama_group` built offline: Go in GOPATH mode against Debian's packaged sarama."""
+    go = _go()
+    if not DEBIAN_SARAMA.is_dir():
+        pytest.skip(f"the sarama 1.22 tests need its sources in {DEBIAN_SARAMA} "
+                    "(Debian: golang-github-shopify-sarama-dev)")
+    out = tmp_path_factory.mktemp("sarama-1.22")
+    # The same program: sarama 1.22 is still published under Shopify's import path.
+    source = out / "sarama_group.go"
+    source.write_text((GO_DIR / "sarama_group" / "main.go").read_text().replace(
+        '"github.com/IBM/sarama"', '"github.com/Shopify/sarama"'))
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOPROXY": "off", "GOFLAGS": "",
+           "GOCACHE": str(out / "cache"), "HOME": str(out)}
+    _build([go, "build", "-o", str(out / "sarama_group"), str(source)], env, out, "sarama_group against sarama 1.22")
+    # Any version from 0.10.2 (groups) gives sarama 1.22's same group requests.
+    return Sarama("1.22", out, "2.1.0")
+
+
+@pytest.fixture(scope="module")
+def sarama_1_61(tmp_path_factory) -> Sarama:
+    """Every program built in module mode against go.mod's IBM/sarama (go.sum checks it)."""
+    go = _go()
+    out = tmp_path_factory.mktemp("sarama-1.61")
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+    for name in ("sarama_group", "sarama_eos", "sarama_secure"):
+        _build([go, "build", "-o", str(out / name), f"./{name}"], env, GO_DIR, f"{name} against IBM/sarama")
+    return Sarama("1.61", out, "4.0.0")
