@@ -214,14 +214,6 @@ def is_flexible(api_key: int, api_version: int) -> bool | None:
     return api_version >= since
 
 
-def request_header_version(api_key: int, api_version: int) -> int | None:
-    """2 for flexible request versions, 1 otherwise, None when the API is unknown to us."""
-    flexible = is_flexible(api_key, api_version)
-    if flexible is None:
-        return None
-    return 2 if flexible else 1
-
-
 def response_header_version(api_key: int, api_version: int) -> int:
     if api_key == ApiKey.ApiVersions:
         return 0  # KIP-511: always v0, even for the flexible v3+ bodies

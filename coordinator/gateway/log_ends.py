@@ -4,8 +4,8 @@
 for the topics (on the cluster's control connection) to find each partition's leader, then
 one ListOffsets "latest" per leader for all of its partitions. It runs every
 `lag_refresh_interval_ms` for every committed partition (`run`, fed by a callable the app
-supplies) and on demand for one group's (/v1/groups/{group}). Each answer is kept with its
-time; a partition the upstream could not answer for keeps the reason instead.
+supplies) and on demand for one group's (/v1/groups/{group}). Each answer is kept until the
+next; a partition the upstream could not answer for keeps the reason instead.
 
 Topics the upstream does not have are remembered (`missing_topics`) and each is logged once
 at WARNING with the groups that committed offsets for it: after a restart over an upstream
@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import NamedTuple
@@ -53,15 +52,12 @@ INTERNAL_TOPIC = "__consumer_offsets"
 class LogEnd(NamedTuple):
     offset: int | None          # None: unknown, `error` says why
     error: str | None
-    fetched_ms: int
 
 
 class LogEnds:
-    def __init__(self, cluster: UpstreamCluster, *, request_timeout_ms: int = 5_000,
-                 clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000):
+    def __init__(self, cluster: UpstreamCluster, *, request_timeout_ms: int = 5_000):
         self._cluster = cluster
         self._timeout_s = request_timeout_ms / 1000
-        self._clock = clock
         self._ends: dict[TopicPartition, LogEnd] = {}
         self._leaders: dict[int, UpstreamConnection] = {}
         self._correlation_ids = itertools.count(1)
@@ -87,12 +83,11 @@ class LogEnds:
             await asyncio.wait_for(self._refresh(wanted), self._timeout_s)
         except (UpstreamUnavailable, TimeoutError) as exc:
             reason = f"log end offset unavailable: {exc or type(exc).__name__}"
-            now = self._clock()
             for tp in wanted:
                 old = self._ends.get(tp)
-                # A known end stays (with its time) rather than be replaced by an error.
+                # A known end stays rather than be replaced by an error.
                 if old is None or old.offset is None:
-                    self._ends[tp] = LogEnd(None, reason, now)
+                    self._ends[tp] = LogEnd(None, reason)
 
     async def _refresh(self, wanted: list[TopicPartition]) -> None:
         topics = sorted({t for t, _ in wanted})
@@ -104,7 +99,6 @@ class LogEnds:
             MetadataRequest[_METADATA_VERSION](topics=topics, allow_auto_topic_creation=False), MetadataResponse)
         brokers = {b.node_id: (b.host, b.port) for b in metadata.brokers}
         leaders: dict[TopicPartition, int] = {}
-        now = self._clock()
         for topic in metadata.topics:
             if topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 self.missing_topics.add(topic.name)
@@ -115,9 +109,9 @@ class LogEnds:
         by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
         for tp in wanted:
             if tp[0] in self.missing_topics:
-                self._ends[tp] = LogEnd(None, f"topic {tp[0]} does not exist upstream", now)
+                self._ends[tp] = LogEnd(None, f"topic {tp[0]} does not exist upstream")
             elif tp not in leaders or leaders[tp] not in brokers:
-                self._ends[tp] = LogEnd(None, "partition has no leader upstream", now)
+                self._ends[tp] = LogEnd(None, "partition has no leader upstream")
             else:
                 by_leader[leaders[tp]].append(tp)
         await asyncio.gather(*(self._list_offsets(node, brokers[node], tps) for node, tps in by_leader.items()))
@@ -134,24 +128,23 @@ class LogEnds:
                     version=version, partition_index=p, current_leader_epoch=-1, timestamp=LATEST)
                 for p in partitions])
             for topic, partitions in by_topic.items()])
-        now = self._clock()
         if version < max(low, _LIST_OFFSETS_VERSIONS[0]):
             for tp in tps:
-                self._ends[tp] = LogEnd(None, f"upstream serves ListOffsets {low}-{high}", now)
+                self._ends[tp] = LogEnd(None, f"upstream serves ListOffsets {low}-{high}")
             return
         try:
             response = await self._send(node, address, request)
         except UpstreamUnavailable as exc:
             for tp in tps:
-                self._ends[tp] = LogEnd(None, f"log end offset unavailable: {exc}", now)
+                self._ends[tp] = LogEnd(None, f"log end offset unavailable: {exc}")
             return
         for topic in response.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
                 if p.error_code:
-                    self._ends[tp] = LogEnd(None, f"upstream answered {ErrorCode(p.error_code).name}", now)
+                    self._ends[tp] = LogEnd(None, f"upstream answered {ErrorCode(p.error_code).name}")
                 else:
-                    self._ends[tp] = LogEnd(p.offset, None, now)
+                    self._ends[tp] = LogEnd(p.offset, None)
 
     async def _send(self, node: int, address: tuple[str, int], request) -> ListOffsetsResponse:
         conn = self._leaders.get(node)

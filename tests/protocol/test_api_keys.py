@@ -5,7 +5,6 @@ from protocol.api_keys import (
     LOCAL_VERSIONS,
     is_flexible,
     local_versions,
-    request_header_version,
     response_header_version,
 )
 from protocol.messages import request_class
@@ -48,12 +47,6 @@ def test_first_flexible_versions_of_forwarded_apis():
     assert is_flexible(ApiKey.ConsumerGroupHeartbeat, 0) is True  # not shipped by kafka-python
     assert is_flexible(ApiKey.LeaderAndIsr, 7) is None  # inter-broker, gone in Kafka 4
     assert is_flexible(999, 0) is None
-
-
-def test_request_header_versions():
-    assert request_header_version(ApiKey.JoinGroup, 5) == 1
-    assert request_header_version(ApiKey.JoinGroup, 6) == 2
-    assert request_header_version(999, 0) is None
 
 
 def test_response_header_of_api_versions_is_always_v0():
