@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -41,7 +40,14 @@ from tests.support.clients import (
     wait_until,
 )
 from tests.support.kafkajs import JS_DIR
-from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process, running_kgc, wait_listening
+from tests.support.kgc import (
+    TEST_GROUP_CONFIG,
+    free_port,
+    kgc_command,
+    kgc_process,
+    running_kgc,
+    wait_listening,
+)
 from tests.support.kgc_http import get_json
 from tests.support.simple_group_offsets import PARTITIONS, offset_fetch, simple_commit
 from tests.support.tansu import TansuBroker
@@ -147,12 +153,6 @@ def test_group_resumes_on_kgc_at_upstream_offsets(kafka, kgc, libraries):
     consume_commit_and_close(back, PARTITIONS * AFTER)
     assert_exactly_once(consumed(upstream) + consumed(on_kgc) + consumed(back), BEFORE + 2 * AFTER)
     assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), BEFORE + 2 * AFTER)
-
-
-def kgc_command(*args: str, expect_status: int = 0) -> str:
-    done = subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=60)
-    assert done.returncode == expect_status, (done.stdout, done.stderr)
-    return done.stdout
 
 
 def test_rolling_cut_over_forms_the_group_on_kgc_once_upstream_is_empty(kafka, kgc):

@@ -32,7 +32,7 @@ from tests.support.admin import (
 )
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.eos import assert_exactly_once, seed, topics
-from tests.support.kgc import KgcProcess, kgc_before
+from tests.support.kgc import KgcProcess, kgc_before, kgc_command
 from tests.support.kgc_http import metrics_of
 from tests.support.sarama import Sarama
 
@@ -181,6 +181,30 @@ def test_a_sarama_member_and_a_java_member_share_one_group(sarama, kgc):
     read = sorted([r["value"] for r in report["received"]] + [c.value.decode() for c in java.consumed])
     assert read == sorted(f"{p}:{s}" for p in range(partitions) for s in range(FIRST))
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(partitions), FIRST)
+
+
+def test_a_sarama_group_moves_to_kgc_at_its_kafka_offsets_and_back_after_an_export(sarama_1_61, kafka, kgc):
+    # sarama 1.61 only: 1.22 commits with OffsetCommit v1, which Kafka 4 no longer serves.
+    topic = create_topic(kafka.bootstrap, PARTITIONS)
+    group = new_name("sarama-adopt")
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, FIRST)
+    run_members(sarama_1_61, kafka.bootstrap, topic, group, PARTITIONS * FIRST)
+    assert committed_offsets(kafka.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST)
+
+    # Pointed at kgc, the group resumes at the offsets it committed at Kafka.
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, SECOND, first_sequence=FIRST)
+    on_kgc = run_members(sarama_1_61, kgc.bootstrap, topic, group, PARTITIONS * SECOND)
+    assert first_offsets(on_kgc) == dict.fromkeys(range(PARTITIONS), FIRST)
+    assert values(on_kgc) == expected_values(FIRST, SECOND)
+    assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND)
+
+    # And back: `kgc export --apply`, then the group at Kafka resumes at kgc's offsets.
+    kgc_command("export", "--upstream", kafka.bootstrap, "--bootstrap-server", kgc.bootstrap, "--group", group,
+                "--apply")
+    produce_sequenced(kafka.bootstrap, topic, PARTITIONS, SECOND, first_sequence=FIRST + SECOND)
+    back = run_members(sarama_1_61, kafka.bootstrap, topic, group, PARTITIONS * SECOND)
+    assert first_offsets(back) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND)
+    assert values(back) == expected_values(FIRST + SECOND, SECOND)
 
 
 def test_a_sarama_copier_copies_exactly_once_with_aborted_transactions_rewound(sarama_1_61, kafka):

@@ -148,3 +148,10 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def kgc_command(*args: str, expect_status: int = 0) -> str:
+    """`python -m coordinator ARGS` (a CLI command, not `serve`): its stdout, once it exits with `expect_status`."""
+    done = subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == expect_status, (done.stdout, done.stderr)
+    return done.stdout
