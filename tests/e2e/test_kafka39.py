@@ -1,5 +1,5 @@
 """kgc in front of Kafka 3.9 (the last 3.x line), a smaller set: classic groups of the Java client
-and librdkafka, and KIP-848 consumer groups, which a 3.9 cluster does not offer on its own (its
+and librdkafka, and of kafka-python and aiokafka, and KIP-848 consumer groups, which a 3.9 cluster does not offer on its own (its
 consumer protocol is a preview, off unless enabled): kgc brings them."""
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ def kgc39(kafka39, tmp_path_factory):
         yield proc
 
 
-@pytest.mark.parametrize("libraries", [("java", "confluent-kafka"), (JAVA_CONSUMER_PROTOCOL, CONSUMER_PROTOCOL)],
-                         ids=["classic", "consumer-protocol"])
+@pytest.mark.parametrize("libraries", [("java", "confluent-kafka"), ("kafka-python", "aiokafka"),
+                                       (JAVA_CONSUMER_PROTOCOL, CONSUMER_PROTOCOL)],
+                         ids=["classic", "classic-python", "consumer-protocol"])
 def test_a_mixed_group_shares_the_topic_and_commits(kgc39, libraries):
     bootstrap = kgc39.bootstrap
     topic, group = create_topic(bootstrap, PARTITIONS), new_name("k39")
