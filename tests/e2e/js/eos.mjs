@@ -1,8 +1,8 @@
 // kafkajs's consume-transform-produce loop through kgc: one consumer (read_committed, no
-// auto-commit) in GROUP copies SOURCE to TARGET, each batch in one transaction of a
-// transactional producer: the records sent, then the batch's next offset added with
-// `sendOffsets` (AddOffsetsToTxn, then TxnOffsetCommit), then committed, 40 records a transaction; every third
-// transaction aborted instead, and the partition rewound to what the group has committed,
+// auto-commit) in GROUP copies SOURCE to TARGET, up to 40 records of a batch in each
+// transaction of a transactional producer: the records sent, then their next offset added
+// with `sendOffsets` (AddOffsetsToTxn, then TxnOffsetCommit), then committed. Every third
+// transaction is aborted instead, and the partition rewound to what the group has committed,
 // as asked through kgc (an aborted offset kgc let through would skip records).
 //
 // Usage: node eos.mjs BOOTSTRAP SOURCE TARGET GROUP RECORDS
