@@ -450,11 +450,15 @@ class KgcApp:
         await keep_fresh(log_ends, partial(_committed_offsets, runtime), self.config.lag_refresh_interval_ms,
                          self._lag_stopping, partial(self._publish_lag, log_ends))
 
-    def _publish_lag(self, log_ends: LogEnds, committed: Mapping[str, Mapping[tuple[str, int], int]]) -> None:
-        rows = [metrics.LagRow(group, topic, partition,
-                               partition_lag(offset, *log_ends.end_and_error((topic, partition))).value)
-                for group, by_partition in committed.items() for (topic, partition), offset in by_partition.items()]
+    def _publish_lag(self, log_ends: LogEnds, committed: Mapping[str, Mapping[tuple[str, int], int]],
+                     reached: bool) -> None:
+        rows = []
+        for group, by_partition in committed.items():
+            for (topic, partition), offset in by_partition.items():
+                end = log_ends.end_of((topic, partition))
+                rows.append(metrics.LagRow(group, topic, partition, partition_lag(offset, end.offset, end.error).value))
         metrics.consumer_lag(rows, per_partition=self.config.lag_metrics_per_partition)
+        metrics.log_ends_refreshed(reached)
 
     def _topics(self) -> TopicImage:
         """The upstream's topics for KIP-848 groups; none in standalone mode."""

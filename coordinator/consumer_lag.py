@@ -23,6 +23,15 @@ class Lag(NamedTuple):
     reason: str | None = None
 
 
+class LogEnd(NamedTuple):
+    """Where a partition's log ended when the upstream last said (`as_of_ms`, wall clock),
+    or why that is unknown. A known end outlives failed refreshes, so its time shows how
+    stale a lag computed from it may be."""
+    offset: int | None               # None: unknown, `error` says why
+    error: str | None
+    as_of_ms: int | None = None
+
+
 def partition_lag(committed: int | None, log_end: int | None, end_error: str | None = None) -> Lag:
     """`end_error` says why `log_end` is None (an upstream error), if it is known."""
     if committed is None or committed < 0:

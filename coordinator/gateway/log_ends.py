@@ -4,8 +4,12 @@
 for the topics (on the cluster's control connection) to find each partition's leader, then
 one ListOffsets "latest" per leader for all of its partitions. It runs every
 `lag_refresh_interval_ms` for every committed partition (`run`, fed by a callable the app
-supplies) and on demand for one group's (/v1/groups/{group}). Each answer is kept until the
-next; a partition the upstream could not answer for keeps the reason instead.
+supplies) and on demand for one group's (/v1/groups/{group}). Each end is kept with the time
+the upstream gave it until the next; a partition the upstream answered with an error keeps
+the reason instead. A refresh that cannot reach the upstream (or one leader) keeps the
+known ends, with their old times, rather than make every lag unknown while the cluster is
+away: the time shows how stale each is, and `refresh` says whether it reached everything
+(`kgc_log_ends_refreshed_timestamp_seconds` and the failure count come from that).
 
 Topics the upstream does not have are remembered (`missing_topics`) and each is logged once
 at WARNING with the groups that committed offsets for it: after a restart over an upstream
@@ -23,15 +27,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import NamedTuple
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from coordinator.consumer_lag import NOT_FETCHED
+from coordinator.consumer_lag import NOT_FETCHED, LogEnd
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.periodic import run_every
@@ -47,17 +51,20 @@ LATEST = -1
 _METADATA_VERSION = 4
 _LIST_OFFSETS_VERSIONS = (1, 7)  # v1: one offset per partition; v7 is the newest kafka-python writes here
 INTERNAL_TOPIC = "__consumer_offsets"
+_INTERNAL = LogEnd(None, "kgc serves __consumer_offsets itself: no lag is kept for readers of it")
+_NOT_FETCHED = LogEnd(None, NOT_FETCHED)
 
 
-class LogEnd(NamedTuple):
-    offset: int | None          # None: unknown, `error` says why
-    error: str | None
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class LogEnds:
-    def __init__(self, cluster: UpstreamCluster, *, request_timeout_ms: int = 5_000):
+    def __init__(self, cluster: UpstreamCluster, *, request_timeout_ms: int = 5_000,
+                 clock: Callable[[], int] = wall_ms):
         self._cluster = cluster
         self._timeout_s = request_timeout_ms / 1000
+        self._clock = clock
         self._ends: dict[TopicPartition, LogEnd] = {}
         self._leaders: dict[int, UpstreamConnection] = {}
         self._correlation_ids = itertools.count(1)
@@ -68,28 +75,32 @@ class LogEnds:
     def get(self, tp: TopicPartition) -> LogEnd | None:
         return self._ends.get(tp)
 
-    def end_and_error(self, tp: TopicPartition) -> tuple[int | None, str | None]:
+    def end_of(self, tp: TopicPartition) -> LogEnd:
         if tp[0] == INTERNAL_TOPIC:
-            return None, "kgc serves __consumer_offsets itself: no lag is kept for readers of it"
-        end = self._ends.get(tp)
-        return (None, NOT_FETCHED) if end is None else (end.offset, end.error)
+            return _INTERNAL
+        return self._ends.get(tp, _NOT_FETCHED)
 
-    async def refresh(self, partitions: Iterable[TopicPartition]) -> None:
-        """Fetches the log end of each partition (bounded); failures are kept as reasons."""
+    async def refresh(self, partitions: Iterable[TopicPartition]) -> bool:
+        """Fetches the log end of each partition (bounded): True when the upstream answered
+        for every one (an error it answered is kept as the reason), False when it or a
+        partition's leader could not be reached in time (known ends stay, with their time)."""
         wanted = sorted({tp for tp in partitions if tp[0] != INTERNAL_TOPIC})
         if not wanted:
-            return
+            return True
         try:
-            await asyncio.wait_for(self._refresh(wanted), self._timeout_s)
+            return await asyncio.wait_for(self._refresh(wanted), self._timeout_s)
         except (UpstreamUnavailable, TimeoutError) as exc:
-            reason = f"log end offset unavailable: {exc or type(exc).__name__}"
-            for tp in wanted:
-                old = self._ends.get(tp)
-                # A known end stays rather than be replaced by an error.
-                if old is None or old.offset is None:
-                    self._ends[tp] = LogEnd(None, reason)
+            self._unavailable(wanted, exc)
+            return False
 
-    async def _refresh(self, wanted: list[TopicPartition]) -> None:
+    def _unavailable(self, tps: Iterable[TopicPartition], exc: Exception) -> None:
+        reason = f"log end offset unavailable: {exc or type(exc).__name__}"
+        for tp in tps:
+            old = self._ends.get(tp)
+            if old is None or old.offset is None:
+                self._ends[tp] = LogEnd(None, reason)
+
+    async def _refresh(self, wanted: list[TopicPartition]) -> bool:
         topics = sorted({t for t, _ in wanted})
         low, high = self._cluster.api_versions.get(ApiKey.Metadata, (0, -1))
         if not low <= _METADATA_VERSION <= high:
@@ -114,9 +125,11 @@ class LogEnds:
                 self._ends[tp] = LogEnd(None, "partition has no leader upstream")
             else:
                 by_leader[leaders[tp]].append(tp)
-        await asyncio.gather(*(self._list_offsets(node, brokers[node], tps) for node, tps in by_leader.items()))
+        answered = await asyncio.gather(*(self._list_offsets(node, brokers[node], tps)
+                                          for node, tps in by_leader.items()))
+        return all(answered)
 
-    async def _list_offsets(self, node: int, address: tuple[str, int], tps: list[TopicPartition]) -> None:
+    async def _list_offsets(self, node: int, address: tuple[str, int], tps: list[TopicPartition]) -> bool:
         low, high = self._cluster.api_versions.get(ApiKey.ListOffsets, (0, -1))
         version = min(high, _LIST_OFFSETS_VERSIONS[1])
         by_topic: dict[str, list[int]] = defaultdict(list)
@@ -131,20 +144,21 @@ class LogEnds:
         if version < max(low, _LIST_OFFSETS_VERSIONS[0]):
             for tp in tps:
                 self._ends[tp] = LogEnd(None, f"upstream serves ListOffsets {low}-{high}")
-            return
+            return True
         try:
             response = await self._send(node, address, request)
         except UpstreamUnavailable as exc:
-            for tp in tps:
-                self._ends[tp] = LogEnd(None, f"log end offset unavailable: {exc}")
-            return
+            self._unavailable(tps, exc)
+            return False
+        now = self._clock()
         for topic in response.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
                 if p.error_code:
                     self._ends[tp] = LogEnd(None, f"upstream answered {ErrorCode(p.error_code).name}")
                 else:
-                    self._ends[tp] = LogEnd(p.offset, None)
+                    self._ends[tp] = LogEnd(p.offset, None, now)
+        return True
 
     async def _send(self, node: int, address: tuple[str, int], request) -> ListOffsetsResponse:
         conn = self._leaders.get(node)
@@ -181,18 +195,19 @@ class LogEnds:
 
 async def keep_fresh(log_ends: LogEnds, committed: Callable[[], Awaitable[Mapping[str, Mapping[TopicPartition, int]]]],
                      interval_ms: int, stopping: asyncio.Event,
-                     on_refreshed: Callable[[Mapping[str, Mapping[TopicPartition, int]]], None]) -> None:
+                     on_refreshed: Callable[[Mapping[str, Mapping[TopicPartition, int]], bool], None]) -> None:
     """Now, then every `interval_ms` (0: only now, for the missing-topic warning): the log
-    end of every partition some group has an offset for, then `on_refreshed(committed)`."""
+    end of every partition some group has an offset for, then `on_refreshed(committed,
+    reached)`, `reached` saying whether the upstream answered for every partition."""
     async def step() -> None:
         offsets = await committed()
-        await log_ends.refresh(tp for by_partition in offsets.values() for tp in by_partition)
+        reached = await log_ends.refresh(tp for by_partition in offsets.values() for tp in by_partition)
         committed_by: dict[str, set[str]] = defaultdict(set)
         for group, by_partition in offsets.items():
             for topic, _ in by_partition:
                 committed_by[topic].add(group)
         log_ends.warn_missing(committed_by)
-        on_refreshed(offsets)
+        on_refreshed(offsets, reached)
 
     try:
         await step()

@@ -19,15 +19,14 @@ from typing import Any
 from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0
 
 from coordinator import records
-from coordinator.consumer_lag import partition_lag
+from coordinator.consumer_lag import LogEnd, partition_lag
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
 from coordinator.group.consumer.group import Assignment, ConsumerGroup, ConsumerGroupMember
 from coordinator.group.topics import TopicImage
 from storage.format import iter_batches
 
 TopicPartition = tuple[str, int]
-# (log end, why it is unknown) of a partition
-EndOf = Callable[[TopicPartition], tuple[int | None, str | None]]
+EndOf = Callable[[TopicPartition], LogEnd]
 
 
 def summary(group: ClassicGroup, partition: int) -> dict[str, Any]:
@@ -171,30 +170,46 @@ def committed_offsets(shard: Any) -> dict[str, dict[TopicPartition, int]]:
 def lag_summary(committed: Mapping[TopicPartition, int], end_of: EndOf) -> dict[str, Any]:
     """A group's lag, in total and per topic: the sum over its partitions, or None when any
     partition's lag is unknown (a sum of the others would read as the lag), with how many
-    are unknown and why the first is (never a negative lag: `coordinator.consumer_lag`)."""
+    are unknown and why the first is (never a negative lag: `coordinator.consumer_lag`),
+    and `as_of_ms`, the time of the oldest log end a known lag was computed from (a sum is
+    as stale as its stalest part)."""
     topics: dict[str, dict[str, Any]] = {}
     for (topic, partition), offset in sorted(committed.items()):
-        lag = partition_lag(offset, *end_of((topic, partition)))
-        entry = topics.setdefault(topic, {"lag": 0, "unknown_partitions": 0, "unknown_reason": None})
+        end = end_of((topic, partition))
+        lag = partition_lag(offset, end.offset, end.error)
+        entry = topics.setdefault(topic, {"lag": 0, "unknown_partitions": 0, "unknown_reason": None,
+                                          "as_of_ms": None})
         if lag.value is None:
             entry["unknown_partitions"] += 1
             entry["unknown_reason"] = entry["unknown_reason"] or f"{topic}-{partition}: {lag.reason}"
             entry["lag"] = None
-        elif entry["lag"] is not None:
-            entry["lag"] += lag.value
+        else:
+            entry["as_of_ms"] = _oldest(entry["as_of_ms"], end.as_of_ms)
+            if entry["lag"] is not None:
+                entry["lag"] += lag.value
     unknown = [t for t in topics.values() if t["lag"] is None]
+    as_of = None
+    for entry in topics.values():
+        as_of = _oldest(as_of, entry["as_of_ms"])
     return {"total": None if unknown else sum(t["lag"] for t in topics.values()),
             "unknown_partitions": sum(t["unknown_partitions"] for t in unknown),
-            "unknown_reason": unknown[0]["unknown_reason"] if unknown else None, "topics": topics}
+            "unknown_reason": unknown[0]["unknown_reason"] if unknown else None, "as_of_ms": as_of,
+            "topics": topics}
+
+
+def _oldest(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def add_partition_lag(view: dict[str, Any], end_of: EndOf) -> None:
-    """Each committed offset of a `detail` view gains its log end and lag (or why unknown)."""
+    """Each committed offset of a `detail` view gains its log end, when the upstream gave
+    it, and its lag (or why unknown)."""
     committed = {}
     for topic, by_partition in view["offsets"].items():
         for partition, entry in by_partition.items():
-            end, error = end_of((topic, int(partition)))
-            lag = partition_lag(entry["offset"], end, error)
-            entry.update(log_end_offset=end, lag=lag.value, lag_unknown_reason=lag.reason)
+            end = end_of((topic, int(partition)))
+            lag = partition_lag(entry["offset"], end.offset, end.error)
+            entry.update(log_end_offset=end.offset, log_end_as_of_ms=end.as_of_ms, lag=lag.value,
+                         lag_unknown_reason=lag.reason)
             committed[(topic, int(partition))] = entry["offset"]
     view["lag"] = lag_summary(committed, end_of)

@@ -34,6 +34,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import metrics
+from coordinator.consumer_lag import LogEnd
 from coordinator.http import groups
 from coordinator.partitioning import partition_for
 from coordinator.runtime.api import PartitionLoading, PartitionNotActive, RuntimeClosed
@@ -212,14 +213,14 @@ class HttpServer:
         groups.add_partition_lag(view, self._end_of)
         return web.json_response(view)
 
-    def _end_of(self, tp: tuple[str, int]) -> tuple[int | None, str | None]:
+    def _end_of(self, tp: tuple[str, int]) -> LogEnd:
         log_ends = getattr(self._kgc, "log_ends", None)
         if log_ends is None:
-            return None, NO_UPSTREAM
-        return log_ends.end_and_error(tp)
+            return NO_UPSTREAM
+        return log_ends.end_of(tp)
 
 
-NO_UPSTREAM = "no upstream: kgc runs standalone, with no log ends to compare with"
+NO_UPSTREAM = LogEnd(None, "no upstream: kgc runs standalone, with no log ends to compare with")
 
 
 def _summaries_with_lag(end_of: groups.EndOf):

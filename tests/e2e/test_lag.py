@@ -68,13 +68,17 @@ def test_lag_is_the_consumers_position_minus_its_commit_in_the_api_and_the_metri
         consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()})
         expected = {p: positions[p] - committed[p] for p in positions}
 
+        asked_ms = time.time_ns() // 1_000_000
         view = get_json(http_port, f"/v1/groups/{group}")   # fetches its log ends on demand
         for p, entry in view["offsets"][topic].items():
             assert (entry["offset"], entry["log_end_offset"], entry["lag"]) == (
                 committed[int(p)], positions[int(p)], expected[int(p)])
+            assert entry["log_end_as_of_ms"] >= asked_ms
+        as_of = min(entry["log_end_as_of_ms"] for entry in view["offsets"][topic].values())
         assert view["lag"] == {"total": sum(expected.values()), "unknown_partitions": 0, "unknown_reason": None,
+                               "as_of_ms": as_of,
                                "topics": {topic: {"lag": sum(expected.values()), "unknown_partitions": 0,
-                                                  "unknown_reason": None}}}
+                                                  "unknown_reason": None, "as_of_ms": as_of}}}
 
         listed = {g["group_id"]: g for g in get_json(http_port, "/v1/groups")["groups"]}
         assert listed[group]["lag"]["total"] == sum(expected.values())
@@ -115,3 +119,45 @@ def test_an_end_below_the_commit_is_unknown_lag_never_negative_and_never_zero(kg
     assert ("kgc_consumer_lag", labels) not in samples.values
     assert ("kgc_consumer_lag_partition", labels | {("partition", "0")}) not in samples.values
 
+
+
+def test_while_the_upstream_hangs_lag_keeps_its_last_ends_and_says_how_old_they_are(kafka, kgc_http):
+    # Known ends outlive a refresh that cannot reach the upstream (every lag unknown
+    # would hide what was known), so what shows the lag is stale is their time: in the
+    # API per partition and per sum, and for alerts the last complete refresh's timestamp
+    # and a count of the failed ones.
+    kgc, http_port = kgc_http
+    topic = create_topic(kgc.bootstrap, len(PER_PARTITION))
+    produce_one_per_batch(kgc.bootstrap, topic, PER_PARTITION)
+    group = new_name("stale")
+    consumer = joined_consumer(kgc.bootstrap, topic, group)
+    try:
+        positions = read_everything(consumer, topic)
+        consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(0, "", -1) for p in positions})
+    finally:
+        consumer.close()
+    total = sum(positions.values())
+    until(lambda: get_json(http_port, f"/v1/groups/{group}")["lag"]["total"] == total)
+    failures = metrics_of(http_port).get("kgc_log_end_refresh_failures_total")
+
+    with kafka.paused(kafka.nodes[0].node_id):
+        paused_s = time.time()
+        # The periodic refresh gives up after its 5 s bound; the group's own view asks anew
+        # and waits for the same bound.
+        samples = until(lambda: (s := metrics_of(http_port)).get("kgc_log_end_refresh_failures_total") > failures
+                        and s, timeout_s=20)
+        view = get_json(http_port, f"/v1/groups/{group}")
+        listed = {g["group_id"]: g for g in get_json(http_port, "/v1/groups")["groups"]}
+    assert samples.get("kgc_log_ends_refreshed_timestamp_seconds") <= paused_s
+    for lag in (view["lag"], listed[group]["lag"]):
+        assert lag["total"] == total
+        assert lag["as_of_ms"] <= paused_s * 1000
+    for entry in view["offsets"][topic].values():
+        assert entry["log_end_as_of_ms"] <= paused_s * 1000
+
+    # The upstream back: the next complete refresh stamps the gauge and the ends again.
+    resumed_s = time.time()
+    until(lambda: metrics_of(http_port).get("kgc_log_ends_refreshed_timestamp_seconds") >= resumed_s,
+          timeout_s=30)
+    listed = {g["group_id"]: g for g in get_json(http_port, "/v1/groups")["groups"]}
+    assert listed[group]["lag"]["as_of_ms"] >= resumed_s * 1000
