@@ -1,5 +1,6 @@
 """sarama (Go) consumer groups through kgc in front of Kafka, driven by the programs in
-tests/e2e/go: `sarama_group` (members of one group) and `sarama_eos` (an exactly-once copier).
+tests/e2e/go: `sarama_group` (members of one group), `sarama_static` (one static member) and
+`sarama_eos` (an exactly-once copier).
 
 Two sarama builds. sarama 1.22 (Debian's golang-github-shopify-sarama-dev, built offline in
 GOPATH mode with the import renamed to Shopify's) speaks the group APIs at the versions Kafka
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -34,7 +36,7 @@ from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.eos import assert_exactly_once, seed, topics
 from tests.support.kgc import KgcProcess, kgc_before, kgc_command
 from tests.support.kgc_http import metrics_of
-from tests.support.sarama import Sarama
+from tests.support.sarama import Sarama, StaticMember
 
 log = logging.getLogger(__name__)
 
@@ -233,3 +235,36 @@ def test_a_sarama_copier_copies_exactly_once_with_aborted_transactions_rewound(s
     assert metrics.total("kgc_requests_total", api="TxnOffsetCommit", version="3") >= committed_transactions
     answered = metrics.total("kgc_response_errors_total", api="TxnOffsetCommit")
     assert answered == metrics.total("kgc_response_errors_total", api="TxnOffsetCommit", error="NONE")
+
+
+# sarama heartbeats every 3 s by default: a member that a rebalance concerned would have
+# heard of it within this, and ended its session.
+REBALANCE_WINDOW_S = 7
+
+
+def test_a_static_sarama_member_restarts_into_its_place_without_a_rebalance(sarama_1_61, kgc):
+    """KIP-345 with IBM/sarama: a static member that closes sends no LeaveGroup, and a new
+    process with its instance id joins into its place (a new member id, the same generation
+    and partitions) while the other member's session goes on untouched."""
+    topic, group = create_topic(kgc.bootstrap, 2 * PARTITIONS), new_name("sarama-static")
+    members = [StaticMember(sarama_1_61, kgc.bootstrap, topic, group, "static-a")]
+    try:
+        first = members[0]
+        first.wait_sessions(1)
+        members.append(StaticMember(sarama_1_61, kgc.bootstrap, topic, group, "static-b"))
+        before = members[1].wait_sessions(1)[-1]
+        first.wait_sessions(2)            # the rebalance that the second member's arrival began
+        assert first.sessions[-1]["generation"] == before["generation"]
+        assert sorted(first.sessions[-1]["partitions"] + before["partitions"]) == list(range(2 * PARTITIONS))
+
+        members[1].close()
+        members.append(StaticMember(sarama_1_61, kgc.bootstrap, topic, group, "static-b"))
+        after = members[2].wait_sessions(1)[-1]
+        assert (after["generation"], after["partitions"]) == (before["generation"], before["partitions"])
+        assert after["member_id"] != before["member_id"]
+        time.sleep(REBALANCE_WINDOW_S)
+        assert len(first.sessions) == 2 and len(members[2].sessions) == 1, (first.events, members[2].events)
+        assert [e["event"] for e in first.events] == ["session", "end", "session"]
+    finally:
+        for member in members:
+            member.close()

@@ -5,10 +5,13 @@ sarama or the build is unavailable."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -68,6 +71,55 @@ def sarama_1_61(tmp_path_factory) -> Sarama:
     go = _go()
     out = tmp_path_factory.mktemp("sarama-1.61")
     env = {**os.environ, "GOFLAGS": "-mod=readonly"}
-    for name in ("sarama_group", "sarama_eos", "sarama_secure"):
+    for name in ("sarama_group", "sarama_eos", "sarama_secure", "sarama_static"):
         _build([go, "build", "-o", str(out / name), f"./{name}"], env, GO_DIR, f"{name} against IBM/sarama")
     return Sarama("1.61", out, "4.0.0")
+
+
+class StaticMember:
+    """`sarama_static` running: one static member, its session events read as they come."""
+
+    def __init__(self, sarama: Sarama, bootstrap: str, topic: str, group: str, instance_id: str):
+        self.name = instance_id
+        self.proc = subprocess.Popen([sarama.program("sarama_static"), bootstrap, topic, group, instance_id,
+                                      sarama.kafka_version], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.events: list[dict] = []
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, args=(self.proc.stdout, self._event), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, self._log), daemon=True).start()
+
+    @staticmethod
+    def _read(stream, handle) -> None:
+        for line in stream:
+            handle(line)
+
+    def _event(self, line: str) -> None:
+        self.events.append(json.loads(line))
+
+    def _log(self, line: str) -> None:
+        self.stderr.append(line)
+        del self.stderr[:-100]
+
+    @property
+    def sessions(self) -> list[dict]:
+        return [e for e in self.events if e["event"] == "session"]
+
+    def wait_sessions(self, n: int, timeout_s: float = 60) -> list[dict]:
+        deadline = time.monotonic() + timeout_s
+        while len(self.sessions) < n:
+            assert self.proc.poll() is None, f"{self.name} exited {self.proc.returncode}: {''.join(self.stderr)}"
+            assert time.monotonic() < deadline, f"{self.name}: {self.events} {''.join(self.stderr[-20:])}"
+            time.sleep(0.05)
+        return self.sessions
+
+    def close(self, timeout_s: float = 30) -> None:
+        """Closes its stdin: the member closes its client (no LeaveGroup) and exits."""
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        assert self.proc.returncode == 0, f"{self.name} exited {self.proc.returncode}: {''.join(self.stderr)}"
