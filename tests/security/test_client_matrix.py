@@ -1,7 +1,7 @@
 """Unmodified clients against `kgc serve` (uvloop) with TLS and SASL, in front of Kafka:
 confluent-kafka, kafka-python, aiokafka, kafkajs and the Java client each consume and commit
-over SASL_SSL with SCRAM-SHA-512 and with PLAIN (kgc checking the passwords), and all but the
-Java client over mTLS; a wrong password
+over SASL_SSL with SCRAM-SHA-512 and with PLAIN (kgc checking the passwords), and over mTLS
+(the Java client's certificate from a PEM keystore); a wrong password
 surfaces as the client's authentication error, and a group or topic alice has no ACL
 for as the client's authorization error.
 
@@ -105,7 +105,7 @@ def test_sasl_ssl_clients_consume_and_commit(sasl_ssl_kgc, kafka, pki, library, 
                      lambda s: s.login_scram("alice", USERS["alice"])) == RECORDS
 
 
-@pytest.mark.parametrize("library", LIBRARIES)
+@pytest.mark.parametrize("library", (*LIBRARIES, "java"))
 def test_mtls_clients_consume_and_commit(mtls_kgc, kafka, pki, library):
     cert = pki.issue(f"client-{library}", common_name=library)
     security = ClientSecurity("SSL", ca_file=pki.ca_file, cert_file=cert[0], key_file=cert[1])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
+from cryptography.hazmat.primitives import serialization
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from scramp import ScramClient
 
@@ -126,8 +127,7 @@ class ClientSecurity:
         return conf
 
     def java(self) -> dict[str, str]:
-        """The Java client's properties (a client certificate is not translated: no test needs one)."""
-        assert self.cert_file is None, "the Java client's PEM keystore is not translated"
+        """The Java client's properties; a client certificate as a PEM keystore (`java_keystore`)."""
         conf = {"security.protocol": self.protocol}
         if self.mechanism:
             module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if self.mechanism == "PLAIN"
@@ -136,6 +136,8 @@ class ClientSecurity:
                      "sasl.jaas.config": f'{module} required username="{self.username}" password="{self.password}";'}
         if self.ca_file:
             conf |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file}
+        if self.cert_file:
+            conf |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": java_keystore(self.cert_file, self.key_file)}
         return conf
 
     def aiokafka(self) -> dict:
@@ -149,6 +151,16 @@ class ClientSecurity:
             conf["ssl_context"] = create_ssl_context(cafile=self.ca_file, certfile=self.cert_file,
                                                      keyfile=self.key_file)
         return conf
+
+
+def java_keystore(cert_file: str, key_file: str) -> str:
+    """The key and its chain in one PEM file, beside the key, as Kafka's PEM keystore reads
+    them: the key as PKCS#8, the only form it parses (trustme writes EC keys as SEC1)."""
+    key = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=None)
+    path = Path(key_file).with_suffix(".java.pem")
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()) + Path(cert_file).read_bytes())
+    return str(path)
 
 
 class KafkaSocket:
