@@ -5,12 +5,17 @@ with ACLs: tests/conftest.py `secured_kafka`), where tests/support/secure_front.
   (bob, with no ACL on the topic, is refused by Kafka) while kgc judges the group APIs it
   answers with its ACL file, as the same principal;
 - terminate: kgc checks the client's login itself and reaches Kafka as its own user.
+
+Each library consumes and commits through kgc in both modes: the Java client, confluent-kafka,
+kafka-python, aiokafka, and kafkajs and sarama through the programs of the client matrix.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 import time
 
 import pytest
@@ -24,7 +29,9 @@ from tests.support.admin import new_name
 from tests.support.authorization_requests import commit, fetch, join, partition_errors
 from tests.support.blocking_socket import pipelined
 from tests.support.clients import Member, MemberSettings, wait_until
+from tests.support.kafkajs import JS_DIR, node  # noqa: F401 (node: a fixture, Node and kafkajs or a skip)
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, running_kgc
+from tests.support.sarama import sarama_1_61  # noqa: F401 (a fixture: IBM/sarama's programs or a skip)
 from tests.support.security import ClientSecurity, KafkaSocket, acl_file, allow, credentials_file
 
 pytestmark = pytest.mark.integration
@@ -89,7 +96,8 @@ def security(kafka, user: str, mechanism: str = "SCRAM-SHA-512") -> ClientSecuri
 
 @pytest.mark.parametrize("mode", ["passthrough", "terminate"])
 @pytest.mark.parametrize("library, mechanism", [("confluent-kafka", "SCRAM-SHA-512"), ("java", "SCRAM-SHA-512"),
-                                                ("java", "PLAIN"), ("kafka-python", "PLAIN")])
+                                                ("java", "PLAIN"), ("kafka-python", "PLAIN"),
+                                                ("aiokafka", "SCRAM-SHA-512")])
 async def test_clients_consume_and_commit_through_kgc_in_front_of_secured_kafka(
         kafka_acls, tmp_path, mode, library, mechanism):
     kafka = kafka_acls
@@ -105,11 +113,38 @@ async def test_clients_consume_and_commit_through_kgc_in_front_of_secured_kafka(
         finally:
             await asyncio.to_thread(member.close)
 
-        def committed():
-            with KafkaSocket(app.port, context=kafka.security.pki.client_context()) as s:
-                assert s.login_scram("alice", kafka.security.users["alice"]).error_code == ErrorCode.NONE
-                return s.call(fetch(group, [topic])).topics[0].partitions[0].committed_offset
-        assert await asyncio.to_thread(committed) == RECORDS
+        assert await asyncio.to_thread(committed_through, app, kafka, group, topic) == RECORDS
+
+
+def committed_through(app, kafka, group: str, topic: str) -> int:
+    """The group's committed offset of the topic's partition 0, as alice reads it through kgc."""
+    with KafkaSocket(app.port, context=kafka.security.pki.client_context()) as s:
+        assert s.login_scram("alice", kafka.security.users["alice"]).error_code == ErrorCode.NONE
+        return s.call(fetch(group, [topic])).topics[0].partitions[0].committed_offset
+
+
+@pytest.mark.parametrize("mode", ["passthrough", "terminate"])
+@pytest.mark.parametrize("client", ["kafkajs", "sarama"])
+async def test_kafkajs_and_sarama_consume_and_commit_through_kgc_in_front_of_secured_kafka(
+        kafka_acls, tmp_path, request, mode, client):
+    # tests/e2e/js/secure.mjs and tests/e2e/go/sarama_secure (IBM/sarama), as in the client
+    # matrix, logging in with SCRAM-SHA-512: relayed to Kafka, or checked by kgc.
+    kafka = kafka_acls
+    if client == "kafkajs":
+        command, cwd = [request.getfixturevalue("node"), "secure.mjs"], JS_DIR
+    else:
+        command, cwd = [request.getfixturevalue("sarama_1_61").program("sarama_secure")], None
+    security = {"ca": kafka.security.pki.ca_file, "mechanism": "SCRAM-SHA-512", "username": "alice",
+                "password": kafka.security.users["alice"]}
+    async with kgc_in_front(kafka, tmp_path, mode) as app:
+        topic = await asyncio.to_thread(topic_with_records, kafka)
+        group = new_name("secure-group")
+        run = await asyncio.to_thread(
+            subprocess.run, [*command, f"127.0.0.1:{app.port}", topic, group, str(RECORDS), json.dumps(security)],
+            cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert json.loads(run.stdout.strip().splitlines()[-1]) == {"consumed": RECORDS}
+        assert await asyncio.to_thread(committed_through, app, kafka, group, topic) == RECORDS
 
 
 async def test_in_passthrough_kafkas_acls_refuse_a_principal_kgc_lets_into_the_group(kafka_acls, tmp_path):
