@@ -9,9 +9,7 @@ the package is unavailable.
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
 
 import pytest
 
@@ -26,7 +24,7 @@ from tests.support.admin import (
     sequences_by_partition,
 )
 from tests.support.clients import Consumed, wait_until
-from tests.support.kafkajs import JS_DIR
+from tests.support.kafkajs import run_group_story
 from tests.support.kgc_instances import instances, owner_of, serving_broker, shared_by
 
 log = logging.getLogger(__name__)
@@ -38,18 +36,10 @@ FIRST, SECOND, RESUME = 40, 30, 10
 RECOVERY_BOUND_MS = 5_000
 
 
-def run_group_story(node, bootstrap: str, topic: str, group: str) -> dict:
-    run = subprocess.run([node, "group.mjs", bootstrap, topic, group, str(PARTITIONS),
-                          str(FIRST), str(SECOND), str(RESUME)],
-                         cwd=JS_DIR, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
 def test_kafkajs_consumers_share_partitions_rebalance_on_leave_and_a_new_member_resumes(node, kgc, kafka):
     topic = create_topic(kgc.bootstrap, PARTITIONS)
     group = new_name("kafkajs")
-    report = run_group_story(node, kgc.bootstrap, topic, group)
+    report = run_group_story(node, kgc.bootstrap, topic, group, PARTITIONS, FIRST, SECOND, RESUME)
 
     for phase in ("formed", "afterLeave"):
         owned = sorted(p for parts in report[phase].values() for p in parts)
@@ -84,6 +74,6 @@ def test_kafkajs_through_three_instances_reaches_a_coordinator_it_did_not_bootst
         elsewhere = {known, serving_broker(live, kafka.nodes[0].node_id)}
         prefix = new_name("kafkajs-ha")
         group = next(g for g in (f"{prefix}-{n}" for n in range(1000)) if owner_of(live, g) not in elsewhere)
-        report = run_group_story(node, known.address, topic, group)
+        report = run_group_story(node, known.address, topic, group, PARTITIONS, FIRST, SECOND, RESUME)
         assert len(report["formed"]) == 3 and len(report["afterLeave"]) == 2
         assert offsets_once_owned(known.address, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND + RESUME)

@@ -36,7 +36,7 @@ from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.eos import assert_exactly_once, seed, topics
 from tests.support.kgc import KgcProcess, kgc_before, kgc_command
 from tests.support.kgc_http import metrics_of
-from tests.support.sarama import Sarama, StaticMember
+from tests.support.sarama import Sarama, StaticMember, run_members
 
 log = logging.getLogger(__name__)
 
@@ -63,18 +63,6 @@ def advertised(kgc: KgcProcess, api_key: ApiKey) -> tuple[int, int]:
     """The range kgc's ApiVersions gives `api_key` in front of the upstream."""
     response = request_response(("127.0.0.1", kgc.port), ApiVersionsRequest(version=0), ApiVersionsResponse)
     return next((k.min_version, k.max_version) for k in response.api_keys if k.api_key == api_key)
-
-
-def run_members(sarama: Sarama, bootstrap: str, topic: str, group: str, expect: int, members: int = 1) -> dict:
-    """`members` sarama members, the second joining once the first holds partitions: they
-    consume only once every member holds some, until `expect` records arrived between them."""
-    run = subprocess.run([sarama.program("sarama_group"), bootstrap, topic, group, str(expect), str(members),
-                          sarama.kafka_version],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
-    report["log"] = run.stderr
-    return report
 
 
 def first_offsets(report: dict) -> dict[int, int]:

@@ -76,6 +76,18 @@ def sarama_1_61(tmp_path_factory) -> Sarama:
     return Sarama("1.61", out, "4.0.0")
 
 
+def run_members(sarama: Sarama, bootstrap: str, topic: str, group: str, expect: int, members: int = 1) -> dict:
+    """`members` sarama members, the second joining once the first holds partitions: they
+    consume only once every member holds some, until `expect` records arrived between them."""
+    run = subprocess.run([sarama.program("sarama_group"), bootstrap, topic, group, str(expect), str(members),
+                          sarama.kafka_version],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    report["log"] = run.stderr
+    return report
+
+
 class StaticMember:
     """`sarama_static` running: one static member, its session events read as they come."""
 
