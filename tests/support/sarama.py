@@ -71,7 +71,7 @@ def sarama_1_61(tmp_path_factory) -> Sarama:
     go = _go()
     out = tmp_path_factory.mktemp("sarama-1.61")
     env = {**os.environ, "GOFLAGS": "-mod=readonly"}
-    for name in ("sarama_group", "sarama_eos", "sarama_secure", "sarama_static"):
+    for name in ("sarama_group", "sarama_eos", "sarama_secure", "sarama_member"):
         _build([go, "build", "-o", str(out / name), f"./{name}"], env, GO_DIR, f"{name} against IBM/sarama")
     return Sarama("1.61", out, "4.0.0")
 
@@ -88,13 +88,16 @@ def run_members(sarama: Sarama, bootstrap: str, topic: str, group: str, expect: 
     return report
 
 
-class StaticMember:
-    """`sarama_static` running: one static member, its session events read as they come."""
+class SaramaMember:
+    """`sarama_member` running: one member, its events (tests/e2e/go/sarama_member) read as
+    they come."""
 
-    def __init__(self, sarama: Sarama, bootstrap: str, topic: str, group: str, instance_id: str):
-        self.name = instance_id
-        self.proc = subprocess.Popen([sarama.program("sarama_static"), bootstrap, topic, group, instance_id,
-                                      sarama.kafka_version], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    def __init__(self, sarama: Sarama, bootstrap: str, topic: str, group: str, *, strategy: str = "range",
+                 instance_id: str | None = None):
+        self.name = instance_id or f"sarama-{strategy}"
+        options = {"strategy": strategy, **({"instance_id": instance_id} if instance_id else {})}
+        self.proc = subprocess.Popen([sarama.program("sarama_member"), bootstrap, topic, group, sarama.kafka_version,
+                                      json.dumps(options)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.events: list[dict] = []
         self.stderr: list[str] = []
@@ -113,20 +116,41 @@ class StaticMember:
         self.stderr.append(line)
         del self.stderr[:-100]
 
+    def of(self, kind: str) -> list[dict]:
+        return [e for e in list(self.events) if e["event"] == kind]
+
     @property
     def sessions(self) -> list[dict]:
-        return [e for e in self.events if e["event"] == "session"]
+        return self.of("session")
+
+    @property
+    def assignment(self) -> set[int]:
+        """The partitions it consumes now: claimed and not revoked since (a session's end
+        releases them all)."""
+        held: set[int] = set()
+        for e in list(self.events):
+            if e["event"] == "claim":
+                held.add(e["partition"])
+            elif e["event"] == "revoked":
+                held.discard(e["partition"])
+            elif e["event"] == "end":
+                held.clear()
+        return held
+
+    def wait(self, done, what: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            assert self.proc.poll() is None, f"{self.name} exited {self.proc.returncode}: {''.join(self.stderr)}"
+            assert time.monotonic() < deadline, f"{self.name}: {what}: {self.events[-20:]} " \
+                                                f"{''.join(self.stderr[-20:])}"
+            time.sleep(0.05)
 
     def wait_sessions(self, n: int, timeout_s: float = 60) -> list[dict]:
-        deadline = time.monotonic() + timeout_s
-        while len(self.sessions) < n:
-            assert self.proc.poll() is None, f"{self.name} exited {self.proc.returncode}: {''.join(self.stderr)}"
-            assert time.monotonic() < deadline, f"{self.name}: {self.events} {''.join(self.stderr[-20:])}"
-            time.sleep(0.05)
+        self.wait(lambda: len(self.sessions) >= n, f"{n} sessions", timeout_s)
         return self.sessions
 
     def close(self, timeout_s: float = 30) -> None:
-        """Closes its stdin: the member closes its client (no LeaveGroup) and exits."""
+        """Closes its stdin: the member closes its client (committing what it read) and exits."""
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:
