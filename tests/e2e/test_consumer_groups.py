@@ -24,7 +24,15 @@ from tests.support.admin import (
     produce_sequenced,
     sequences_by_partition,
 )
-from tests.support.clients import LIBRARIES, Consumed, Member, MemberSettings, wait_until
+from tests.support.clients import (
+    CONSUMER_PROTOCOL,
+    JAVA_CONSUMER_PROTOCOL,
+    LIBRARIES,
+    Consumed,
+    Member,
+    MemberSettings,
+    wait_until,
+)
 from tests.support.settled_members import (
     FORM_TIMEOUT_S,
     PARTITIONS,
@@ -44,6 +52,7 @@ CONSUME_TIMEOUT_S = 30
 # Generous on purpose: a loaded 2-core machine must not fail this. Typical values are
 # logged here.
 RECOVERY_BOUND_S = 5.0
+AUTO_COMMIT_MS = 200      # the libraries default to 5 s; the path is the same
 
 GROUPS = {
     "confluent-kafka": ("confluent-kafka",) * 3,
@@ -223,3 +232,35 @@ def test_cooperative_sticky_java_and_librdkafka_members_keep_their_partitions_wh
         assert_exactly_once_in_order(members, FIRST_BATCH + SECOND_BATCH)
     finally:
         close_all(members)
+
+
+@pytest.mark.parametrize("library", ("java", *LIBRARIES, JAVA_CONSUMER_PROTOCOL, CONSUMER_PROTOCOL))
+def test_a_members_own_auto_commits_land_and_a_successor_resumes_there(kgc, library):
+    """Auto-commit on, as every library ships it (the other tests commit themselves): what a
+    member read is committed by the library, in the background or in its polls, while the
+    member runs, and a member started after it resumes there, reading nothing twice."""
+    topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name("auto-commit")
+
+    def member(i: int) -> Member:
+        return Member(library, MemberSettings(kgc.bootstrap, group, topic, f"{group}-{i}",
+                                              auto_commit_interval_ms=AUTO_COMMIT_MS)).start()
+
+    def wait_committed(member: Member, offset: int) -> None:
+        wait_until(lambda: committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(PARTITIONS), offset),
+                   CONSUME_TIMEOUT_S, lambda: str(committed_offsets(kgc.bootstrap, group)), [member])
+
+    produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST_BATCH)
+    first = member(0)
+    try:
+        wait_consumed([first], PARTITIONS * FIRST_BATCH)
+        wait_committed(first, FIRST_BATCH)
+    finally:
+        first.close()
+    produce_sequenced(kgc.bootstrap, topic, PARTITIONS, SECOND_BATCH, first_sequence=FIRST_BATCH)
+    second = member(1)
+    try:
+        wait_consumed([second], PARTITIONS * SECOND_BATCH)
+        wait_committed(second, FIRST_BATCH + SECOND_BATCH)
+    finally:
+        second.close()
+    assert_exactly_once_in_order([first, second], FIRST_BATCH + SECOND_BATCH)

@@ -52,6 +52,21 @@ class MemberSettings:
     security: ClientSecurity | None = None     # None: plaintext
     # librdkafka's partition.assignment.strategy ("cooperative-sticky": KIP-429 rebalances)
     confluent_assignor: str = "roundrobin"
+    # None: only the test commits (auto-commit off); else the library's own auto-commit, each
+    # library's default way of committing, at this interval
+    auto_commit_interval_ms: int | None = None
+
+    def auto_commit(self) -> dict:
+        """librdkafka's and the Java client's auto-commit settings."""
+        if self.auto_commit_interval_ms is None:
+            return {"enable.auto.commit": False}
+        return {"enable.auto.commit": True, "auto.commit.interval.ms": self.auto_commit_interval_ms}
+
+    def auto_commit_python(self) -> dict:
+        """kafka-python's and aiokafka's."""
+        if self.auto_commit_interval_ms is None:
+            return {"enable_auto_commit": False}
+        return {"enable_auto_commit": True, "auto_commit_interval_ms": self.auto_commit_interval_ms}
 
 
 def commit_consumed(consumer) -> None:
@@ -72,7 +87,7 @@ class ConfluentDriver:
         from confluent_kafka import Consumer
 
         conf = {"bootstrap.servers": s.bootstrap, "group.id": s.group, "client.id": s.client_id,
-                "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                **s.auto_commit(), "auto.offset.reset": "earliest",
                 "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": s.heartbeat_interval_ms,
                 "partition.assignment.strategy": s.confluent_assignor, "topic.metadata.refresh.interval.ms": 1000}
         if s.instance_id:
@@ -109,7 +124,7 @@ class ConsumerProtocolDriver(ConfluentDriver):
         from confluent_kafka import Consumer
 
         conf = {"bootstrap.servers": s.bootstrap, "group.id": s.group, "client.id": s.client_id,
-                "group.protocol": "consumer", "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                "group.protocol": "consumer", **s.auto_commit(), "auto.offset.reset": "earliest",
                 "topic.metadata.refresh.interval.ms": 1000}
         if s.instance_id:
             conf["group.instance.id"] = s.instance_id
@@ -124,7 +139,7 @@ class KafkaPythonDriver:
 
         self.consumer = KafkaConsumer(
             s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
-            group_instance_id=s.instance_id, enable_auto_commit=False, auto_offset_reset="earliest",
+            group_instance_id=s.instance_id, **s.auto_commit_python(), auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
             partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000,
             **(s.security.kafka_python() if s.security else {}))
@@ -197,7 +212,7 @@ class AiokafkaDriver:
 
         consumer = AIOKafkaConsumer(
             s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
-            group_instance_id=s.instance_id, enable_auto_commit=False, auto_offset_reset="earliest",
+            group_instance_id=s.instance_id, **s.auto_commit_python(), auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
             partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000,
             **(s.security.aiokafka() if s.security else {}))

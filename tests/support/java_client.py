@@ -69,7 +69,8 @@ class JavaProcess:
 
 def java_properties(s, protocol: str = "classic", commits: str = "sync") -> dict[str, str]:
     """Consumer settings for a MemberSettings `s` (tests/support/clients.py)."""
-    props = {"client.id": s.client_id, "commit": commits, "metadata.max.age.ms": "1000"}
+    props = {"client.id": s.client_id, "commit": commits, "metadata.max.age.ms": "1000",
+             **{k: str(v).lower() for k, v in s.auto_commit().items()}}
     if protocol == "consumer":
         props["group.protocol"] = "consumer"
     else:
