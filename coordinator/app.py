@@ -35,7 +35,6 @@ from typing import Any, TypeVar
 from kafka.protocol.api_key import ApiKey
 
 from coordinator import metrics
-from coordinator.consumer_lag import partition_lag
 from coordinator.gateway.cluster import LEARN_TOPICS_WAIT_S, BrokerChange, UpstreamCluster
 from coordinator.gateway.gateway import Gateway
 from coordinator.gateway.log_ends import LogEnds, keep_fresh
@@ -452,11 +451,8 @@ class KgcApp:
 
     def _publish_lag(self, log_ends: LogEnds, committed: Mapping[str, Mapping[tuple[str, int], int]],
                      reached: bool) -> None:
-        rows = []
-        for group, by_partition in committed.items():
-            for (topic, partition), offset in by_partition.items():
-                end = log_ends.end_of((topic, partition))
-                rows.append(metrics.LagRow(group, topic, partition, partition_lag(offset, end.offset, end.error).value))
+        rows = [metrics.LagRow(group, topic, partition, log_ends.end_of((topic, partition)).lag(offset).value)
+                for group, by_partition in committed.items() for (topic, partition), offset in by_partition.items()]
         metrics.consumer_lag(rows, per_partition=self.config.lag_metrics_per_partition)
         metrics.log_ends_refreshed(reached)
 

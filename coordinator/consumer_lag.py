@@ -31,6 +31,9 @@ class LogEnd(NamedTuple):
     error: str | None
     as_of_ms: int | None = None
 
+    def lag(self, committed: int | None) -> Lag:
+        return partition_lag(committed, self.offset, self.error)
+
 
 def partition_lag(committed: int | None, log_end: int | None, end_error: str | None = None) -> Lag:
     """`end_error` says why `log_end` is None (an upstream error), if it is known."""

@@ -72,9 +72,6 @@ class LogEnds:
         self._missing_before: set[str] | None = None   # as of the previous warn_missing; None before it
         self._warned: set[str] = set()
 
-    def get(self, tp: TopicPartition) -> LogEnd | None:
-        return self._ends.get(tp)
-
     def end_of(self, tp: TopicPartition) -> LogEnd:
         if tp[0] == INTERNAL_TOPIC:
             return _INTERNAL

@@ -19,7 +19,7 @@ from typing import Any
 from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0
 
 from coordinator import records
-from coordinator.consumer_lag import LogEnd, partition_lag
+from coordinator.consumer_lag import LogEnd
 from coordinator.group.classic.group import ClassicGroup, ClassicGroupMember
 from coordinator.group.consumer.group import Assignment, ConsumerGroup, ConsumerGroupMember
 from coordinator.group.topics import TopicImage
@@ -176,7 +176,7 @@ def lag_summary(committed: Mapping[TopicPartition, int], end_of: EndOf) -> dict[
     topics: dict[str, dict[str, Any]] = {}
     for (topic, partition), offset in sorted(committed.items()):
         end = end_of((topic, partition))
-        lag = partition_lag(offset, end.offset, end.error)
+        lag = end.lag(offset)
         entry = topics.setdefault(topic, {"lag": 0, "unknown_partitions": 0, "unknown_reason": None,
                                           "as_of_ms": None})
         if lag.value is None:
@@ -208,7 +208,7 @@ def add_partition_lag(view: dict[str, Any], end_of: EndOf) -> None:
     for topic, by_partition in view["offsets"].items():
         for partition, entry in by_partition.items():
             end = end_of((topic, int(partition)))
-            lag = partition_lag(entry["offset"], end.offset, end.error)
+            lag = end.lag(entry["offset"])
             entry.update(log_end_offset=end.offset, log_end_as_of_ms=end.as_of_ms, lag=lag.value,
                          lag_unknown_reason=lag.reason)
             committed[(topic, int(partition))] = entry["offset"]
