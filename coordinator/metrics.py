@@ -53,7 +53,7 @@ tally per label set, so a client sending garbage grows neither the series nor me
 | kgc_consumer_lag_unknown_partitions | gauge | group, topic | partitions whose lag is unknown |
 | kgc_consumer_lag_partition | gauge | group, topic, partition | per partition (setting lag_metrics_per_partition) |
 | kgc_consumer_lag_series_dropped | gauge | | lag series left out past MAX_LAG_SERIES per family |
-| kgc_log_ends_refreshed_timestamp_seconds | gauge | | when the upstream last answered the periodic lag refresh for every partition (0 before the first); the lag series are `time() -` this old at most |
+| kgc_log_ends_refreshed_timestamp_seconds | gauge | | when the upstream last answered the periodic lag refresh for every partition (no sample before the first, nor standalone); the lag series are `time() -` this old at most |
 | kgc_log_end_refresh_failures_total | counter | | periodic lag refreshes that could not reach the upstream or a partition's leader (known log ends stay, with their times) |
 | kgc_group_adoptions_total | counter | outcome | first uses of unknown groups: adopted, new (unknown upstream), waiting (live upstream members), unreachable |
 | kgc_adoption_waiting_upstream_members | gauge | group | members a group still has at the upstream while kgc's wait (removed once adopted, or once none of kgc's members asked again within its session timeout) |
@@ -597,6 +597,7 @@ class _LagCollector:
     def __init__(self) -> None:
         self.rows: list[LagRow] = []
         self.per_partition = False
+        self.refreshed_s: float | None = None
 
     def collect(self) -> Iterable[Any]:
         by_topic: dict[tuple[str, str], list[int]] = {}
@@ -633,6 +634,13 @@ class _LagCollector:
             yield per_partition
         yield GaugeMetricFamily("kgc_consumer_lag_series_dropped", f"Lag series left out past {MAX_LAG_SERIES} "
                                 "per family", value=dropped)
+        # No sample until a refresh reached the upstream: a 0 would chart as decades of
+        # staleness on an instance that has no upstream to refresh from.
+        refreshed = GaugeMetricFamily("kgc_log_ends_refreshed_timestamp_seconds", "When the upstream last "
+                                      "answered the periodic lag refresh for every partition")
+        if self.refreshed_s is not None:
+            refreshed.add_metric([], self.refreshed_s)
+        yield refreshed
 
 
 _LAG = _LagCollector()
@@ -643,16 +651,13 @@ def consumer_lag(rows: list[LagRow], *, per_partition: bool) -> None:
     _LAG.rows = rows
     _LAG.per_partition = per_partition
 
-
 LOG_END_REFRESH_FAILURES = Counter("kgc_log_end_refresh_failures", "Periodic lag refreshes that could not reach "
                                    "the upstream or a partition's leader (known log ends stay, with their times)",
                                    registry=REGISTRY)
-LOG_ENDS_REFRESHED = Gauge("kgc_log_ends_refreshed_timestamp_seconds", "When the upstream last answered the "
-                           "periodic lag refresh for every partition", registry=REGISTRY)
 
 
 def log_ends_refreshed(reached: bool) -> None:
     if reached:
-        LOG_ENDS_REFRESHED.set_to_current_time()
+        _LAG.refreshed_s = time.time()
     else:
         LOG_END_REFRESH_FAILURES.inc()
