@@ -1,6 +1,6 @@
 """kafkajs (Node) consumers through kgc: the same story as the Python libraries tell in
 test_consumer_groups.py, driven by tests/e2e/js/group.mjs, through one kgc and through three
-instances over one replicated store.
+instances over one replicated store; and kafkajs's own auto-commit (tests/e2e/js/autocommit.mjs).
 
 kafkajs comes from the npm registry: the `node` fixture (tests/support/kafkajs.py) runs `npm ci`
 in tests/e2e/js when it is missing, and the test is skipped, saying why, when Node, npm or
@@ -9,7 +9,9 @@ the package is unavailable.
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
 
 import pytest
 
@@ -21,10 +23,11 @@ from tests.support.admin import (
     group_at_broker,
     new_name,
     offsets_once_owned,
+    produce_sequenced,
     sequences_by_partition,
 )
 from tests.support.clients import Consumed, wait_until
-from tests.support.kafkajs import run_group_story
+from tests.support.kafkajs import JS_DIR, run_group_story
 from tests.support.kgc_instances import instances, owner_of, serving_broker, shared_by
 
 log = logging.getLogger(__name__)
@@ -77,3 +80,32 @@ def test_kafkajs_through_three_instances_reaches_a_coordinator_it_did_not_bootst
         report = run_group_story(node, known.address, topic, group, PARTITIONS, FIRST, SECOND, RESUME)
         assert len(report["formed"]) == 3 and len(report["afterLeave"]) == 2
         assert offsets_once_owned(known.address, group) == dict.fromkeys(range(PARTITIONS), FIRST + SECOND + RESUME)
+
+
+def auto_committing(node: str, bootstrap: str, topic: str, group: str, count: int, committed: int) -> list[dict]:
+    """autocommit.mjs reads `count` records; while it still runs, kgc must come to hold
+    `committed` for every partition, from kafkajs's own commits. What it read."""
+    run = subprocess.Popen([node, "autocommit.mjs", bootstrap, topic, group, str(count)], cwd=JS_DIR,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = run.stdout.readline()     # its own time limit bounds this
+        assert line, run.communicate(timeout=10)[1][-3000:]
+        wait_until(lambda: committed_offsets(bootstrap, group) == dict.fromkeys(range(PARTITIONS), committed), 30,
+                   lambda: str(committed_offsets(bootstrap, group)))
+        run.stdin.close()
+        assert run.wait(30) == 0, run.stderr.read()[-3000:]
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    return json.loads(line)["consumed"]
+
+
+def test_kafkajs_auto_commits_by_itself_and_a_successor_resumes_there(node, kgc):
+    topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name("kafkajs-auto")
+    produce_sequenced(kgc.bootstrap, topic, PARTITIONS, FIRST)
+    first = auto_committing(node, kgc.bootstrap, topic, group, PARTITIONS * FIRST, FIRST)
+    produce_sequenced(kgc.bootstrap, topic, PARTITIONS, SECOND, first_sequence=FIRST)
+    second = auto_committing(node, kgc.bootstrap, topic, group, PARTITIONS * SECOND, FIRST + SECOND)
+    assert sorted(r["offset"] for r in first) == sorted(list(range(FIRST)) * PARTITIONS)
+    assert sorted(r["offset"] for r in second) == sorted(list(range(FIRST, FIRST + SECOND)) * PARTITIONS)
