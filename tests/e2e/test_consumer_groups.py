@@ -194,9 +194,10 @@ def test_a_group_formed_directly_on_the_upstream_is_visible_there(kafka):
         member.close()
 
 
-def test_java_members_with_the_range_assignor_get_contiguous_ranges_and_their_listener_is_told(kgc):
-    topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name("java-range")
-    members = start_members(kgc, group, topic, ("java",) * 3, confluent_assignor="range")
+@pytest.mark.parametrize("library", ("java", *LIBRARIES))
+def test_members_with_the_range_assignor_get_contiguous_ranges_and_their_listener_is_told(kgc, library):
+    topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name(f"{library}-range")
+    members = start_members(kgc, group, topic, (library,) * 3, assignor="range")
     try:
         wait_settled(kgc, group, members)
         assert sorted(sorted(m.assignment) for m in members) == [[0, 1], [2, 3], [4, 5]]
@@ -213,7 +214,7 @@ def test_cooperative_sticky_java_and_librdkafka_members_keep_their_partitions_wh
     gives up one it keeps, and every record is still consumed once."""
     topic, group = create_topic(kgc.bootstrap, PARTITIONS), new_name("coop")
     members = start_members(kgc, group, topic, ("java", "confluent-kafka", "java"),
-                            confluent_assignor="cooperative-sticky")
+                            assignor="cooperative-sticky")
     try:
         wait_settled(kgc, group, members)
         assert describe_group(kgc.bootstrap, group)["protocol_data"] == "cooperative-sticky"

@@ -120,7 +120,7 @@ def test_a_mixed_group_upgrades_online_and_back_with_one_owner_per_partition(kgc
     topic, group = create_topic(bootstrap, PARTITIONS), new_name("mixed848")
 
     def member(library: str, name: str) -> Member:
-        return Member(library, MemberSettings(bootstrap, group, topic, name, confluent_assignor=assignor)).start()
+        return Member(library, MemberSettings(bootstrap, group, topic, name, assignor=assignor)).start()
 
     classic = [member(lib, f"classic-{i}-{lib}") for i, lib in enumerate(libraries)]
     n = len(classic)

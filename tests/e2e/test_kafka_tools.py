@@ -66,7 +66,7 @@ def consumed_group(kgc, kafka):
     topic, group = create_topic(kgc.bootstrap, PARTITIONS, configs={"retention.ms": "-1"}), new_name("tools")
     produce_timestamped(kgc.bootstrap, topic)
     member = Member("java", MemberSettings(kgc.bootstrap, group, topic, "tools-member",
-                                           confluent_assignor="range")).start()
+                                           assignor="range")).start()
     try:
         wait_until(lambda: len(member.consumed) == PARTITIONS * RECORDS, TIMEOUT_S,
                    lambda: f"{len(member.consumed)} consumed", [member])

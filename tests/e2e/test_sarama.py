@@ -152,7 +152,7 @@ def test_a_sarama_member_and_a_java_member_share_one_group(sarama, kgc):
     sarama's commits and reads nothing again."""
     partitions = 2 * PARTITIONS
     topic, group = create_topic(kgc.bootstrap, partitions), new_name("sarama-java")
-    java = Member("java", MemberSettings(kgc.bootstrap, group, topic, "java-member", confluent_assignor="range")).start()
+    java = Member("java", MemberSettings(kgc.bootstrap, group, topic, "java-member", assignor="range")).start()
     try:
         wait_until(lambda: len(java.assignment) == partitions, 60, lambda: str(java.assignment), [java])
         member = subprocess.Popen([sarama.program("sarama_group"), kgc.bootstrap, topic, group, str(PARTITIONS * FIRST),
@@ -267,7 +267,7 @@ def test_a_cooperative_sarama_member_and_a_java_member_rebalance_incrementally(s
     partitions = 2 * PARTITIONS
     topic, group = create_topic(kgc.bootstrap, partitions), new_name("sarama-coop")
     java = Member("java", MemberSettings(kgc.bootstrap, group, topic, "java-coop",
-                                         confluent_assignor="cooperative-sticky")).start()
+                                         assignor="cooperative-sticky")).start()
     sarama = None
     try:
         wait_until(lambda: len(java.assignment) == partitions, 60, lambda: str(java.assignment), [java])

@@ -7,7 +7,9 @@ assignment changed) and asks the member's own thread to commit or close.
 
 The drivers use each library's own group coordinator: librdkafka (confluent-kafka), kafka-python's
 `KafkaConsumer` and aiokafka's `AIOKafkaConsumer`, subscribed to a topic, manual commits.
-Their common assignor is "roundrobin", so a group mixing them agrees on a protocol.
+Their common assignor is "roundrobin" unless `MemberSettings.assignor` names another, so a
+group mixing them agrees on a protocol; every driver keeps what its rebalance listener was
+told in `events`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import importlib
 import queue
 import threading
 import time
@@ -50,8 +53,9 @@ class MemberSettings:
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 100
     security: ClientSecurity | None = None     # None: plaintext
-    # librdkafka's partition.assignment.strategy ("cooperative-sticky": KIP-429 rebalances)
-    confluent_assignor: str = "roundrobin"
+    # The assignor by its protocol name: "roundrobin", "range", or, for librdkafka and the Java
+    # client only, "cooperative-sticky" (KIP-429 rebalances)
+    assignor: str = "roundrobin"
     # None: only the test commits (auto-commit off); else the library's own auto-commit, each
     # library's default way of committing, at this interval
     auto_commit_interval_ms: int | None = None
@@ -67,6 +71,33 @@ class MemberSettings:
         if self.auto_commit_interval_ms is None:
             return {"enable_auto_commit": False}
         return {"enable_auto_commit": True, "auto_commit_interval_ms": self.auto_commit_interval_ms}
+
+
+# kafka-python's and aiokafka's assignor classes (the same names in both): module, class.
+PYTHON_ASSIGNORS = {"roundrobin": ("roundrobin", "RoundRobinPartitionAssignor"),
+                    "range": ("range", "RangePartitionAssignor")}
+
+
+def python_assignor(package: str, name: str) -> type:
+    """The assignor class of protocol `name` in `package` ("kafka" or "aiokafka")."""
+    module, cls = PYTHON_ASSIGNORS[name]
+    return getattr(importlib.import_module(f"{package}.coordinator.assignors.{module}"), cls)
+
+
+def partition_numbers(partitions) -> list[int]:
+    return sorted(tp.partition for tp in partitions)
+
+
+def recording_listener(base: type, events: list[dict]):
+    """A `base` (kafka-python's or aiokafka's ConsumerRebalanceListener) that appends each
+    call to `events`, one dict a call, as the Java member reports its listener's."""
+    class Recording(base):
+        def on_partitions_revoked(self, revoked) -> None:
+            events.append({"revoked": partition_numbers(revoked)})
+
+        def on_partitions_assigned(self, assigned) -> None:
+            events.append({"assigned": partition_numbers(assigned)})
+    return Recording()
 
 
 def commit_consumed(consumer) -> None:
@@ -86,16 +117,26 @@ class ConfluentDriver:
     def __init__(self, s: MemberSettings):
         from confluent_kafka import Consumer
 
+        self.events: list[dict] = []  # what on_assign and on_revoke were told, one dict a call
+        self.consumer = Consumer(self.config(s))
+        self.consumer.subscribe([s.topic], on_assign=self._assigned, on_revoke=self._revoked)
+
+    def config(self, s: MemberSettings) -> dict:
         conf = {"bootstrap.servers": s.bootstrap, "group.id": s.group, "client.id": s.client_id,
                 **s.auto_commit(), "auto.offset.reset": "earliest",
                 "session.timeout.ms": s.session_timeout_ms, "heartbeat.interval.ms": s.heartbeat_interval_ms,
-                "partition.assignment.strategy": s.confluent_assignor, "topic.metadata.refresh.interval.ms": 1000}
+                "partition.assignment.strategy": s.assignor, "topic.metadata.refresh.interval.ms": 1000}
         if s.instance_id:
             conf["group.instance.id"] = s.instance_id
         if s.security:
             conf.update(s.security.confluent())
-        self.consumer = Consumer(conf)
-        self.consumer.subscribe([s.topic])
+        return conf
+
+    def _assigned(self, consumer, partitions) -> None:
+        self.events.append({"assigned": partition_numbers(partitions)})
+
+    def _revoked(self, consumer, partitions) -> None:
+        self.events.append({"revoked": partition_numbers(partitions)})
 
     def poll(self, timeout_s: float) -> list[Consumed]:
         out = []
@@ -120,29 +161,31 @@ class ConsumerProtocolDriver(ConfluentDriver):
     refuses them). Revoked partitions are committed before they are released, so the
     next owner resumes exactly where this one stopped."""
 
-    def __init__(self, s: MemberSettings):
-        from confluent_kafka import Consumer
-
+    def config(self, s: MemberSettings) -> dict:
         conf = {"bootstrap.servers": s.bootstrap, "group.id": s.group, "client.id": s.client_id,
                 "group.protocol": "consumer", **s.auto_commit(), "auto.offset.reset": "earliest",
                 "topic.metadata.refresh.interval.ms": 1000}
         if s.instance_id:
             conf["group.instance.id"] = s.instance_id
-        self.consumer = Consumer(conf)
-        self.consumer.subscribe([s.topic], on_revoke=lambda consumer, partitions: commit_consumed(consumer))
+        return conf
+
+    def _revoked(self, consumer, partitions) -> None:
+        commit_consumed(consumer)
+        super()._revoked(consumer, partitions)
 
 
 class KafkaPythonDriver:
     def __init__(self, s: MemberSettings):
-        from kafka import KafkaConsumer
-        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
 
+        self.events: list[dict] = []
         self.consumer = KafkaConsumer(
-            s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
+            bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
             group_instance_id=s.instance_id, **s.auto_commit_python(), auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
-            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000,
+            partition_assignment_strategy=(python_assignor("kafka", s.assignor),), metadata_max_age_ms=1000,
             **(s.security.kafka_python() if s.security else {}))
+        self.consumer.subscribe([s.topic], listener=recording_listener(ConsumerRebalanceListener, self.events))
 
     def poll(self, timeout_s: float) -> list[Consumed]:
         from kafka.errors import KafkaError
@@ -202,20 +245,20 @@ class AiokafkaDriver:
     runs while the member polls, which it does all the time."""
 
     def __init__(self, s: MemberSettings):
+        self.events: list[dict] = []
         self.loop = asyncio.new_event_loop()
         self.consumer = self.loop.run_until_complete(self._start(s))
 
-    @staticmethod
-    async def _start(s: MemberSettings):
-        from aiokafka import AIOKafkaConsumer
-        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    async def _start(self, s: MemberSettings):
+        from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
         consumer = AIOKafkaConsumer(
-            s.topic, bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
+            bootstrap_servers=s.bootstrap, group_id=s.group, client_id=s.client_id,
             group_instance_id=s.instance_id, **s.auto_commit_python(), auto_offset_reset="earliest",
             session_timeout_ms=s.session_timeout_ms, heartbeat_interval_ms=s.heartbeat_interval_ms,
-            partition_assignment_strategy=(RoundRobinPartitionAssignor,), metadata_max_age_ms=1000,
+            partition_assignment_strategy=(python_assignor("aiokafka", s.assignor),), metadata_max_age_ms=1000,
             **(s.security.aiokafka() if s.security else {}))
+        consumer.subscribe([s.topic], listener=recording_listener(ConsumerRebalanceListener, self.events))
         await consumer.start()
         return consumer
 

@@ -74,7 +74,7 @@ def java_properties(s, protocol: str = "classic", commits: str = "sync") -> dict
     if protocol == "consumer":
         props["group.protocol"] = "consumer"
     else:
-        props |= {"partition.assignment.strategy": ASSIGNORS[s.confluent_assignor],
+        props |= {"partition.assignment.strategy": ASSIGNORS[s.assignor],
                   "session.timeout.ms": str(s.session_timeout_ms),
                   "heartbeat.interval.ms": str(s.heartbeat_interval_ms)}
     if s.instance_id:
