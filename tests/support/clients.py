@@ -382,11 +382,20 @@ class Member:
                 future.set_exception(exc)
 
     def call(self, op: Callable[[object], object], timeout_s: float = CALL_TIMEOUT_S):
-        """Run `op(driver)` on the member's thread and return its result."""
+        """Run `op(driver)` on the member's thread and return its result. A member whose
+        thread fails meanwhile (a poll raising) never runs `op`: its failure is raised then,
+        rather than a timeout that hides it."""
         self.check()
         future = concurrent.futures.Future()
         self._commands.put((op, future))
-        return future.result(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return future.result(min(POLL_S, max(0.0, deadline - time.monotonic())))
+            except concurrent.futures.TimeoutError:
+                self.check()
+                if time.monotonic() >= deadline:
+                    raise
 
     def check(self) -> None:
         if self.error is not None:
