@@ -60,6 +60,9 @@ GROUPS = {
     "aiokafka": ("aiokafka",) * 3,
     "java": ("java",) * 3,
     "java-async-commits": ("java-async-commits",) * 3,
+    "confluent-kafka-async-commits": ("confluent-kafka-async-commits",) * 3,
+    "kafka-python-async-commits": ("kafka-python-async-commits",) * 3,
+    "aiokafka-async-commits": ("aiokafka-async-commits",) * 3,
     "mixed": LIBRARIES,
     "mixed-with-java": ("confluent-kafka", "java", "kafka-python", "aiokafka"),
 }

@@ -6,7 +6,9 @@ is polled. The test reads snapshots (what was consumed, what is assigned, how of
 assignment changed) and asks the member's own thread to commit or close.
 
 The drivers use each library's own group coordinator: librdkafka (confluent-kafka), kafka-python's
-`KafkaConsumer` and aiokafka's `AIOKafkaConsumer`, subscribed to a topic, manual commits.
+`KafkaConsumer` and aiokafka's `AIOKafkaConsumer`, subscribed to a topic, manual commits, and
+for each library (and the Java client) a driver that commits asynchronously, which fails the
+member on a failed commit and lets none be in flight when it closes.
 Their common assignor is "roundrobin" unless `MemberSettings.assignor` names another, so a
 group mixing them agrees on a protocol; every driver keeps what its rebalance listener was
 told in `events`.
@@ -280,6 +282,127 @@ class AiokafkaDriver:
             self.loop.close()
 
 
+class AsyncCommitError(RuntimeError):
+    """A library reported an asynchronous commit failed, or never answered one."""
+
+
+class AsyncCommits:
+    """An application's side of asynchronous commits: the library's callback answers each
+    one sent (`answered`) and its failures are kept, for the member's next poll to raise, as
+    JavaDriver does with the Java client's, so that a test fails on them."""
+
+    def __init__(self) -> None:
+        self.unanswered = 0
+        self.failures: list[str] = []
+
+    def sent(self) -> None:
+        self.unanswered += 1
+
+    def answered(self, failure: str | None) -> None:
+        self.unanswered -= 1
+        if failure is not None:
+            self.failures.append(failure)
+
+    def raise_failures(self) -> None:
+        if self.failures:
+            raise AsyncCommitError(f"async commit failed: {self.failures}")
+
+    def raise_unless_all_landed(self) -> None:
+        """After the consumer closed: every commit sent was answered, and without an error."""
+        self.raise_failures()
+        if self.unanswered:
+            raise AsyncCommitError(f"{self.unanswered} async commits never answered")
+
+
+class AsyncCommitting:
+    """Mixed into a driver (before it) that commits asynchronously: each poll, during which
+    the library answers commits, raises the failures answered."""
+
+    def __init__(self, s: MemberSettings):
+        self.commits = AsyncCommits()
+        super().__init__(s)  # the driver's, next in the MRO
+
+    def poll(self, timeout_s: float) -> list[Consumed]:
+        batch = super().poll(timeout_s)
+        self.commits.raise_failures()
+        return batch
+
+
+class ConfluentAsyncCommitDriver(AsyncCommitting, ConfluentDriver):
+    """`commit(asynchronous=True)`, answered through `on_commit`. librdkafka's close waits for
+    the commits in flight and serves their callbacks, as the Java client's does, so closing
+    is all it takes for them to land; close then checks that every one was answered."""
+
+    def config(self, s: MemberSettings) -> dict:
+        return {**super().config(s), "on_commit": self._on_commit}
+
+    def _on_commit(self, error, partitions) -> None:
+        from confluent_kafka import KafkaError
+
+        # _NO_OFFSET: nothing consumed since the last commit (see commit_consumed)
+        failures = [str(error)] if error is not None and error.code() != KafkaError._NO_OFFSET else []
+        failures += [f"partition {tp.partition}: {tp.error}" for tp in partitions if tp.error is not None]
+        self.commits.answered("; ".join(failures) or None)
+
+    def commit(self) -> None:
+        self.consumer.commit(asynchronous=True)
+        self.commits.sent()
+
+    def close(self) -> None:
+        super().close()
+        self.commits.raise_unless_all_landed()
+
+
+class KafkaPythonAsyncCommitDriver(AsyncCommitting, KafkaPythonDriver):
+    """`commit_async`, with a callback that kafka-python calls from a later poll. Its close
+    calls none (a commit sent just before it lands, its answer unread), so a failure of the
+    last commits would go unseen: before closing, the driver stops fetching and polls until
+    every commit was answered."""
+
+    def _on_commit(self, offsets, response) -> None:
+        self.commits.answered(repr(response) if isinstance(response, Exception) else None)
+
+    def commit(self) -> None:
+        self.consumer.commit_async(callback=self._on_commit)
+        self.commits.sent()
+
+    def close(self) -> None:
+        self.consumer.pause(*self.consumer.assignment())
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while self.commits.unanswered and time.monotonic() < deadline:
+            self.poll(POLL_S)
+        super().close()
+        self.commits.raise_unless_all_landed()
+
+
+class AiokafkaAsyncCommitDriver(AsyncCommitting, AiokafkaDriver):
+    """aiokafka's commit without waiting, as its documentation of `commit()` gives it ("fire
+    and forget"): a task of its own, whose done callback is the answer. The task runs while
+    the member polls (the loop runs then). Nothing in stop() waits for such tasks, and the
+    loop closes after it, so close waits for those in flight first."""
+
+    def __init__(self, s: MemberSettings):
+        self.in_flight: set[asyncio.Task] = set()
+        super().__init__(s)
+
+    def _on_commit(self, task: asyncio.Task) -> None:
+        self.in_flight.discard(task)
+        failure = "cancelled" if task.cancelled() else task.exception()
+        self.commits.answered(None if failure is None else repr(failure))
+
+    def commit(self) -> None:
+        task = self.loop.create_task(self.consumer.commit())
+        task.add_done_callback(self._on_commit)
+        self.in_flight.add(task)
+        self.commits.sent()
+
+    def close(self) -> None:
+        if self.in_flight:
+            self.loop.run_until_complete(asyncio.wait(self.in_flight, timeout=CALL_TIMEOUT_S))
+        super().close()
+        self.commits.raise_unless_all_landed()
+
+
 class JavaDriver:
     """The Java client (kafka-clients 4.x) in a JVM of its own (tests/support/java_client.py)."""
 
@@ -322,9 +445,12 @@ class JavaConsumerProtocolDriver(JavaDriver):
 
 DRIVERS: dict[str, Callable[[MemberSettings], object]] = {
     "confluent-kafka": ConfluentDriver,
+    "confluent-kafka-async-commits": ConfluentAsyncCommitDriver,
     CONSUMER_PROTOCOL: ConsumerProtocolDriver,
     "kafka-python": KafkaPythonDriver,
+    "kafka-python-async-commits": KafkaPythonAsyncCommitDriver,
     "aiokafka": AiokafkaDriver,
+    "aiokafka-async-commits": AiokafkaAsyncCommitDriver,
     "java": JavaDriver,
     "java-async-commits": JavaAsyncCommitDriver,
     JAVA_CONSUMER_PROTOCOL: JavaConsumerProtocolDriver,
