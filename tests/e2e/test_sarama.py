@@ -296,3 +296,29 @@ def test_a_cooperative_sarama_member_and_a_java_member_rebalance_incrementally(s
     read = sorted([r["value"] for r in sarama.of("record")] + [c.value.decode() for c in java.consumed])
     assert read == sorted(f"{p}:{s}" for p in range(partitions) for s in range(FIRST + SECOND))
     assert committed_offsets(kgc.bootstrap, group) == dict.fromkeys(range(partitions), FIRST + SECOND)
+
+
+def test_sarama_members_with_its_default_range_strategy_get_contiguous_ranges_and_setup_sees_them(sarama_1_61, kgc):
+    """sarama's default strategy, range, through kgc: three members hold two neighbouring
+    partitions each, and the session each one's Setup is given (its rebalance listener) names
+    what it then claims."""
+    partitions = 2 * PARTITIONS
+    topic, group = create_topic(kgc.bootstrap, partitions), new_name("sarama-range")
+    members: list[SaramaMember] = []
+
+    def settled() -> bool:
+        last = [m.sessions[-1] for m in members if m.sessions]
+        return (len(last) == len(members) and len({s["generation"] for s in last}) == 1
+                and sorted(p for s in last for p in s["partitions"]) == list(range(partitions))
+                and all(m.assignment == set(s["partitions"]) for m, s in zip(members, last, strict=True)))
+
+    try:
+        for _ in range(3):
+            members.append(SaramaMember(sarama_1_61, kgc.bootstrap, topic, group))
+        members[0].wait(settled, f"one generation of three sessions: {[m.sessions[-1:] for m in members]}")
+        assert sorted(sorted(m.sessions[-1]["partitions"]) for m in members) == [[0, 1], [2, 3], [4, 5]]
+        description = describe_group(kgc.bootstrap, group)
+        assert (description["group_state"], description["protocol_data"]) == ("Stable", "range")
+    finally:
+        for member in members:
+            member.close()
