@@ -2,6 +2,7 @@
 three-node Kafka cluster (127.0.0.11-13, replication factor 3, min ISR 2) started here.
 
     .venv/bin/python -m tests.bench.failover --rounds 3     # --commits-only: no failover
+    .venv/bin/python -m tests.bench.failover --not-durable  # one node, RF 1, against fsync never
 
 Failover: a librdkafka member (confluent-kafka) commits synchronously in a loop; the process
 that coordinates its group is killed with SIGKILL: on Kafka the broker leading the group's
@@ -13,7 +14,9 @@ Kafka's broker.session.timeout.ms 9 s, kgc's ownership_session_timeout_ms 6 s.
 Commits: one member committing three partitions synchronously, one at a time (latency), and
 eight members of one group each doing so at once (commits per second): Kafka with replication
 factor 3; kgc with one instance on its local file store (fsync always), and one and three
-instances over the replicated store. A benchmark tool, not a test."""
+instances over the replicated store. `--not-durable` measures the commits with neither side
+durable before it answers: one Kafka node (replication factor 1) against one kgc instance with
+`fsync never`. A benchmark tool, not a test."""
 
 from __future__ import annotations
 
@@ -189,13 +192,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--commits-only", action="store_true", help="the commit rows, no failover")
+    parser.add_argument("--not-durable", action="store_true",
+                        help="one Kafka node (RF 1) against kgc with fsync never; commits only")
     args = parser.parse_args()
+    if args.not_durable:
+        return not_durable_commits(args.rounds)
     with tempfile.TemporaryDirectory(prefix="kgc-failover-") as tmp, \
             KafkaCluster(Path(tmp) / "kafka", THREE_HOSTS, few_threads=False) as kafka:
         directory = Path(tmp)
         topic = kafka.create_topic(f"bench-{uuid.uuid4().hex[:6]}", PARTITIONS)
         state = f"kgc-state-{uuid.uuid4().hex[:6]}"
         print(f"commits ({PARTITIONS} partitions each, {COMMITS} in a row):", flush=True)
+        report_commits("Kafka 4.4, RF 3 (warm-up)", kafka.bootstrap, topic)     # its JIT's first pass
         report_commits("Kafka 4.4, RF 3", kafka.bootstrap, topic)
         with kgc_in_front_of(kafka, "--data-dir", str(directory / "local"), "--fsync", "always",
                              log_path=str(directory / "local.log")) as local:
@@ -223,6 +231,30 @@ def main() -> None:
                 stack.callback(lambda i=live[-1]: i.process.stop())
             kgc_median = summary("kgc (the group's owner instance)", kgc_s)
             print(f"  kgc / Kafka: {kgc_median / kafka_s:.2f}", flush=True)
+
+
+def not_durable_commits(rounds: int) -> None:
+    """Kafka and kgc in turn, `rounds` times each after one round not counted (Kafka's JIT
+    compiles its commit path in its first round, kgc's lazy paths run once); medians last."""
+    with tempfile.TemporaryDirectory(prefix="kgc-commits-") as tmp, \
+            KafkaCluster(Path(tmp) / "kafka", few_threads=False) as kafka:
+        directory = Path(tmp)
+        topic = kafka.create_topic(f"bench-{uuid.uuid4().hex[:6]}", PARTITIONS)
+        print(f"commits ({PARTITIONS} partitions each, {COMMITS} in a row), neither side durable:", flush=True)
+        with kgc_in_front_of(kafka, "--data-dir", str(directory / "local"), "--fsync", "never",
+                             log_path=str(directory / "local.log")) as local:
+            runs: dict[str, list[tuple[float, float, float]]] = {"Kafka 4.4, one node, RF 1": [],
+                                                                  "kgc, 1 instance, fsync never": []}
+            for round_ in range(rounds + 1):
+                for (name, figures), bootstrap in zip(runs.items(), (kafka.bootstrap, local.bootstrap), strict=True):
+                    measured = report_commits(name if round_ else f"{name} (warm-up)", bootstrap, topic)
+                    if round_:
+                        figures.append(measured)
+        print("medians:", flush=True)
+        (kafka_p50, _, kafka_rate), (kgc_p50, _, kgc_rate) = (
+            tuple(statistics.median(f[i] for f in figures) for i in range(3)) for figures in runs.values())
+        print(f"  p50 {kgc_p50:.2f} / {kafka_p50:.2f} ms = {kgc_p50 / kafka_p50:.2f}; "
+              f"commits/s {kgc_rate:.0f} / {kafka_rate:.0f} = {kgc_rate / kafka_rate:.2f} (kgc / Kafka)", flush=True)
 
 
 if __name__ == "__main__":
