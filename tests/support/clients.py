@@ -55,8 +55,8 @@ class MemberSettings:
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 100
     security: ClientSecurity | None = None     # None: plaintext
-    # The assignor by its protocol name: "roundrobin", "range", or, for librdkafka and the Java
-    # client only, "cooperative-sticky" (KIP-429 rebalances)
+    # The assignor by its protocol name: "roundrobin", "range", or, for librdkafka, the Java
+    # client and kafka-python only, "cooperative-sticky" (KIP-429 rebalances)
     assignor: str = "roundrobin"
     # None: only the test commits (auto-commit off); else the library's own auto-commit, each
     # library's default way of committing, at this interval
@@ -75,14 +75,23 @@ class MemberSettings:
         return {"enable_auto_commit": True, "auto_commit_interval_ms": self.auto_commit_interval_ms}
 
 
-# kafka-python's and aiokafka's assignor classes (the same names in both): module, class.
-PYTHON_ASSIGNORS = {"roundrobin": ("roundrobin", "RoundRobinPartitionAssignor"),
-                    "range": ("range", "RangePartitionAssignor")}
+# kafka-python's and aiokafka's assignor classes by package and protocol name: module, class.
+# The eager ones have the same names in both; only kafka-python has a KIP-429 one.
+EAGER_PYTHON_ASSIGNORS = {"roundrobin": ("roundrobin", "RoundRobinPartitionAssignor"),
+                          "range": ("range", "RangePartitionAssignor")}
+PYTHON_ASSIGNORS = {
+    "kafka": {**EAGER_PYTHON_ASSIGNORS, "cooperative-sticky": ("cooperative_sticky", "CooperativeStickyAssignor")},
+    "aiokafka": EAGER_PYTHON_ASSIGNORS,
+}
 
 
 def python_assignor(package: str, name: str) -> type:
     """The assignor class of protocol `name` in `package` ("kafka" or "aiokafka")."""
-    module, cls = PYTHON_ASSIGNORS[name]
+    assignors = PYTHON_ASSIGNORS[package]
+    if name not in assignors:
+        # a member's driver fails with this on its thread, and the test with it (Member.check)
+        raise ValueError(f"{package} has no assignor {name!r} here; it has {sorted(assignors)}")
+    module, cls = assignors[name]
     return getattr(importlib.import_module(f"{package}.coordinator.assignors.{module}"), cls)
 
 
