@@ -379,7 +379,9 @@ class KafkaPythonAsyncCommitDriver(AsyncCommitting, KafkaPythonDriver):
         self.consumer.pause(*self.consumer.assignment())
         deadline = time.monotonic() + CALL_TIMEOUT_S
         while self.commits.unanswered and time.monotonic() < deadline:
-            self.poll(POLL_S)
+            # The library's poll, not the mixin's: a failure answered here is raised once the
+            # consumer is closed, not instead of closing it.
+            KafkaPythonDriver.poll(self, POLL_S)
         super().close()
         self.commits.raise_unless_all_landed()
 
