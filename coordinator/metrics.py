@@ -652,7 +652,8 @@ def consumer_lag(rows: list[LagRow], *, per_partition: bool) -> None:
     _LAG.per_partition = per_partition
 
 LOG_END_REFRESH_FAILURES = Counter("kgc_log_end_refresh_failures", "Periodic lag refreshes that could not reach "
-                                   "the upstream or a partition's leader (known log ends stay, with their times)",
+                                   "the upstream or a partition's leader, or found one moving (known log ends stay, "
+                                   "with their times)",
                                    registry=REGISTRY)
 
 

@@ -5,11 +5,13 @@ for the topics (on the cluster's control connection) to find each partition's le
 one ListOffsets "latest" per leader for all of its partitions. It runs every
 `lag_refresh_interval_ms` for every committed partition (`run`, fed by a callable the app
 supplies) and on demand for one group's (/v1/groups/{group}). Each end is kept with the time
-the upstream gave it until the next; a partition the upstream answered with an error keeps
-the reason instead. A refresh that cannot reach the upstream (or one leader) keeps the
-known ends, with their old times, rather than make every lag unknown while the cluster is
-away: the time shows how stale each is, and `refresh` says whether it reached everything
-(`kgc_log_ends_refreshed_timestamp_seconds` and the failure count come from that).
+the upstream gave it until the next; a partition the upstream answered with a lasting
+error (no such topic, not authorized) keeps the reason instead. A refresh that cannot reach
+the upstream or a leader, or finds a partition without one or its leader moving (a
+retriable error), keeps the known ends, with their old times, rather than make every lag
+unknown while the cluster is away or recovering: the time shows how stale each is, and
+`refresh` says whether it refreshed every end (`kgc_log_ends_refreshed_timestamp_seconds`
+and the failure count come from that).
 
 Topics the upstream does not have are remembered (`missing_topics`) and each is logged once
 at WARNING with the groups that committed offsets for it: after a restart over an upstream
@@ -39,7 +41,7 @@ from coordinator.consumer_lag import NOT_FETCHED, LogEnd
 from coordinator.gateway.cluster import UpstreamCluster
 from coordinator.gateway.upstream import UpstreamConnection, UpstreamUnavailable
 from coordinator.periodic import run_every
-from protocol.errors import ErrorCode
+from protocol.errors import RETRIABLE, ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -79,19 +81,21 @@ class LogEnds:
 
     async def refresh(self, partitions: Iterable[TopicPartition]) -> bool:
         """Fetches the log end of each partition (bounded): True when the upstream answered
-        for every one (an error it answered is kept as the reason), False when it or a
-        partition's leader could not be reached in time (known ends stay, with their time)."""
+        for every one (a lasting error it answered is kept as the reason), False when it or a
+        partition's leader could not be reached in time, or a partition had no leader or
+        answered a retriable error (known ends stay, with their time)."""
         wanted = sorted({tp for tp in partitions if tp[0] != INTERNAL_TOPIC})
         if not wanted:
             return True
         try:
             return await asyncio.wait_for(self._refresh(wanted), self._timeout_s)
         except (UpstreamUnavailable, TimeoutError) as exc:
-            self._unavailable(wanted, exc)
+            self._unavailable(wanted, f"log end offset unavailable: {exc or type(exc).__name__}")
             return False
 
-    def _unavailable(self, tps: Iterable[TopicPartition], exc: Exception) -> None:
-        reason = f"log end offset unavailable: {exc or type(exc).__name__}"
+    def _unavailable(self, tps: Iterable[TopicPartition], reason: str) -> None:
+        """Not refreshed this time, for a passing reason (a leader unreachable, moving or not
+        yet elected): a known end stays, with its time; an unknown one says why."""
         for tp in tps:
             old = self._ends.get(tp)
             if old is None or old.offset is None:
@@ -115,16 +119,18 @@ class LogEnds:
             for p in topic.partitions:
                 leaders[(topic.name, p.partition_index)] = p.leader_id
         by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        leaderless = []
         for tp in wanted:
             if tp[0] in self.missing_topics:
                 self._ends[tp] = LogEnd(None, f"topic {tp[0]} does not exist upstream")
             elif tp not in leaders or leaders[tp] not in brokers:
-                self._ends[tp] = LogEnd(None, "partition has no leader upstream")
+                leaderless.append(tp)
             else:
                 by_leader[leaders[tp]].append(tp)
+        self._unavailable(leaderless, "partition has no leader upstream")
         answered = await asyncio.gather(*(self._list_offsets(node, brokers[node], tps)
                                           for node, tps in by_leader.items()))
-        return all(answered)
+        return all(answered) and not leaderless
 
     async def _list_offsets(self, node: int, address: tuple[str, int], tps: list[TopicPartition]) -> bool:
         low, high = self._cluster.api_versions.get(ApiKey.ListOffsets, (0, -1))
@@ -145,17 +151,25 @@ class LogEnds:
         try:
             response = await self._send(node, address, request)
         except UpstreamUnavailable as exc:
-            self._unavailable(tps, exc)
+            self._unavailable(tps, f"log end offset unavailable: {exc}")
             return False
         now = self._clock()
+        refreshed = True
         for topic in response.topics:
             for p in topic.partitions:
                 tp = (topic.name, p.partition_index)
-                if p.error_code:
-                    self._ends[tp] = LogEnd(None, f"upstream answered {ErrorCode(p.error_code).name}")
-                else:
+                if not p.error_code:
                     self._ends[tp] = LogEnd(p.offset, None, now)
-        return True
+                    continue
+                reason = f"upstream answered {ErrorCode(p.error_code).name}"
+                if p.error_code in RETRIABLE:
+                    # A leader moving (a broker back from a pause, say): as unreachable as
+                    # one that did not answer, and the next refresh will ask again.
+                    self._unavailable([tp], reason)
+                    refreshed = False
+                else:
+                    self._ends[tp] = LogEnd(None, reason)
+        return refreshed
 
     async def _send(self, node: int, address: tuple[str, int], request) -> ListOffsetsResponse:
         conn = self._leaders.get(node)
@@ -195,7 +209,7 @@ async def keep_fresh(log_ends: LogEnds, committed: Callable[[], Awaitable[Mappin
                      on_refreshed: Callable[[Mapping[str, Mapping[TopicPartition, int]], bool], None]) -> None:
     """Now, then every `interval_ms` (0: only now, for the missing-topic warning): the log
     end of every partition some group has an offset for, then `on_refreshed(committed,
-    reached)`, `reached` saying whether the upstream answered for every partition."""
+    reached)`, `reached` saying whether every partition's end was refreshed."""
     async def step() -> None:
         offsets = await committed()
         reached = await log_ends.refresh(tp for by_partition in offsets.values() for tp in by_partition)
