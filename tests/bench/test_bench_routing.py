@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
 
@@ -17,10 +18,15 @@ import pytest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator.bench import compare as driver
+from coordinator.bench import messages
 from coordinator.bench.context import Context, Sizes
+from coordinator.bench.member import Member
+from coordinator.bench.router import Router
 from coordinator.bench.targets import external
+from coordinator.bench.wire import BenchConnection
 from coordinator.partitioning import partition_for
 from coordinator.probe import request_response
+from protocol.errors import ErrorCode
 from tests.support.kafka import KafkaCluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -107,3 +113,51 @@ def test_each_workload_follows_find_coordinator_to_groups_on_other_brokers(kafka
     assert all(f.value > 0 for f in rates), rates
     if workload == "heartbeat":
         assert all(f.note.endswith(", 0 with an error") for f in figures), figures
+
+
+def test_a_member_answered_not_coordinator_finds_its_coordinator_again_and_joins_there(kafka3, run_id):
+    """A member whose JoinGroup reaches a broker that does not coordinate its group (as
+    after a coordinator moved) asks FindCoordinator again and joins where it is told."""
+    node = kafka3.nodes[0]
+    [group] = _groups(run_id)["rebalance"]     # coordinated by another broker (the fixture)
+    coordinator = kafka3.node(_coordinator(kafka3, group))
+
+    async def scenario() -> None:
+        member = Member(await BenchConnection.open(node.host, node.port), group, session_timeout_ms=6_000,
+                        rebalance_timeout_ms=6_000, heartbeat_interval_ms=100)
+        try:
+            async with asyncio.timeout(30):
+                await member.join_and_sync()    # no FindCoordinator first: the JoinGroup goes to `node`
+            assert member.generation >= 1 and member.conn is not member.router.bootstrap
+            assert member.conn.address == (coordinator.host, coordinator.port)
+            assert await member.leave() == ErrorCode.NONE
+        finally:
+            member.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_set_up_request_answered_not_coordinator_is_sent_again_to_the_coordinator_found_anew(kafka3, run_id):
+    """A router that still holds `node` as the coordinator of a group that moved: the
+    request meets NOT_COORDINATOR there and is sent again where FindCoordinator now says."""
+    node = kafka3.nodes[0]
+    [group] = _groups(run_id)["rebalance"]     # coordinated by another broker (the fixture)
+
+    async def scenario() -> list[int]:
+        router = Router(await BenchConnection.open(node.host, node.port))
+        codes: list[int] = []
+
+        def error_of(payload: bytes) -> int:
+            codes.append(messages.offset_fetch_error(payload))
+            return codes[-1]
+        try:
+            # As a router whose group's coordinator has moved since it was found: `node`.
+            router._by_group[group] = router.bootstrap
+            request = messages.offset_fetch_request(group, "t", 1)
+            await router.request(group, functools.partial(messages.encode, request), error_of)
+            assert len(router.connections) == 2 and await router.connection(group) is not router.bootstrap
+        finally:
+            router.close()
+        return codes
+
+    assert asyncio.run(scenario()) == [ErrorCode.NOT_COORDINATOR, ErrorCode.NONE]
