@@ -1,11 +1,14 @@
 """A simulated group member that behaves like a classic consumer, and the bookkeeping
 that says when a group has settled.
 
-A member asks FindCoordinator about its group, as every client does before its first
-JoinGroup, then joins (twice when the coordinator asks for a member id, KIP-394), syncs (the
-leader hands out the topic's partitions round-robin), then heartbeats every
-`heartbeat_interval_ms`. A heartbeat or sync answered REBALANCE_IN_PROGRESS or
-ILLEGAL_GENERATION sends it back to JoinGroup; UNKNOWN_MEMBER_ID makes it join afresh.
+A member asks FindCoordinator about its group on the target's address, as every client
+does before its first JoinGroup, and sends the group's requests to the coordinator the
+answer names (`router.Router`: its own connection when that is the target's address, else
+one more, opened then). It joins (twice when the coordinator asks for a member id,
+KIP-394), syncs (the leader hands out the topic's partitions round-robin), then heartbeats
+every `heartbeat_interval_ms`. A heartbeat or sync answered REBALANCE_IN_PROGRESS or
+ILLEGAL_GENERATION sends it back to JoinGroup; UNKNOWN_MEMBER_ID makes it join afresh;
+NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE makes it find the coordinator again first.
 That is what librdkafka and the Java client do, and it works against coordinators that
 park joins (Kafka, kgc) and against ones that answer them at once and let the members
 retry (Tansu).
@@ -24,6 +27,7 @@ import time
 from dataclasses import dataclass
 
 from coordinator.bench import messages
+from coordinator.bench.router import MAX_ROUNDS, MOVED, RETRY, RETRY_BACKOFF_S, BenchError, Router, error_name
 from coordinator.bench.wire import BenchConnection
 from protocol.errors import ErrorCode
 
@@ -31,23 +35,8 @@ log = logging.getLogger(__name__)
 
 TOPIC = "bench-topic"
 TOPIC_PARTITIONS = 64
-RETRY_BACKOFF_S = 0.01
-MAX_ROUNDS = 10_000    # joins per member per phase: a bound, never reached by a sane target
 
 _REJOIN = (ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION)
-_RETRY = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-          ErrorCode.NOT_COORDINATOR)
-
-
-class BenchError(Exception):
-    """The target answered something a consumer could not carry on from."""
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +106,9 @@ class Member:
 
     def __init__(self, conn: BenchConnection, group: str, *, session_timeout_ms: int,
                  rebalance_timeout_ms: int, heartbeat_interval_ms: int):
+        # `conn` is to the target's address; `self.conn` becomes the connection to the
+        # coordinator FindCoordinator names (the same one when it names that address).
+        self.router = Router(conn)
         self.conn = conn
         self.group = group
         self.session_timeout_ms = session_timeout_ms
@@ -136,16 +128,14 @@ class Member:
         return await self.conn.send(messages.encode(request, cid), cid)
 
     async def find_coordinator(self) -> None:
-        for _ in range(MAX_ROUNDS):
-            if self.phase is not None:
-                self.phase.asked(time.perf_counter_ns())
-            found = messages.decode_find_coordinator(await self._call(messages.find_coordinator_request(self.group)))
-            if found.error_code == ErrorCode.NONE:
-                return
-            if found.error_code not in _RETRY:
-                raise BenchError(f"[group={self.group}] FindCoordinator failed: {_error_name(found.error_code)}")
-            await asyncio.sleep(RETRY_BACKOFF_S)
-        raise BenchError(f"[group={self.group}] no coordinator found in {MAX_ROUNDS} attempts")
+        """Ask FindCoordinator on the target's address, as a member does when it starts and
+        when told its coordinator moved; its requests go to the address named from then on."""
+        self.router.forget(self.group)
+        self.conn = await self.router.connection(self.group, on_ask=self._asked)
+
+    def _asked(self, at_ns: int) -> None:
+        if self.phase is not None:
+            self.phase.asked(at_ns)
 
     async def join_and_sync(self) -> None:
         for _ in range(MAX_ROUNDS):
@@ -180,10 +170,12 @@ class Member:
             return True
         if code == ErrorCode.UNKNOWN_MEMBER_ID:
             self.member_id = ""
-        elif code in _RETRY:
+        elif code in RETRY:
             await asyncio.sleep(RETRY_BACKOFF_S)
+            if code in MOVED:
+                await self.find_coordinator()
         elif code not in _REJOIN:
-            raise BenchError(f"[group={self.group}] {api} failed: {_error_name(code)}")
+            raise BenchError(f"[group={self.group}] {api} failed: {error_name(code)}")
         return False
 
     def _subscription(self) -> bytes:
@@ -222,6 +214,9 @@ class Member:
     async def leave(self) -> int:
         leave = messages.decode_leave(await self._call(messages.leave_request(self.group, self.member_id)))
         return leave.error_code
+
+    def close(self) -> None:
+        self.router.close()
 
 
 class Swarm:
@@ -312,4 +307,4 @@ class Swarm:
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         self.tasks.clear()
         for member in self.members:
-            member.conn.close()
+            member.close()

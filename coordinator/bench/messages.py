@@ -28,6 +28,7 @@ from kafka.protocol.consumer.group import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -239,6 +240,13 @@ def offset_commit_errors(payload: bytes) -> tuple[int, int]:
         answered += count
         failed += count - values[1::2].count(0)
     return answered, failed
+
+
+def offset_commit_error(payload: bytes) -> int:
+    """The first partition error of an OffsetCommit v7 response, NONE (0) when there is none
+    (decoded whole: for set-up, not the measured loops)."""
+    response = decode(OffsetCommitResponse, VERSIONS[ApiKey.OffsetCommit], payload)
+    return next((p.error_code for t in response.topics for p in t.partitions if p.error_code), 0)
 
 
 # OffsetFetch v8+ (KIP-709, one group here): what the Java client and librdkafka send,

@@ -62,6 +62,10 @@ class BenchConnection(asyncio.Protocol):
         self._failure: Exception | None = None
         self._next_id = 0
         self._repeating: _Repeat | None = None
+        # Where `open` connected, and with what TLS: a client opens its other connections
+        # (to the coordinators FindCoordinator names) alike.
+        self.address: tuple[str, int] | None = None
+        self.tls: ssl.SSLContext | None = None
 
     @classmethod
     async def open(cls, host: str, port: int, timeout_s: float = 10.0,
@@ -69,6 +73,7 @@ class BenchConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout_s):
             _transport, conn = await loop.create_connection(cls, host, port, ssl=tls)
+        conn.address, conn.tls = (host, port), tls
         return conn
 
     def connection_made(self, transport) -> None:

@@ -39,11 +39,18 @@ READY_S = 120.0
 
 
 def coordinate_every_group_on(kafka: KafkaCluster, node: KafkaNode) -> None:
-    """The bench sends each group's requests to one address, as a client does once it has
-    found its coordinator: on Kafka that address must coordinate every group. Kafka creates
-    `__consumer_offsets` at the first FindCoordinator; on three nodes, `node` is then made
-    the first replica of every partition and elected their leader, so it coordinates every
-    group while each commit is still replicated to the other two (min ISR 2)."""
+    """Kafka's group coordination all on `node`, as kgc's is all in one process. Kafka creates
+    `__consumer_offsets` at the first FindCoordinator, waited for here so that no workload's
+    first request waits for it; on three nodes, `node` is then made the first replica of
+    every partition and elected their leader, so it coordinates every group while each
+    commit is still replicated to the other two (min ISR 2). That keeps the comparison one
+    coordinator against one (every group's work on one broker, as on kgc's one process), and
+    the memory workload's RSS, read from `node`'s process (`--other-pid`), counts every group.
+
+    The bench does not need it to be correct: it sends each group's requests to the
+    coordinator FindCoordinator names (`coordinator/bench/router.py`), so with the leaders
+    left spread it would run too, measuring the three coordinators of the cluster
+    (tests/bench/test_bench_routing.py runs the workloads so)."""
     deadline = time.monotonic() + READY_S
     request = FindCoordinatorRequest[3](key="kgc-bench-warm-up", key_type=0)
     while request_response((node.host, node.port), request, FindCoordinatorResponse).error_code != 0:

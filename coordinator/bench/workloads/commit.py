@@ -3,7 +3,9 @@ P partitions per OffsetCommit in a closed loop (`commit_pipeline` requests in fl
 client); partition-commits/s, requests/s and p50/p99 request latency over the window.
 
 Commits are a simple consumer's (generation -1, no member id): group membership is not
-what this measures. kgc runs twice, with fsync `always` and `never`; offsets grow by one
+what this measures. Each client sends its group's commits to the coordinator that
+FindCoordinator (asked once, before the clock starts) names for it: its own connection
+when that is the target's address, else one it opens to the coordinator then. kgc runs twice, with fsync `always` and `never`; offsets grow by one
 per request, like a consumer moving forward.
 """
 
@@ -15,6 +17,7 @@ import time
 from coordinator.bench import messages
 from coordinator.bench.context import Context
 from coordinator.bench.member import TOPIC, BenchError
+from coordinator.bench.router import Router
 from coordinator.bench.stats import Figure, Latencies
 from coordinator.bench.wire import BenchConnection
 
@@ -34,21 +37,22 @@ async def _measure(ctx: Context, target) -> list[Figure]:
     s = ctx.sizes
     label = f"commit {s.commit_clients} clients x {s.commit_partitions} partitions"
     await target.create_topic(TOPIC, max(s.commit_partitions, s.fetch_partitions))
-    conns = await target.connections(s.commit_clients)
+    routers = [Router(conn) for conn in await target.connections(s.commit_clients)]
     latencies = Latencies()
     counts = [0, 0, 0]  # requests, partitions answered, partitions failed (in the window)
-    start = time.perf_counter()
-    measure_from = start + s.warmup_s
-    end = measure_from + s.duration_s
     try:
-        encoders = [messages.OffsetCommitEncoder(ctx.group_name("commit", i), TOPIC, s.commit_partitions)
-                    for i in range(s.commit_clients)]
+        groups = [ctx.group_name("commit", i) for i in range(s.commit_clients)]
+        encoders = [messages.OffsetCommitEncoder(group, TOPIC, s.commit_partitions) for group in groups]
+        conns = await asyncio.gather(*(r.connection(group) for r, group in zip(routers, groups, strict=True)))
         offsets = [0] * s.commit_clients
+        start = time.perf_counter()
+        measure_from = start + s.warmup_s
+        end = measure_from + s.duration_s
         await asyncio.gather(*(_client(conns[i], encoders[i], offsets, i, measure_from, end, latencies, counts)
                                for i in range(s.commit_clients) for _ in range(s.commit_pipeline)))
     finally:
-        for conn in conns:
-            conn.close()
+        for router in routers:
+            router.close()
     requests, answered, failed = counts
     if failed:
         raise BenchError(f"{failed} of {answered} partition commits failed")

@@ -4,6 +4,11 @@ over the groups); fetches/s, partitions/s and p50/p99 over the window. Measured 
 versions, in turn: v5 (one group per request, as kafka-python and aiokafka send) and v9
 (KIP-709's groups array, as the Java client and librdkafka send).
 
+Each client sends a group's fetch to that group's coordinator, as FindCoordinator (asked
+per client and group before the clock starts) names it: on its own connection when that is
+the target's address, else on one more it opens to that coordinator, so a client whose
+groups have two coordinators has two connections, still one fetch in flight.
+
 Every client decodes its first answer per group and one in `VERIFY_EVERY` fully and checks
 each offset; the rest are checked by group error code and size (an answer of the same size
 carries the same partitions), so decoding 1 k partitions in Python does not cap the rate.
@@ -12,6 +17,7 @@ carries the same partitions), so decoding 1 k partitions in Python does not cap 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 from kafka.protocol.api_key import ApiKey
@@ -19,6 +25,7 @@ from kafka.protocol.api_key import ApiKey
 from coordinator.bench import messages
 from coordinator.bench.context import Context
 from coordinator.bench.member import TOPIC, BenchError
+from coordinator.bench.router import Router
 from coordinator.bench.stats import Figure, Latencies
 from coordinator.bench.wire import BenchConnection, Template
 
@@ -34,12 +41,14 @@ async def run(ctx: Context) -> list[Figure]:
         await target.create_topic(TOPIC, max(s.commit_partitions, s.fetch_partitions))
         groups = [ctx.group_name("fetch", g) for g in range(s.fetch_groups)]
         expected = {group: 1_000 + g for g, group in enumerate(groups)}
-        conns = await target.connections(s.fetch_clients)
+        routers = [Router(conn) for conn in await target.connections(s.fetch_clients)]
         try:
-            await _commit_all(conns[0], expected, s.fetch_partitions)
+            await _commit_all(routers[0], expected, s.fetch_partitions)
+            # Each client's connection to each group's coordinator, found before the clock starts.
+            routes = [{group: await router.connection(group) for group in groups} for router in routers]
             for version in (messages.VERSIONS[ApiKey.OffsetFetch], messages.OFFSET_FETCH_GROUPS_VERSION):
                 label = f"{base}, v{version}"
-                fetches, latencies = await _measure(ctx, conns, groups, expected, version)
+                fetches, latencies = await _measure(ctx, routes, groups, expected, version)
                 note = f"{fetches} OffsetFetches in {s.duration_s:g} s"
                 figures += [
                     Figure(f"{label}: fetches/s", fetches / s.duration_s, "/s", "higher", target.config, note),
@@ -49,13 +58,13 @@ async def run(ctx: Context) -> list[Figure]:
                     Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
                 ]
         finally:
-            for conn in conns:
-                conn.close()
+            for router in routers:
+                router.close()
     return figures
 
 
-async def _measure(ctx: Context, conns: list[BenchConnection], groups: list[str], expected: dict[str, int],
-                   version: int) -> tuple[int, Latencies]:
+async def _measure(ctx: Context, routes: list[dict[str, BenchConnection]], groups: list[str],
+                   expected: dict[str, int], version: int) -> tuple[int, Latencies]:
     s = ctx.sizes
     templates = {}
     for group in groups:
@@ -67,22 +76,24 @@ async def _measure(ctx: Context, conns: list[BenchConnection], groups: list[str]
     measure_from = start + s.warmup_s
     end = measure_from + s.duration_s
     await asyncio.gather(*(
-        _client(conns[i], groups[i % len(groups):] + groups[:i % len(groups)], templates, expected,
+        _client(routes[i], groups[i % len(groups):] + groups[:i % len(groups)], templates, expected,
                 s.fetch_partitions, version, measure_from, end, latencies, counts)
-        for i in range(len(conns))))
+        for i in range(len(routes))))
     return counts[0], latencies
 
 
-async def _commit_all(conn: BenchConnection, expected: dict[str, int], partitions: int) -> None:
-    """Commit each group's offset to every partition, in requests of COMMIT_CHUNK partitions."""
+async def _commit_all(router: Router, expected: dict[str, int], partitions: int) -> None:
+    """Commit each group's offset to every partition, in requests of COMMIT_CHUNK partitions,
+    each to the group's coordinator."""
     for group, offset in expected.items():
         for low in range(0, partitions, COMMIT_CHUNK):
             count = min(COMMIT_CHUNK, partitions - low)
             request = messages.offset_commit_request(group, TOPIC, count, offset)
             for p, partition in enumerate(request.topics[0].partitions):
                 partition.partition_index = low + p
-            cid = conn.next_correlation_id()
-            answered, failed = messages.offset_commit_errors(await conn.send(messages.encode(request, cid), cid))
+            payload = await router.request(group, functools.partial(messages.encode, request),
+                                           messages.offset_commit_error)
+            answered, failed = messages.offset_commit_errors(payload)
             if failed or answered != count:
                 raise BenchError(f"[group={group}] set-up commit: {failed} of {answered} partitions failed")
 
@@ -97,7 +108,7 @@ def _verify(payload: bytes, group: str, offset: int, partitions: int, version: i
                          f"{len(wrong)}+ partitions wrong, e.g. {[(k, got.get(k)) for k in wrong]}")
 
 
-async def _client(conn: BenchConnection, groups: list[str], templates: dict[str, Template],
+async def _client(conns: dict[str, BenchConnection], groups: list[str], templates: dict[str, Template],
                   expected: dict[str, int], partitions: int, version: int, measure_from: float, end: float,
                   latencies: Latencies, counts: list[int]) -> None:
     sizes: dict[str, int] = {}
@@ -105,6 +116,7 @@ async def _client(conn: BenchConnection, groups: list[str], templates: dict[str,
     while True:
         group = groups[turn % len(groups)]
         turn += 1
+        conn = conns[group]
         cid = conn.next_correlation_id()
         sent = time.perf_counter_ns()
         payload = await conn.send(templates[group].frame(cid), cid)

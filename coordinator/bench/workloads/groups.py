@@ -10,8 +10,10 @@ from coordinator.bench.targets import Target
 async def open_swarm(ctx: Context, target: Target, groups: list[str], members_per_group: int, *,
                      session_timeout_ms: int | None = None,
                      heartbeat_interval_ms: int | None = None) -> tuple[Swarm, list[Phase]]:
-    """One connection per member (a parked JoinGroup blocks its connection); members are
-    created, not started, with one phase per group expecting all of its members."""
+    """One connection per member to the target's address (a parked JoinGroup blocks its
+    connection; a member opens one more to its coordinator when FindCoordinator names
+    another address); members are created, not started, with one phase per group
+    expecting all of its members."""
     session = session_timeout_ms or ctx.sizes.session_timeout_ms
     interval = heartbeat_interval_ms or ctx.sizes.heartbeat_interval_ms
     conns = await target.connections(len(groups) * members_per_group)

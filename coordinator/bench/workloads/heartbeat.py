@@ -5,6 +5,9 @@ warm-up, for each M in `heartbeat_members` on a fresh target.
 
 A heartbeat answered with an error still counts as a round trip but is reported: it
 means a group was rebalancing, and the figure would not be steady-state.
+
+Each member heartbeats on its connection to its group's coordinator, as FindCoordinator
+named it while the groups formed (before the window).
 """
 
 from __future__ import annotations

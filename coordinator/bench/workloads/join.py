@@ -6,6 +6,12 @@ Also reported: the same end measured from the last JoinGroup sent (the members' 
 rejoin), which leaves out how long members took to notice a rebalance (their heartbeat
 interval) and keeps what the coordinator itself spends.
 
+Each member's connection to the target's address is opened before the clock starts. Its
+FindCoordinator goes there; when the answer names another address (a multi-process kgc,
+a Kafka cluster), the member connects to that coordinator then, inside the timed phase, as
+a real client does, and the connect counts in "FindCoordinator to all synced". On a target
+that coordinates every group itself no connection is opened in the phase.
+
 All sizes run on one target, after a one-member warm-up group: a coordinator that has
 just started pays for first use (kgc compiles its codecs on the first request of each
 version: ~15 ms on the first join), which is not what a join costs. Each group leaves

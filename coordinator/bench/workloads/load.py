@@ -2,7 +2,10 @@
 
 kgc is started on a generated data dir (`datadir`), and the clock runs from the spawn of
 the process until every one of the 50 partitions answers an OffsetFetch with something
-other than COORDINATOR_LOAD_IN_PROGRESS. The same start on an empty data dir is the
+other than COORDINATOR_LOAD_IN_PROGRESS. Each probe goes to its group's coordinator, as
+FindCoordinator names it, inside the timed span (a client could not ask sooner); one that
+answers NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE is asked about again at the
+coordinator found anew. The same start on an empty data dir is the
 baseline (interpreter start, imports, listeners); the replay rate is N records over the
 difference.
 
@@ -19,8 +22,10 @@ from pathlib import Path
 from coordinator.bench import datadir, messages
 from coordinator.bench.context import Context
 from coordinator.bench.member import BenchError
+from coordinator.bench.router import MOVED, RETRY, Router
 from coordinator.bench.stats import Figure, not_measured
 from coordinator.bench.targets import Target
+from coordinator.bench.wire import BenchConnection
 from coordinator.partitioning import partition_for
 from protocol.errors import ErrorCode
 
@@ -80,26 +85,36 @@ def _probe_groups(partitions: int) -> list[str]:
 
 
 async def _wait_all_loaded(target: Target, timeout_s: float, partitions: int = 50) -> float:
-    conn = await target.connect()
+    router = Router(await target.connect())
     try:
         waiting = _probe_groups(partitions)
+        routes: dict[str, BenchConnection] = {}
         deadline = time.perf_counter() + timeout_s
         while waiting:
             if time.perf_counter() > deadline:
                 raise BenchError(f"{len(waiting)} partitions still loading after {timeout_s:.0f}s")
+            # Each probe to its group's coordinator; the FindCoordinators of a round go out at once.
+            if missing := [group for group in waiting if group not in routes]:
+                routes.update(zip(missing, await asyncio.gather(*(router.connection(g) for g in missing)),
+                                  strict=True))
             futures = []
             for group in waiting:
+                conn = routes[group]
                 cid = conn.next_correlation_id()
                 request = messages.offset_fetch_request(group, "t", 0)
                 futures.append(conn.send(messages.encode(request, cid), cid))
             codes = [messages.offset_fetch_error(p) for p in await asyncio.gather(*futures)]
             now = time.perf_counter()
-            unexpected = {c for c in codes if c not in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)}
+            unexpected = {c for c in codes if c not in (ErrorCode.NONE, *RETRY)}
             if unexpected:
                 raise BenchError(f"OffsetFetch while loading answered {sorted(unexpected)}")
-            waiting = [g for g, c in zip(waiting, codes, strict=True) if c == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+            for group, code in zip(waiting, codes, strict=True):
+                if code in MOVED:
+                    router.forget(group)
+                    del routes[group]
+            waiting = [g for g, c in zip(waiting, codes, strict=True) if c != ErrorCode.NONE]
             if waiting:
                 await asyncio.sleep(POLL_INTERVAL_S)
         return now
     finally:
-        conn.close()
+        router.close()

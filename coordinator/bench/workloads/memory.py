@@ -8,7 +8,7 @@ memory an earlier run freed is reused without RSS growing, so a second run would
 next to nothing. Run memory first, or alone, for a running target's figures.
 
 - offsets: `memory_offsets` distinct (group, partition) offsets, groups of
-  `OFFSETS_PER_GROUP` partitions;
+  `OFFSETS_PER_GROUP` partitions, each group's sent to its coordinator (FindCoordinator);
 - members: `memory_members` members in groups of `memory_group_size`, each on its own
   connection and heartbeating like a client (every `HEARTBEAT_INTERVAL_MS`), so the figure
   includes what the target spends per connection;
@@ -19,10 +19,12 @@ next to nothing. Run memory first, or alone, for a running target's figures.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
 from coordinator.bench.member import BenchError
+from coordinator.bench.router import Router
 from coordinator.bench.stats import Figure, not_measured
 from coordinator.bench.targets import Target, rss_bytes
 from coordinator.bench.workloads.groups import form_groups
@@ -71,31 +73,33 @@ def _rss(target: Target) -> int:
 
 async def _per_offset(ctx: Context, target: Target, name: str) -> Figure:
     await target.create_topic(TOPIC, OFFSETS_PER_GROUP)
-    conn = await target.connect()
+    router = Router(await target.connect())
     try:
-        await _commit(conn, ctx.group_name("memory-warmup", 0), OFFSETS_PER_GROUP)
+        await _commit(router, ctx.group_name("memory-warmup", 0), OFFSETS_PER_GROUP)
         before = _rss(target)
         groups = -(-ctx.sizes.memory_offsets // OFFSETS_PER_GROUP)
         committed = 0
         for g in range(groups):
             count = min(OFFSETS_PER_GROUP, ctx.sizes.memory_offsets - committed)
-            await _commit(conn, ctx.group_name("memory", g), count)
+            await _commit(router, ctx.group_name("memory", g), count)
             committed += count
         after = _rss(target)
     finally:
-        conn.close()
+        router.close()
     return Figure(name, (after - before) / committed, "bytes", "lower", target.config,
                   f"RSS {before / 2**20:.1f} to {after / 2**20:.1f} MiB")
 
 
-async def _commit(conn, group: str, partitions: int) -> None:
+async def _commit(router: Router, group: str, partitions: int) -> None:
+    """The group's chunks pipelined on the connection to its coordinator (found first, once)."""
+    await router.connection(group)
     requests = []
     for low in range(0, partitions, COMMIT_CHUNK):
         request = messages.offset_commit_request(group, TOPIC, min(COMMIT_CHUNK, partitions - low), 42)
         for p, partition in enumerate(request.topics[0].partitions):
             partition.partition_index = low + p
-        cid = conn.next_correlation_id()
-        requests.append(conn.send(messages.encode(request, cid), cid))
+        requests.append(router.request(group, functools.partial(messages.encode, request),
+                                       messages.offset_commit_error))
     for payload in await asyncio.gather(*requests):
         answered, failed = messages.offset_commit_errors(payload)
         if failed:

@@ -7,6 +7,11 @@ it sends before its first JoinGroup and its KIP-394 round for a member id), and 
 last JoinGroup of the rebalance: the second leaves out how long the members took to learn
 of the rebalance through their heartbeats, which is the client's interval, not the
 coordinator's work.
+
+The newcomer's connection to the target's address is opened before the clock starts; when
+its FindCoordinator names another address, it connects to that coordinator inside the
+timed phase, as a real client does, and the connect counts in "a new member's
+FindCoordinator to all synced".
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ async def run(ctx: Context) -> list[Figure]:
             return [not_measured(m, "ms", "lower", f"group did not form: {exc}", target.config) for m in metrics]
         conns = []
         try:
-            # Opened before the clock starts: the rows time the coordinator, not a connect.
+            # Opened before the clock starts: the rows time the coordinator, not a connect
+            # (unless the coordinator is at another address: see the docstring).
             conns = await target.connections(1)
             newcomer = Member(conns[0], group, session_timeout_ms=ctx.sizes.session_timeout_ms,
                               rebalance_timeout_ms=ctx.sizes.session_timeout_ms,

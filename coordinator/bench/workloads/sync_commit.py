@@ -6,6 +6,10 @@ for every N in `sync_commit_clients` and K in `sync_commit_partitions`.
 At the end of each (N, K) every client reads its partitions back with OffsetFetch (the
 `committed()` a consumer calls) and checks it gets the last offset it committed.
 
+Each client sends to the group's coordinator, as FindCoordinator (asked once per client,
+before the clock starts) names it: its own connection when that is the target's address,
+else one it opens to the coordinator then.
+
 kgc runs with fsync `always` and `never`. "fsync cost / kgc fsync" says how much longer
 a commit waits with `always` than with `never` (p50 against p50), in units of the mean
 fsync kgc itself did during that run (its `kgc_log_fsync_duration_seconds`, read before
@@ -21,6 +25,7 @@ fsync").
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 import aiohttp
@@ -30,6 +35,7 @@ from coordinator.bench import messages
 from coordinator.bench.context import Context
 from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.member import BenchError
+from coordinator.bench.router import Router
 from coordinator.bench.stats import Figure, Latencies, not_measured
 from coordinator.bench.wire import BenchConnection
 
@@ -107,22 +113,23 @@ async def run(ctx: Context) -> list[Figure]:
 
 async def _measure(ctx: Context, target, group: str, clients: int, partitions: int) -> tuple[Latencies, int]:
     s = ctx.sizes
-    conns = await target.connections(clients)
+    routers = [Router(conn) for conn in await target.connections(clients)]
     latencies = Latencies()
     counts = [0]
-    start = time.perf_counter()
-    measure_from = start + s.warmup_s
-    end = measure_from + s.duration_s
     try:
+        conns = await asyncio.gather(*(router.connection(group) for router in routers))
+        start = time.perf_counter()
+        measure_from = start + s.warmup_s
+        end = measure_from + s.duration_s
         last = await asyncio.gather(*(
             _client(conns[i], messages.OffsetCommitEncoder(group, TOPIC, partitions, i * partitions),
                     measure_from, end, latencies, counts)
             for i in range(clients)))
         for i in range(clients):
-            await _check_committed(conns[i], group, partitions, i * partitions, last[i])
+            await _check_committed(routers[i], group, partitions, i * partitions, last[i])
     finally:
-        for conn in conns:
-            conn.close()
+        for router in routers:
+            router.close()
     return latencies, counts[0]
 
 
@@ -147,10 +154,10 @@ async def _client(conn: BenchConnection, encoder: messages.OffsetCommitEncoder, 
             counts[0] += 1
 
 
-async def _check_committed(conn: BenchConnection, group: str, partitions: int, first: int, offset: int) -> None:
-    cid = conn.next_correlation_id()
+async def _check_committed(router: Router, group: str, partitions: int, first: int, offset: int) -> None:
     request = messages.offset_fetch_request(group, TOPIC, partitions, first)
-    error, topics = messages.decode_offset_fetch(await conn.send(messages.encode(request, cid), cid))
+    payload = await router.request(group, functools.partial(messages.encode, request), messages.offset_fetch_error)
+    error, topics = messages.decode_offset_fetch(payload)
     got = {p.partition_index: (p.committed_offset, p.error_code) for t in topics for p in t.partitions}
     want = {p: (offset, 0) for p in range(first, first + partitions)}
     if error or got != want:
