@@ -1,6 +1,6 @@
-"""Two kgc processes on one data dir: the second `kgc serve` refuses to start while the
-first serves it (both would write the same segments); once the first is killed (kill -9:
-no clean-up) the dir is free again."""
+"""Two kgc processes on one data dir: the second `kgc serve` refuses to start, and `kgc
+repair` refuses to touch a partition, while the first serves it (both would write the
+same segments); once the first is killed (kill -9: no clean-up) the dir is free again."""
 
 from __future__ import annotations
 
@@ -55,6 +55,11 @@ def test_a_data_dir_served_by_one_kgc_is_refused_to_others_until_it_dies(tmp_pat
             "partitions 0-49; stop the other kgc first, or set data_dir (--data-dir, KGC_DATA_DIR) to another "
             "directory")
 
+        repair = kgc("repair", str(data_dir), "--accept-loss", "7")
+        assert repair.returncode == 2 and repair.stdout == "", repair
+        assert last_line(repair) == (f"kgc repair: data dir {data_dir}: another kgc process (pid {pid}) serves "
+                                     "partition 7; stop it first: nothing was changed")
+
         # Reading a live data dir is fine, and its lock file is no partition to the reader.
         inspect = kgc("inspect", str(data_dir))
         assert inspect.returncode == 0, inspect.stderr
@@ -63,6 +68,9 @@ def test_a_data_dir_served_by_one_kgc_is_refused_to_others_until_it_dies(tmp_pat
         first.kill()            # SIGKILL: the kernel drops its locks with it
         assert first.proc.returncode == -signal.SIGKILL
 
+        repair = kgc("repair", str(data_dir), "--accept-loss", "7")
+        assert repair.returncode == 0, repair.stderr
+        assert "partition 7: nothing was damaged" in repair.stdout
         assert KgcProcess("--data-dir", str(data_dir), "--log-level", "WARNING").start().stop() == 0
     finally:
         first.stop()
