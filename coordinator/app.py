@@ -81,6 +81,7 @@ from coordinator.txn.tailer import MarkerTailer
 from protocol.api_keys import TXN_OFFSET_COMMIT_VERSIONS, local_versions
 from storage.api import LogStore, StorageError
 from storage.clock import wall_clock_ms
+from storage.dir_lock import DataDirInUse
 from storage.file_store import FileLogStore, NoPartitionOpens
 from storage.memory_store import MemoryLogStore
 
@@ -213,6 +214,10 @@ class KgcApp:
             # A coordinator that can hold no group would only answer NOT_COORDINATOR.
             raise CannotStart(f"cannot use the data dir {cfg.data_dir}: {exc}; set data_dir (--data-dir, "
                               "KGC_DATA_DIR) to a directory kgc may write") from None
+        except DataDirInUse as exc:
+            # Two processes appending to one partition's segments would corrupt it.
+            raise CannotStart(f"cannot use the data dir {cfg.data_dir}: {exc.reason}; stop the other kgc first, "
+                              "or set data_dir (--data-dir, KGC_DATA_DIR) to another directory") from None
         except (StorageError, TopicRefused) as exc:
             raise CannotStart(f"cannot use the state topic {cfg.state_topic} upstream: {exc}") from None
         # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).

@@ -8,6 +8,12 @@ Partitions are independent: one that is damaged (`CorruptLogError` at open) or w
 write failed refuses reads and appends with its error, and the others keep serving.
 `clean` and `recover` of one partition never run at the same time.
 
+A store holds the partitions it was given (`partitions`, all of them by default), locked
+in the data dir for as long as it is open (`storage.dir_lock`): a second process asking
+for one of them refuses to open (`storage.dir_lock.DataDirInUse`) instead of appending to the same
+segments, and an operation on a partition the store does not hold raises
+`PartitionNotHeld`.
+
 Under `fsync always` each active segment is preallocated `preallocate_bytes` ahead of
 its log (`PartitionLog`), so a commit's sync is an `fdatasync` of data only; under the
 other policies nothing syncs per write and segments grow as they are written.
@@ -18,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from storage.api import (
@@ -35,6 +41,7 @@ from storage.api import (
 from storage.cleaner import SegmentCleaner
 from storage.clock import wall_clock_ms
 from storage.compaction import CompactionStats
+from storage.dir_lock import PartitionLocks, lock_partitions
 from storage.format import encode_batch, encode_records, frame_records
 from storage.fsync_policy import FsyncMode, FsyncPolicy
 from storage.group_commit import CommitObserver, DiskActivity, GroupCommitWriter
@@ -49,12 +56,16 @@ PREALLOCATE_BYTES = 2**20
 
 
 class NoPartitionOpens(StorageError):
-    """Not one partition of the data dir opens (its files cannot be written, say): the
-    store can hold no group at all."""
+    """Not one partition of the data dir opens (its files or its lock file cannot be
+    written, say): the store can hold no group at all."""
 
 
 class CannotOpen(StorageError):
     """A partition's files cannot be opened (permissions, a file where a directory belongs)."""
+
+
+class PartitionNotHeld(StorageError):
+    """The store was made for other partitions of the data dir: this one is another's."""
 
 
 def partition_dir(data_dir: Path, partition: int) -> Path:
@@ -75,11 +86,18 @@ class FileLogStore:
     def __init__(self, data_dir: str | Path, num_partitions: int = 50, fsync: str = "always",
                  segment_bytes: int = 100 * 2**20, delete_retention_ms: int = 86_400_000,
                  clock: Callable[[], int] = wall_clock_ms, io: SegmentIO | None = None,
-                 commit_observer: CommitObserver | None = None, preallocate_bytes: int = PREALLOCATE_BYTES):
+                 commit_observer: CommitObserver | None = None, preallocate_bytes: int = PREALLOCATE_BYTES,
+                 partitions: Iterable[int] | None = None):
+        """`partitions`: the ones this store opens, locks and writes (None: all
+        `num_partitions`); the others refuse every operation with `PartitionNotHeld`."""
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, not {segment_bytes}")
         self.data_dir = Path(data_dir)
         self.num_partitions = num_partitions
+        self.partitions = frozenset(range(num_partitions) if partitions is None else partitions)
+        outside = sorted(p for p in self.partitions if not 0 <= p < num_partitions)
+        if outside:
+            raise ValueError(f"partitions {outside} are not among the {num_partitions} partitions")
         self.policy = FsyncPolicy.parse(fsync)
         self.segment_bytes = segment_bytes
         self.delete_retention_ms = delete_retention_ms
@@ -91,23 +109,44 @@ class FileLogStore:
                       for p in range(num_partitions)]
         self._writers: list[GroupCommitWriter | None] = [None] * num_partitions
         self._disk = DiskActivity()
-        self._open_errors: list[StorageError | None] = [None] * num_partitions
+        # A partition not held is refused as one that failed to open is, for good: every
+        # read and append checks this list already.
+        self._open_errors: list[StorageError | None] = [
+            None if p in self.partitions else PartitionNotHeld(f"partition {p} is not held by this store")
+            for p in range(num_partitions)]
         self._exclusive: list[asyncio.Lock] = []
+        self._locks: PartitionLocks | None = None
 
     async def open(self) -> None:
-        """Opens every partition; one that is refused is logged and refuses its requests,
-        unless none can be opened at all: then `NoPartitionOpens` (one cause, said once)."""
+        """Locks its partitions in the data dir (`DataDirInUse` if another process holds
+        any: then it holds none) and opens them; one that is refused is logged and refuses
+        its requests, unless none can be opened at all: then `NoPartitionOpens` (one cause,
+        said once)."""
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self._locks = lock_partitions(self.data_dir, self.partitions)
+        except OSError as exc:
+            # The lock file cannot be written (a read-only data dir): nothing may be opened.
+            raise NoPartitionOpens(f"none of its {len(self.partitions)} partitions can be locked "
+                                   f"({exc})") from exc
+        try:
+            await self._open_held()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _open_held(self) -> None:
         self._exclusive = [asyncio.Lock() for _ in range(self.num_partitions)]
-        for p in range(self.num_partitions):
+        held = sorted(self.partitions)
+        for p in held:
             await self._open_partition(p, report=False)
             self._writers[p] = GroupCommitWriter(p, self._logs[p], self.policy, self._commit_observer,
                                                 self._disk)
-        refused = [(p, error) for p, error in enumerate(self._open_errors) if error is not None]
+        refused = [(p, error) for p in held if (error := self._open_errors[p]) is not None]
         # Only files kgc cannot open at all make the store useless; damage stays per
         # partition, for `kgc inspect` and `kgc repair` to name and mend.
-        if len(refused) == self.num_partitions and all(isinstance(e, CannotOpen) for _, e in refused):
-            raise NoPartitionOpens(f"none of its {self.num_partitions} partitions can be opened "
+        if held and len(refused) == len(held) and all(isinstance(e, CannotOpen) for _, e in refused):
+            raise NoPartitionOpens(f"none of its {len(held)} partitions can be opened "
                                    f"(partition {refused[0][0]}: {refused[0][1]})")
         for p, error in refused:
             log.error("partition %d refused: %s", p, error)
@@ -126,11 +165,20 @@ class FileLogStore:
             log.error("partition %d refused: %s", partition, self._open_errors[partition])
 
     async def close(self) -> None:
-        for p, writer in enumerate(self._writers):
+        """Flushes and closes every partition, then lets the data dir's locks go."""
+        for p in sorted(self.partitions):
+            writer = self._writers[p]
             if writer is not None:
                 await writer.close()
                 self._writers[p] = None
             self._logs[p].close()
+        if self._locks is not None:
+            self._locks.release()
+            self._locks = None
+
+    def _held(self, partition: int) -> None:
+        if partition not in self.partitions:
+            raise PartitionNotHeld(f"partition {partition} is not held by this store")
 
     def partition_error(self, partition: int) -> StorageError | None:
         writer = self._writers[partition]
@@ -166,6 +214,7 @@ class FileLogStore:
                             lambda base_offset: encode_batch(base_offset, records, timestamp_ms, txn))
 
     async def prepare(self, partition: int, records: Sequence[LogRecord], timestamp_ms: int) -> PreparedBatch:
+        self._held(partition)
         base_offset = self._logs[partition].next_offset
         parts = []
         for start in range(0, len(records), SLICE_RECORDS):
@@ -176,6 +225,7 @@ class FileLogStore:
 
     def append_prepared(self, prepared: PreparedBatch) -> Append:
         partition = prepared.partition
+        self._held(partition)
         if self._logs[partition].next_offset != prepared.base_offset:
             raise StorageError(f"partition {partition}: a batch prepared at offset {prepared.base_offset} "
                                f"appended at {self._logs[partition].next_offset}")
@@ -201,12 +251,13 @@ class FileLogStore:
         return Append(last_offset, writer.submit(base_offset, data, last_offset, last_offset + 1))
 
     async def acquire(self, partition: int) -> None:
-        pass        # one instance's own log: always its
+        self._held(partition)     # one instance's own log: its partitions are its from open on
 
     async def release(self, partition: int) -> None:
         pass
 
     async def recover(self, partition: int) -> int:
+        self._held(partition)
         async with self._exclusive[partition]:
             writer = self._writers[partition]
             if self._open_errors[partition] is not None:
@@ -227,6 +278,7 @@ class FileLogStore:
         """Check the partition's closed segments against its manifest (damage while
         running: a segment unlinked, truncated or changed). Damage refuses the partition
         from now on, as if open had found it; returns it (or the refusal it already had)."""
+        self._held(partition)
         async with self._exclusive[partition]:
             if self.partition_error(partition) is not None:
                 return self.partition_error(partition)

@@ -14,7 +14,8 @@ coordinator loads them:
   offsets are still imported, and their members rejoin kgc as they would any coordinator.
 What is left, per group, is adopted through kgc's own partition write path
 (`GroupShard.adopt`, records stamped adopted_from=kafka-log and the time); a group kgc's
-log already has is left alone and reported. Without `--apply` nothing is written.
+log already has is left alone and reported. Without `--apply` nothing is written; with it,
+the partitions written are locked (`storage.dir_lock`): a kgc serving one refuses the import.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from coordinator.partitioning import partition_for
 from coordinator.runtime.api import WriteOp
 from coordinator.runtime.runtime import CoordinatorRuntime
 from storage.clock import wall_clock_ms
+from storage.dir_lock import DataDirInUse
 from storage.file_store import FileLogStore, partition_dirs
 
 SOURCE = "kafka-log"
@@ -138,12 +140,15 @@ def _apply_offset(state: KafkaLogState, group_id: str, topic: str, partition: in
 
 
 async def adopt_into(data_dir: str | Path, state: KafkaLogState, num_partitions: int = 50) -> dict[str, bool]:
-    """Each group through kgc's partition write path; group id -> adopted (False: kgc had it)."""
-    store = FileLogStore(data_dir, num_partitions=num_partitions)
+    """Each group through kgc's partition write path; group id -> adopted (False: kgc had it).
+    Only the groups' partitions are opened, and locked: `DataDirInUse` while a kgc serves one."""
+    targets = {partition_for(group_id, num_partitions) for group_id in state.groups}
+    store = FileLogStore(data_dir, num_partitions=num_partitions, partitions=targets)
     await store.open()
     shards = group_shard_factory(GroupConfig(num_partitions=num_partitions), wall_clock_ms,
                                  lambda prefix: f"{prefix}-{uuid.uuid4()}")
-    runtime = CoordinatorRuntime(store, num_partitions, clock=wall_clock_ms, shard_factory=shards)
+    runtime = CoordinatorRuntime(store, num_partitions, clock=wall_clock_ms, shard_factory=shards,
+                                 owned=targets)
     outcome: dict[str, bool] = {}
     try:
         await runtime.start()
@@ -180,7 +185,11 @@ def run_kafka_log_import(kafka_dir: str, data_dir: str, groups: list[str] | None
                   + " ".join(f"{o.topic}-{o.partition}={o.offset}" for o in group.adopted_offsets()))
         print(f"{len(state.groups)} group(s) would be adopted; nothing written (--apply writes)")
         return 0
-    outcome = asyncio.run(adopt_into(data_dir, state))
+    try:
+        outcome = asyncio.run(adopt_into(data_dir, state))
+    except DataDirInUse as exc:
+        print(f"kgc import: {exc}; stop it first: nothing was adopted", file=sys.stderr)
+        return 1
     for group_id, adopted in outcome.items():
         print(f"{group_id}: " + ("adopted" if adopted else "kgc already has this group, or adopted it before: left alone"))
     print(f"{sum(outcome.values())} group(s) adopted into {data_dir}")

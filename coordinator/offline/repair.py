@@ -7,7 +7,9 @@ explicit way back, run while kgc is stopped: it accepts what is on disk as the n
 (a closed segment that does not scan whole is cut at its first bad batch, the cut bytes
 kept as `.torn-N`), records the manifest anew, and prints what was accepted. The groups
 of that partition go back to the offsets that survive; `kgc inspect` before and after
-shows what that means for each group.
+shows what that means for each group. It takes the partition's lock in the data dir
+(`storage.dir_lock`) while it works, so it refuses to run while a kgc serves that
+partition, whose appends would race the rewrite.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from storage.dir_lock import DataDirInUse, lock_partitions
 from storage.file_store import partition_dir
 from storage.partition_log import PartitionLog
 from storage.segment import SegmentIO
@@ -25,7 +28,8 @@ def accept_loss(data_dir: str | Path, partition: int) -> list[str]:
     directory = partition_dir(Path(data_dir), partition)
     if not directory.is_dir():
         raise FileNotFoundError(f"no partition directory {directory}")
-    return PartitionLog(directory, 1, SegmentIO()).accept_loss()
+    with lock_partitions(data_dir, [partition]):
+        return PartitionLog(directory, 1, SegmentIO()).accept_loss()
 
 
 def add_repair_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -44,6 +48,9 @@ def run_repair(args: argparse.Namespace, out=None) -> int:
         accepted = accept_loss(args.data_dir, args.accept_loss)
     except FileNotFoundError as e:
         print(f"kgc repair: {e}", file=sys.stderr)
+        return 2
+    except DataDirInUse as e:
+        print(f"kgc repair: {e}; stop it first: nothing was changed", file=sys.stderr)
         return 2
     for line in accepted or ["nothing was damaged"]:
         print(f"partition {args.accept_loss}: {line}", file=out)

@@ -33,6 +33,7 @@ from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, encode_stored_batch
 from storage.segment import segment_name
 from tests.support.admin import committed_offsets, create_topic, produce_sequenced
 from tests.support.clients import CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
+from tests.support.data_dirs import partitions_held
 from tests.support.kafka import KafkaCluster
 
 T0 = 1_700_000_000_000
@@ -172,6 +173,24 @@ def test_a_damaged_segment_stops_the_import_and_names_it(tmp_path):
     code, out = kgc_import("--kafka-log", str(source), "--data-dir", str(tmp_path / "kgc"), "--apply")
     assert code == 1 and segment.name in out and "damaged" in out
     assert not (tmp_path / "kgc").exists()
+
+
+def test_an_import_locks_the_partitions_it_writes_and_refuses_while_another_process_has_one(tmp_path):
+    source, data_dir = kafka_log(tmp_path), tmp_path / "kgc"
+    data_dir.mkdir()
+    written = {partition_for(group) for group in EXPECTED}
+    plain = partition_for("g-plain")
+    with partitions_held(data_dir, [plain]) as holder:
+        code, out = kgc_import("--kafka-log", str(source), "--data-dir", str(data_dir), "--apply")
+        assert (code, out.splitlines()[-1]) == (1, f"kgc import: data dir {data_dir}: another kgc process "
+                                                   f"(pid {holder.pid}) serves partition {plain}; stop it first: "
+                                                   "nothing was adopted")
+    assert imported_state(data_dir) == {}
+    # Partitions it does not write may be another's meanwhile.
+    with partitions_held(data_dir, sorted(set(range(50)) - written)):
+        code, out = kgc_import("--kafka-log", str(source), "--data-dir", str(data_dir), "--apply")
+    assert code == 0, out
+    assert imported_state(data_dir) == EXPECTED
 
 
 @pytest.mark.parametrize("args", [("--kafka-log", "x")], ids=["no data dir"])

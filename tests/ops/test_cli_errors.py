@@ -11,7 +11,13 @@ from importlib.util import find_spec
 
 import pytest
 
-from tests.support.data_dirs import bound_by_file_modes, made_by_kgc, make_read_only, make_writable
+from tests.support.data_dirs import (
+    bound_by_file_modes,
+    made_by_kgc,
+    make_read_only,
+    make_writable,
+    read_only_partitions,
+)
 from tests.support.kgc import free_port
 
 TIMEOUT_S = 60
@@ -154,14 +160,31 @@ def unwritable_data_dir(tmp_path):
 
 
 def test_a_data_dir_whose_files_kgc_cannot_write(unwritable_data_dir):
-    # Not one partition can be opened: kgc could serve no group, so it says so once and
-    # stops instead of serving with every partition failed.
+    # Not one partition can be opened, nor locked first (the lock file is read-only too): kgc
+    # could serve no group, so it says so once and stops instead of serving with every
+    # partition failed.
     path = unwritable_data_dir
     done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--standalone", "--port", "0",
                            "--http-port", "0", "--data-dir", str(path)],
                           capture_output=True, text=True, timeout=TIMEOUT_S, **bound_by_file_modes())
     line = one_line_error(done, 2, f"kgc serve: cannot use the data dir {path}", "none of its 50 partitions",
-                          "Permission denied", "--data-dir")
+                          "can be locked", "Permission denied", f"{path / '.lock'}", "--data-dir")
     assert "kgc serving on" not in done.stdout
     assert [entry for entry in done.stderr.splitlines() if "ERROR" in entry] == [], done.stderr
+    assert line.count("partition") == 1, line     # the count, once
+
+
+def test_a_data_dir_whose_partitions_kgc_cannot_write(tmp_path):
+    # The lock file is writable, every partition directory is not: locked, then not one opens.
+    path = made_by_kgc(tmp_path / "data")
+    read_only_partitions(path, range(50))
+    try:
+        done = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--standalone", "--port", "0",
+                               "--http-port", "0", "--data-dir", str(path)],
+                              capture_output=True, text=True, timeout=TIMEOUT_S, **bound_by_file_modes())
+    finally:
+        make_writable(path)
+    line = one_line_error(done, 2, f"kgc serve: cannot use the data dir {path}", "none of its 50 partitions",
+                          "Permission denied", "--data-dir")
+    assert "kgc serving on" not in done.stdout
     assert line.count("partition") == 2, line     # the count and the first partition's error, once

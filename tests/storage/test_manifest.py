@@ -12,10 +12,12 @@ import pytest
 
 from coordinator.offline.repair import accept_loss
 from storage.api import CorruptLogError, LogRecord
+from storage.dir_lock import DataDirInUse
 from storage.file_store import FileLogStore, partition_dir
 from storage.format import encode_batch
 from storage.manifest import MANIFEST_NAME
 from storage.segment import segment_name
+from tests.support.data_dirs import partitions_held
 
 BATCH_BYTES = len(encode_batch(0, [LogRecord(b"k00", b"v000")], 0))
 RECORDS = 12        # three records a segment: closed segments at 0, 3, 6; active at 9
@@ -162,6 +164,18 @@ async def test_accepting_a_crc_damaged_closed_segment_cuts_it_and_keeps_the_evid
         assert offsets(store) == [0, 1, 2, 3, 6, 7, 8, 9, 10, 11]
     finally:
         await store.close()
+
+
+async def test_accepting_the_loss_of_a_partition_another_process_holds_changes_nothing(tmp_path):
+    await written(tmp_path)
+    os.unlink(segment(tmp_path, 3))
+    manifest = (partition_dir(tmp_path, 0) / MANIFEST_NAME).read_bytes()
+    with partitions_held(tmp_path, [0]) as holder:
+        with pytest.raises(DataDirInUse, match=f"another kgc process \\(pid {holder.pid}\\) serves partition 0$"):
+            accept_loss(tmp_path, 0)
+        assert (partition_dir(tmp_path, 0) / MANIFEST_NAME).read_bytes() == manifest
+        assert accept_loss(tmp_path, 1) == []       # a partition it does not hold: nothing was damaged
+    assert any("offsets 3-5 lost" in line for line in accept_loss(tmp_path, 0))
 
 
 async def test_a_data_dir_without_a_manifest_gets_one_from_what_is_on_disk(tmp_path):

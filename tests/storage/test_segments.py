@@ -33,7 +33,10 @@ async def test_open_creates_one_directory_and_empty_segment_per_partition(tmp_pa
     store = FileLogStore(tmp_path)
     await store.open()
     await store.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"__consumer_offsets-{p}" for p in range(50))
+    # And the lock file (storage/dir_lock.py), which stays, empty, after the store closes.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [".lock", *(f"__consumer_offsets-{p}" for p in range(50))])
+    assert (tmp_path / ".lock").stat().st_size == 0
     assert segment_files(tmp_path, 49) == ["00000000000000000000.log"]
 
 
