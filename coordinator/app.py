@@ -60,6 +60,7 @@ from coordinator.net.server import Listener
 from coordinator.net.topic_ids import TopicIds
 from coordinator.node import CoordinatorNode
 from coordinator.periodic import run_every
+from coordinator.process_split import ProcessSplit
 from coordinator.replicated.ownership import Instance, Ownership
 from coordinator.replicated.state_topic import StateTopic
 from coordinator.replicated.store import ReplicatedLogStore
@@ -140,6 +141,9 @@ class KgcApp:
         self.store: LogStore | None = None
         self._state_cluster: UpstreamCluster | None = None     # the replicated store's own connections
         self.ownership: Ownership | None = None
+        # Who owns which partition when this is one of several: processes (fixed) or instances.
+        self.split = self._process_split()
+        self._placement: Ownership | ProcessSplit | None = self.split
         self._node_id = config.node_id
         self.runtime: CoordinatorRuntime | None = None
         self.service: GroupCoordinatorService | None = None
@@ -173,6 +177,14 @@ class KgcApp:
         self._tls_stop = asyncio.Event()
         self._tls_reloader: asyncio.Task | None = None
 
+    def _process_split(self) -> ProcessSplit | None:
+        cfg = self.config
+        if cfg.processes == 1:
+            return None
+        return ProcessSplit.of(_needed(cfg.process_index, "process_index"), cfg.processes, cfg.group.num_partitions,
+                               node_id=cfg.node_id, host=cfg.advertised, port=cfg.port,
+                               broker_port_base=cfg.broker_port_base, broker_ports=tuple(cfg.broker_ports))
+
     def _make_store(self) -> LogStore:
         cfg = self.config
         if cfg.store == "replicated":
@@ -187,6 +199,7 @@ class KgcApp:
             log.warning("no data dir: group state lives in memory and is lost on exit")
             return MemoryLogStore(num_partitions=cfg.group.num_partitions)
         return FileLogStore(cfg.data_dir, num_partitions=cfg.group.num_partitions, fsync=cfg.fsync,
+                            partitions=None if self.split is None else self.split.owned,
                             segment_bytes=cfg.segment_bytes, delete_retention_ms=cfg.delete_retention_ms,
                             clock=self._clock, commit_observer=metrics.LOG_OBSERVER)
 
@@ -195,7 +208,8 @@ class KgcApp:
         if cfg.http_port is not None:
             # First: liveness answers while the log opens, readiness says it is not ready.
             tls, token = self._http_security()
-            self.http = HttpServer(self, cfg.http_host, cfg.http_port, tls=tls, token=token)
+            http_port = cfg.http_port + self.split.index if self.split is not None and cfg.http_port else cfg.http_port
+            self.http = HttpServer(self, cfg.http_host, http_port, tls=tls, token=token)
             try:
                 await self.http.start()
             except OSError as exc:
@@ -223,15 +237,16 @@ class KgcApp:
         # perf_counter times the KIP-848 assignors for the metrics (nothing decides by it).
         shards = group_shard_factory(cfg.group, self._clock, new_member_id, self._topics, stopwatch=time.perf_counter)
         # Replicated: the partitions this instance owns come from the ownership group, later.
+        owned = () if cfg.store == "replicated" else None if self.split is None else self.split.owned
         runtime = self.runtime = CoordinatorRuntime(store, cfg.group.num_partitions, clock=self._clock,
-                                                    shard_factory=shards,
-                                                    owned=() if cfg.store == "replicated" else None,
+                                                    shard_factory=shards, owned=owned,
                                                     answer_timeout_s=cfg.offsets_commit_timeout_ms / 1000)
         await runtime.start()
+        port = cfg.port if self.split is None else self.split.me.port
         try:
-            bootstrap = self._listener(cfg.port, None)
+            bootstrap = self._listener(port, None)
         except OSError as exc:
-            raise CannotStart(f"cannot listen for Kafka clients on {cfg.host}:{cfg.port}: {_reason(exc)}; set port "
+            raise CannotStart(f"cannot listen for Kafka clients on {cfg.host}:{port}: {_reason(exc)}; set port "
                                "(--port, KGC_PORT; 0: any free port) or host") from None
         self._node_id = self._coordinator_node_id(bootstrap.port)
         node = CoordinatorNode(self._node_id, cfg.advertised, bootstrap.port)
@@ -259,19 +274,19 @@ class KgcApp:
             versions[ApiKey.TxnOffsetCommit] = TXN_OFFSET_COMMIT_VERSIONS
         if isinstance(store, ReplicatedLogStore):
             me = Instance(node.node_id, node.host, node.port, cfg.broker_port_base, tuple(cfg.broker_ports))
-            ownership = self.ownership = Ownership(store.topic.cluster, f"{cfg.state_topic}.owners", me,
-                                                   cfg.group.num_partitions, self._own,
-                                                   session_timeout_ms=cfg.ownership_session_timeout_ms)
-            if gateway is not None:
-                gateway.address_for = self.broker_address
-                gateway.coordinators = self._coordinator_nodes
-                if gateway.offsets_topic is not None:
-                    gateway.offsets_topic.owner_node = self._owner_node
-                    gateway.offsets_topic.serves = self._serves_offsets
+            ownership = self._placement = self.ownership = Ownership(
+                store.topic.cluster, f"{cfg.state_topic}.owners", me, cfg.group.num_partitions, self._own,
+                session_timeout_ms=cfg.ownership_session_timeout_ms)
             store.owns = ownership.holds
             runtime.serving = ownership.serving
+        if gateway is not None and self._placement is not None:
+            gateway.address_for = self.broker_address
+            gateway.coordinators = self._coordinator_nodes
+            if gateway.offsets_topic is not None:
+                gateway.offsets_topic.owner_node = self._owner_node
+                gateway.offsets_topic.serves = self._serves_offsets
         self.service = GroupCoordinatorService(runtime, node, adoption, self.transactions, self._learn_topics,
-                                               locate=self._locate if self.ownership is not None else None,
+                                               locate=self._locate if self._placement is not None else None,
                                                note_topics=note_topics)
         answers = LocalAnswers(node, gateway, versions, sasl_enabled=cfg.sasl)
         self._dispatcher = Dispatcher(self.service, answers, gateway, sasl=self._sasl_settings(),
@@ -310,38 +325,46 @@ class KgcApp:
         """Instances that share the partitions need node ids of their own (clients key their
         coordinator connections by it): unless one is set, each takes one from its address."""
         cfg = self.config
+        if self.split is not None:
+            return self.split.me.node_id
         if cfg.store != "replicated" or cfg.node_id != DEFAULT_NODE_ID:
             return cfg.node_id
         return DEFAULT_NODE_ID + zlib.crc32(f"{cfg.advertised}:{port}".encode()) % 100_000_000
 
+    def _placed(self) -> Ownership | ProcessSplit:
+        if self._placement is None:
+            raise RuntimeError("the ownership is missing: KgcApp.start has not made it")
+        return self._placement
+
     def _locate(self, group_id: str) -> CoordinatorNode | None:
         # A lapsed instance's map may be stale: COORDINATOR_NOT_AVAILABLE, and the client asks again.
-        ownership = started(self.ownership, "the ownership")
-        owner = ownership.owner(group_id) if ownership.serving() else None
+        placement = self._placed()
+        owner = placement.owner(group_id) if placement.serving() else None
         return None if owner is None else CoordinatorNode(owner.node_id, owner.host, owner.port)
 
     def _coordinator_nodes(self) -> tuple[Broker, ...]:
-        """Every live instance's coordinator node (store replicated), this one's first: a
+        """Every live instance's or process's coordinator node, this one's first: a
         FindCoordinator may name any of them, and clients keep only brokers Metadata lists."""
         own = started(self._plan, "the listener plan").coordinator
-        members = started(self.ownership, "the ownership").members
+        members = self._placed().members
         return (own, *(Broker(i.node_id, i.host, i.port) for i in members if i.node_id != own.node_id))
 
     def _owner_node(self, partition: int) -> int | None:
-        owner = started(self.ownership, "the ownership").owners.get(partition)
+        owner = self._placed().owners.get(partition)
         return None if owner is None else owner.node_id
 
     def _serves_offsets(self, partition: int) -> bool:
         """Whether this instance answers a read of `__consumer_offsets` partition `partition`:
         it owns it and has loaded it (what it holds in memory is the whole partition)."""
-        return (started(self.ownership, "the ownership").holds(partition)
+        return (self._placed().holds(partition)
                 and started(self.runtime, "the runtime").partition_state(partition) is PartitionState.ACTIVE)
 
     def broker_address(self, node_id: int) -> tuple[str, int]:
-        """Where clients reach upstream node `node_id` (store replicated): the listener of the
-        instance every instance names for it; this one's own before the first generation."""
-        ownership = started(self.ownership, "the ownership")
-        instance = ownership.broker_instance(node_id) if node_id != self._node_id else None
+        """Where clients reach upstream node `node_id` (several instances or processes): the
+        listener of the instance every instance names for it; this one's own before the first
+        generation, and always with processes (they share the broker listeners' ports)."""
+        placement = self._placed()
+        instance = placement.broker_instance(node_id) if node_id != self._node_id else None
         if instance is None:
             return started(self._plan, "the listener plan").listener_address(node_id)
         return instance.host, instance.broker_port(node_id)
@@ -479,7 +502,8 @@ class KgcApp:
     def _listener(self, port: int, node_id: int | None) -> Listener:
         """A bound listener (bind errors raise here, before anything is served)."""
         cfg = self.config
-        listener = Listener(cfg.host, port, listener_node_id=node_id,
+        # The processes of one kgc share the broker listeners' ports (coordinator/process_split.py).
+        listener = Listener(cfg.host, port, listener_node_id=node_id, shared=node_id is not None and self.split is not None,
                             max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight, tls=self.tls,
                             login_frame_bytes=cfg.sasl_server_max_receive_size if cfg.sasl else None,
                             per_ip=self._connections_per_ip, idle=IdleLimit(cfg.connections_max_idle_ms))

@@ -55,6 +55,10 @@ class ServerConfig:
     # group.min.session.timeout.ms, the shortest it allows, so a failover takes no longer
     # than Kafka's own (its broker.session.timeout.ms is 9 s). kgc heartbeats every second.
     ownership_session_timeout_ms: int = 6_000
+    # Several processes on this machine, each serving a fixed share of the 50 partitions
+    # on its own port (coordinator.process_split): kgc's work on more than one core.
+    processes: int = 1
+    process_index: int | None = None         # set by `kgc serve --processes N` for each of its children
     segment_bytes: int = 100 * 2**20
     upstream: tuple[tuple[str, int], ...] = ()
     standalone: bool = False                 # no upstream, not even the embedded one
@@ -320,6 +324,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ownership_session_timeout_ms", integer(1),
             "store replicated: an instance silent this long loses its partitions to the others (the upstream's "
             "group.min/max.session.timeout.ms bound it)"),
+    Setting("processes", integer(1, 50),
+            "store local: run this many kgc processes on this machine, process i serving every partition p with "
+            "p % processes == i on port + i (node_id + i, http_port + i) and every process the broker listeners"),
+    Setting("process_index", integer(0, 49), "which of the processes this one is: set by kgc for the processes "
+            "it starts, not by hand"),
     Setting("segment_bytes", integer(1024), "segment size at which the log rolls"),
     Setting("upstream", host_ports, "HOST:PORT,... of the Kafka cluster (unset: the embedded broker)",
             metavar="HOST:PORT[,HOST:PORT...]"),
@@ -550,7 +559,32 @@ def check(config: ServerConfig) -> None:
                           "could be acknowledged")
     if config.data_dir is not None and Path(config.data_dir).exists() and not Path(config.data_dir).is_dir():
         raise ConfigError(f"data_dir {config.data_dir} exists and is not a directory")
+    _check_processes(config)
     _check_security(config)
+
+
+def _check_processes(config: ServerConfig) -> None:
+    n = config.processes
+    if config.process_index is not None and config.process_index >= n:
+        raise ConfigError(f"process_index {config.process_index} is not below processes ({n})")
+    if n == 1:
+        return
+    if config.store == "replicated":
+        raise ConfigError("processes and store replicated exclude each other: on the replicated store run several "
+                          "instances instead (README, \"The replicated store\")")
+    if n > config.group.num_partitions:
+        raise ConfigError(f"processes ({n}) is above the {config.group.num_partitions} partitions they share")
+    # Each process tells clients where the others listen: ports that every process knows.
+    if config.port == 0:
+        raise ConfigError("processes needs a fixed port: process i listens on port + i (set port, not 0)")
+    if config.upstream and config.broker_port_base == 0 and not config.broker_ports:
+        raise ConfigError("processes needs fixed broker listener ports, which every process shares: set "
+                          "broker_port_base (not 0) or broker_ports")
+    if config.port + n - 1 > 65535:
+        raise ConfigError(f"processes ({n}) from port {config.port} run past port 65535")
+    if config.http_port and config.port - n < config.http_port < config.port + n:
+        raise ConfigError(f"http_port ({config.http_port}) + i and port ({config.port}) + i overlap for "
+                          f"{n} processes")
 
 
 def _check_security(config: ServerConfig) -> None:

@@ -176,9 +176,16 @@ class HttpServer:
         return web.json_response({"groups": listed, "unavailable_partitions": unavailable})
 
     async def _ownership(self, request: web.Request) -> web.Response:
-        """Which instance owns which partition (store replicated), and the last changes here."""
+        """Which instance or process owns which partition, and (store replicated) the last changes here."""
         ownership = self._kgc.ownership
         runtime = self._kgc.runtime
+        split = getattr(self._kgc, "split", None)
+        if split is not None:
+            me = split.me
+            return web.json_response({
+                "mode": "processes", "process": split.index, "processes": len(split.members),
+                "instance": {"node_id": me.node_id, "host": me.host, "port": me.port}, "owned": sorted(split.owned),
+                "owners": {str(p): f"{i.host}:{i.port}" for p, i in sorted(split.owners.items())}})
         if ownership is None:
             owned = sorted(runtime.owned) if runtime is not None else []
             return web.json_response({"mode": "single", "owned": owned})

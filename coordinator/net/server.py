@@ -30,8 +30,10 @@ class Listener:
     def __init__(self, host: str, port: int, *, listener_node_id: int | None,
                  max_frame_bytes: int, max_in_flight: int, tls: ServerTls | None = None,
                  login_frame_bytes: int | None = None, per_ip: ConnectionsPerIp | None = None,
-                 idle: IdleLimit = DEFAULT_IDLE_LIMIT, clock: Callable[[], float] = time.monotonic):
+                 idle: IdleLimit = DEFAULT_IDLE_LIMIT, clock: Callable[[], float] = time.monotonic,
+                 shared: bool = False):
         self._tls = tls
+        self._shared = shared   # other processes bind the same port (SO_REUSEPORT): the kernel spreads connections
         self._sock: socket.socket | None = None
         self._host = host
         self._port = port
@@ -66,7 +68,7 @@ class Listener:
 
     def bind(self) -> int:
         """Bind before serving, so the port (maybe ephemeral) is known to what answers for it."""
-        self._sock = socket.create_server((self._host, self._port), reuse_port=False)
+        self._sock = socket.create_server((self._host, self._port), reuse_port=self._shared)
         self._port = self._sock.getsockname()[1]
         return self._port
 
