@@ -16,17 +16,25 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# One of the processes of `kgc serve --processes N`: which one says each line.
+PROCESS_TEXT_FORMAT = "%(asctime)s %(levelname)s [process {process}] %(name)s: %(message)s"
 _GROUP_PREFIX = re.compile(r"\[group=(?P<group>[^\]]*)\]\s*")
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self, process: int | None = None):
+        super().__init__()
+        self._process = process
+
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
-        entry = {
+        entry: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
         }
+        if self._process is not None:
+            entry["process"] = self._process
         scoped = _GROUP_PREFIX.match(message)
         if scoped is not None:
             entry["group"] = scoped["group"]
@@ -37,9 +45,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def setup_logging(level: str, log_format: str, stream: TextIO = sys.stderr) -> None:
+def setup_logging(level: str, log_format: str, stream: TextIO = sys.stderr, *, process: int | None = None) -> None:
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    text = TEXT_FORMAT if process is None else PROCESS_TEXT_FORMAT.format(process=process)
+    handler.setFormatter(JsonFormatter(process) if log_format == "json" else logging.Formatter(text))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 
 from coordinator.app import CannotStart, KgcApp, started
+from coordinator.commands.processes import die_with_parent
 from coordinator.embedded import MEMORY_STORAGE_WARNING, EmbeddedBroker, choose_upstream
 from coordinator.runtime.partition_state import PartitionState, failed_to_load
 from coordinator.runtime.runtime import CoordinatorRuntime
@@ -109,7 +110,8 @@ async def serving_line(app: KgcApp, stop: asyncio.Event) -> str:
         brokers = (" (" + ", ".join(f"broker {node} on {config.advertised}:{port}" for node, port in sorted(ports.items()))
                    + ")" if ports else " (upstream not reached yet: a listener opens for each broker as it is found)")
     http = f"; HTTP on {config.http_host}:{app.http.port}" if app.http is not None else ""
-    return f"kgc serving on {config.advertised}:{app.port}{brokers}{http}"
+    which = "" if config.process_index is None else f"; process {config.process_index} of {config.processes}"
+    return f"kgc serving on {config.advertised}:{app.port}{brokers}{http}{which}"
 
 
 async def _freeze_when_loaded(runtime: CoordinatorRuntime) -> None:
@@ -139,6 +141,8 @@ async def _watch_embedded(broker: EmbeddedBroker) -> None:
 
 def serve(config: ServerConfig) -> int:
     """`kgc serve`: the upstream (configured, embedded, or none), the event loop, until a signal."""
+    if config.process_index is not None:
+        die_with_parent()   # one of `kgc serve --processes N`'s: the upstream was chosen there
     config, broker = choose_upstream(config, standalone=config.standalone)
 
     def exit_now(sig: int) -> None:

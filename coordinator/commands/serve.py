@@ -51,7 +51,24 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.print_config:
         sys.stdout.write(render_toml(loaded))
         return 0
-    setup_logging(loaded.config.log_level, loaded.config.log_format)
+    config = loaded.config
+    setup_logging(config.log_level, config.log_format, process=config.process_index)
     for warning in loaded.warnings:
         log.warning("%s", warning)
-    return serve(loaded.config)
+    if config.processes > 1 and config.process_index is None:
+        from coordinator.commands.processes import supervise
+
+        return supervise(config, given_flags(args))
+    return serve(config)
+
+
+def given_flags(args: argparse.Namespace) -> list[str]:
+    """The flags `kgc serve` was given, as given: what each of its processes is started with
+    (the environment and the config file reach them as they reached this one)."""
+    argv = [] if args.config is None else ["--config", args.config]
+    for s in SETTINGS:
+        if hasattr(args, s.name):
+            values = getattr(args, s.name) if s.repeatable else [getattr(args, s.name)]
+            for value in values:
+                argv += [s.option, value]
+    return argv

@@ -15,7 +15,7 @@ from dataclasses import replace
 from coordinator.app import KgcApp
 from coordinator.group.config import GroupConfig
 from coordinator.settings import ServerConfig
-from tests.support.ports import free_port
+from tests.support.ports import free_port, free_port_run
 
 # Fast-moving groups for tests: Kafka's floor of 6 s on session timeouts would make every
 # expiry test slow.
@@ -51,6 +51,16 @@ async def running_kgc(config: ServerConfig | None = None, **group_overrides) -> 
         await app.stop()
 
 
+def _processes(args: tuple[str, ...]) -> int:
+    """How many ports from `port` on kgc listens: one per process (`--processes N`)."""
+    for i, arg in enumerate(args):
+        if arg == "--processes" and i + 1 < len(args):
+            return int(args[i + 1])
+        if arg.startswith("--processes="):
+            return int(arg.split("=", 1)[1])
+    return 1
+
+
 class KgcProcess:
     """`kgc serve` in a child process, stopped (or killed) by its PID.
 
@@ -61,7 +71,7 @@ class KgcProcess:
     def __init__(self, *args: str, port: int | None = None, log_path: str | None = None,
                  env: dict[str, str] | None = None, embedded: bool = False, own_session: bool = False,
                  popen: dict | None = None):
-        self.port = port or free_port()
+        self.port = port or free_port_run(_processes(args))
         if not embedded and "--upstream" not in args and "--standalone" not in args:
             args = ("--standalone", *args)
         if "--http-port" not in args:

@@ -40,3 +40,28 @@ def free_port_on(hosts: tuple[str, ...]) -> int:
             _handed_out.add(port)
             return port
     raise RuntimeError(f"no port free on all of {hosts} that this run has not handed out already")
+
+
+def free_port_run(count: int, host: str = HOST) -> int:
+    """The first of `count` consecutive ports, each free and never handed out before in this
+    run (`kgc serve --processes N` listens on port + i)."""
+    with _lock:
+        for _ in range(_ATTEMPTS):
+            with socket.socket() as probe:
+                probe.bind((host, 0))
+                first = probe.getsockname()[1]
+            run = range(first, first + count)
+            if run[-1] > 65535 or _handed_out.intersection(run) or not all(_bindable(host, p) for p in run):
+                continue
+            _handed_out.update(run)
+            return first
+    raise RuntimeError(f"no {count} consecutive ports free on {host}")
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
