@@ -55,7 +55,6 @@ class _Process:
     argv: list[str]
     popen: subprocess.Popen | None = None
     started_at: float = 0.0
-    restarts: int = 0
     backoff_s: float = RESTART_BACKOFF_S[0]
     restart_at: float | None = None
     exited_before: bool = False
@@ -111,7 +110,6 @@ def _keep_running(processes: list[_Process], signals: list[int]) -> int | None:
             popen = process.popen
             if process.restart_at is not None:
                 if now >= process.restart_at:
-                    process.restarts += 1
                     process.start()
                 continue
             if popen is None or (code := popen.poll()) is None:
