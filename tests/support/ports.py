@@ -24,38 +24,30 @@ def free_port(host: str = HOST) -> int:
 def free_port_on(hosts: tuple[str, ...]) -> int:
     """A port free on every one of `hosts` (each node of a cluster uses the same ports),
     never handed out before in this run."""
-    with _lock:
-        for _ in range(_ATTEMPTS):
-            with socket.socket() as first:
-                first.bind((hosts[0], 0))
-                port = first.getsockname()[1]
-                if port in _handed_out:
-                    continue
-                try:
-                    for host in hosts[1:]:
-                        with socket.socket() as other:
-                            other.bind((host, port))
-                except OSError:
-                    continue
-            _handed_out.add(port)
-            return port
-    raise RuntimeError(f"no port free on all of {hosts} that this run has not handed out already")
+    return _free_run(hosts, 1)
 
 
 def free_port_run(count: int, host: str = HOST) -> int:
     """The first of `count` consecutive ports, each free and never handed out before in this
     run (`kgc serve --processes N` listens on port + i)."""
+    return _free_run((host,), count)
+
+
+def _free_run(hosts: tuple[str, ...], count: int) -> int:
+    """The first of `count` consecutive ports free on every one of `hosts`, from a port the
+    kernel picks on the first; none of them handed out before, all of them handed out now."""
     with _lock:
         for _ in range(_ATTEMPTS):
             with socket.socket() as probe:
-                probe.bind((host, 0))
+                probe.bind((hosts[0], 0))
                 first = probe.getsockname()[1]
             run = range(first, first + count)
-            if run[-1] > 65535 or _handed_out.intersection(run) or not all(_bindable(host, p) for p in run):
+            if run[-1] > 65535 or _handed_out.intersection(run) or not all(
+                    _bindable(host, port) for host in hosts for port in run):
                 continue
             _handed_out.update(run)
             return first
-    raise RuntimeError(f"no {count} consecutive ports free on {host}")
+    raise RuntimeError(f"no {count} consecutive port(s) free on all of {hosts} that this run has not handed out")
 
 
 def _bindable(host: str, port: int) -> bool:
