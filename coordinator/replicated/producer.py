@@ -3,11 +3,12 @@
 One transactional id per partition (`<prefix>.p<NN>`): whoever calls InitProducerId for
 it last owns the partition, and the upstream's transaction coordinator fences every
 earlier holder (their AddPartitionsToTxn, Produce and EndTxn fail with PRODUCER_FENCED or
-INVALID_PRODUCER_EPOCH) and aborts the transaction they left open. A batch is written as
-one transaction: AddPartitionsToTxn, one Produce (acks=all), EndTxn(commit). The batch is
-durable once EndTxn answers: the commit decision is in the replicated transaction log and
-the records are on every in-sync replica; a new owner's InitProducerId waits until the
-commit markers are written, so it reads them.
+INVALID_PRODUCER_EPOCH) and aborts the transaction they left open. The store writes its
+batches inside a transaction it keeps open for a while (`begin`, then one `produce` per
+batch, acks=all, then `commit`): a batch is durable once its Produce answers, on every
+in-sync replica. A transaction the owner did not end (it died, or was fenced) is aborted
+by the next owner's InitProducerId, which waits until the abort markers are written, so
+the next owner reads everything the last one wrote and keeps it (store.py).
 
 Retriable answers (a leader or coordinator moving, CONCURRENT_TRANSACTIONS while the last
 transaction's markers are written) are retried until the write timeout; anything else
@@ -96,20 +97,22 @@ class PartitionProducer:
         self.producer_id, self.producer_epoch, self._sequence = response.producer_id, response.producer_epoch, 0
         log.debug("%s: producer id %d epoch %d", self.transactional_id, self.producer_id, self.producer_epoch)
 
-    async def write(self, records: Sequence[LogRecord], timestamp_ms: int) -> int:
-        """One transaction holding `records` as one batch; its base offset once committed."""
+    async def begin(self) -> None:
+        """AddPartitionsToTxn: opens a transaction on the partition."""
         cls = AddPartitionsToTxnRequest[_ADD_PARTITIONS_VERSION]
         add = cls(v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=self.producer_id,
                   v3_and_below_producer_epoch=self.producer_epoch, v3_and_below_topics=[
                       cls.AddPartitionsToTxnTopic(name=self._topic.topic, partitions=[self.partition])])
         await self._with_coordinator("AddPartitionsToTxn", add, AddPartitionsToTxnResponse, _add_partitions_code)
-        base_offset = await self._produce(records, timestamp_ms)
+
+    async def commit(self) -> None:
+        """EndTxn(commit): the open transaction's marker follows what it wrote."""
         end = EndTxnRequest[_END_TXN_VERSION](transactional_id=self.transactional_id, producer_id=self.producer_id,
                                               producer_epoch=self.producer_epoch, committed=True)
         await self._with_coordinator("EndTxn", end, EndTxnResponse, lambda r: r.error_code)
-        return base_offset
 
-    async def _produce(self, records: Sequence[LogRecord], timestamp_ms: int) -> int:
+    async def produce(self, records: Sequence[LogRecord], timestamp_ms: int) -> int:
+        """One batch in the open transaction, on every in-sync replica; its base offset."""
         batch = encode_producer_batch(0, records, timestamp_ms, TxnBatch(self.producer_id, self.producer_epoch),
                                       base_sequence=self._sequence)
         cls = ProduceRequest[_PRODUCE_VERSION]

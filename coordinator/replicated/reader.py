@@ -1,11 +1,16 @@
-"""Reads one partition of the state topic as a read_committed consumer sees it.
+"""Reads one partition of the state topic as its new owner must see it.
 
 Fetch with isolation READ_COMMITTED returns the data below the last stable offset and,
-with it, the aborted transactions (producer id, first offset) it covers; the reader drops
-a transactional batch of a producer while that producer has an aborted transaction open
-at its offset, and drops every control batch. What is left was committed, and is handed
-back as plain batches at their own offsets (the loader needs no transaction logic for
-kgc's own writes), with their producer id and epoch.
+with it, the aborted transactions (producer id, first offset) it covers. A transactional
+batch inside an aborted transaction is dropped, unless its producer is kgc's own for the
+partition: `own_producer_id`, or one that committed a transaction earlier in the partition
+(the id an earlier owner wrote with, before the transactional id's epochs ran out). The owner acknowledges a batch once its Produce is on every
+in-sync replica, inside a transaction it ends later (store.py), so an owner that died or
+was fenced leaves acknowledged batches in a transaction its successor's InitProducerId
+aborted. Those are kept, and named (`StateRead.aborted`), so that the store can commit
+them again before Kafka's cleaner drops them. Control batches are dropped. What is left
+is handed back as plain batches at their own offsets (the loader needs no transaction
+logic for kgc's own writes), with their producer id and epoch.
 
 The read ends at the high watermark: the owner reads after its InitProducerId, which
 completed every transaction on the partition, so nothing above the last stable offset is
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
@@ -37,14 +43,23 @@ class ReadError(Exception):
     pass
 
 
-async def read_committed(topic: UpstreamTopic, partition: int, *, timeout_s: float = 30.0,
-                         clock: Callable[[], float] = time.monotonic) -> tuple[list[StoredBatch], int]:
-    """The committed batches of `partition` and its end offset (the next offset written)."""
+@dataclass(slots=True)
+class StateRead:
+    batches: list[StoredBatch]
+    end: int                        # the next offset the topic will write
+    # Base offsets of the kept batches of kgc's own aborted transactions.
+    aborted: set[int] = field(default_factory=set)
+
+
+async def read_state(topic: UpstreamTopic, partition: int, own_producer_id: int, *, start: int = 0,
+                     timeout_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> StateRead:
+    """The batches of `partition` from `start` that its owner keeps, and its end offset."""
     deadline = clock() + timeout_s
-    batches: list[StoredBatch] = []
-    position = 0
+    read = StateRead([], start)
+    position = start
     aborted: list[tuple[int, int]] = []     # (first offset, producer id) of aborted transactions, as fetched
     open_aborts: set[int] = set()
+    committed = {own_producer_id}           # producer ids whose aborted batches are kept
     while True:
         data = await _fetch(topic, partition, position, deadline, clock)
         aborted = sorted(aborted + [(t.first_offset, t.producer_id) for t in data.aborted_transactions or ()])
@@ -69,15 +84,20 @@ async def read_committed(topic: UpstreamTopic, partition: int, *, timeout_s: flo
                     open_aborts.discard(pid)
                 continue
             if batch.is_transactional and pid in open_aborts:
-                continue
-            # Committed, so plain to the loader; the writer's producer id and epoch stay, for
-            # the audit and for checking that no two owners wrote a partition at once.
-            batches.append(StoredBatch(batch.base_offset, batch.last_offset, batch.records,
-                                       max_timestamp_ms=batch.max_timestamp_ms, producer_id=pid,
-                                       producer_epoch=batch.producer_epoch))
+                if pid not in committed:
+                    continue
+                read.aborted.add(batch.base_offset)
+            elif batch.is_transactional:
+                committed.add(pid)
+            # Kept, so plain to the loader; the writer's producer id and epoch stay, for the
+            # audit and for checking that no two owners wrote a partition at once.
+            read.batches.append(StoredBatch(batch.base_offset, batch.last_offset, batch.records,
+                                            max_timestamp_ms=batch.max_timestamp_ms, producer_id=pid,
+                                            producer_epoch=batch.producer_epoch))
         stable = data.last_stable_offset
         if position >= data.high_watermark and stable >= data.high_watermark:
-            return batches, data.high_watermark
+            read.end = data.high_watermark
+            return read
         if not fetched:
             if clock() >= deadline:
                 raise ReadError(f"{topic.topic}-{partition}: a transaction stays open at offset {stable} "

@@ -29,8 +29,9 @@ from coordinator.gateway.upstream_topic import UpstreamTopic
 from coordinator.partitioning import partition_for
 from coordinator.records.codec import deserialize
 from coordinator.records.types import OffsetCommitKey
-from coordinator.replicated.reader import read_committed
+from coordinator.replicated.reader import StateRead, read_state
 from coordinator.settings import host_ports
+from storage.api import StoredBatch
 from tests.support.admin import new_name, offsets_once_owned, produce_sequenced
 from tests.support.clients import Member, MemberSettings, wait_until
 from tests.support.kgc_instances import (
@@ -233,19 +234,20 @@ def test_groups_progress_and_keep_every_acknowledged_commit_through_kills_pauses
 
 
 async def check_state_topic(kafka3, state: str, committers: list[Committer]) -> None:
-    """The state topic read directly (read_committed, as a new owner reads it): each partition's
-    producer epochs never go back, and each committer's last offset record is in range."""
+    """The state topic read directly, without the batches of aborted transactions (what Kafka's
+    cleaner keeps): each partition's producer epochs never go back, and each committer's last
+    offset record is in range."""
     cluster = UpstreamCluster(host_ports(kafka3.bootstrap))
     cluster.start()
     await cluster.wait_reachable()
     topic = UpstreamTopic(cluster, state, 50, client_id="ha-test")
     try:
         for partition in range(50):
-            batches, _ = await read_committed(topic, partition)
+            batches = committed_batches(await read_state(topic, partition, -1))
             epochs = [b.producer_epoch for b in batches]
             assert epochs == sorted(epochs), (partition, epochs)
         for c in committers:
-            batches, _ = await read_committed(topic, partition_for(c.group))
+            batches = committed_batches(await read_state(topic, partition_for(c.group), -1))
             last = None
             for batch in batches:
                 for record in batch.records:
@@ -256,3 +258,7 @@ async def check_state_topic(kafka3, state: str, committers: list[Committer]) -> 
     finally:
         await topic.close()
         await cluster.close()
+
+
+def committed_batches(read: StateRead) -> list[StoredBatch]:
+    return [b for b in read.batches if b.base_offset not in read.aborted]
