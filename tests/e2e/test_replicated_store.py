@@ -44,7 +44,8 @@ def test_acknowledged_commits_survive_kill_9_of_kgc_without_its_disk(kafka, tmp_
         assert offsets_once_owned(first.bootstrap, group) == {}
         consumer = Consumer({"bootstrap.servers": first.bootstrap, "group.id": group, "enable.auto.commit": False})
         try:
-            # Synchronous commits: each answered only once its transaction committed upstream.
+            # Synchronous commits: each answered once its batch is on the state topic's
+            # replicas, in a transaction the kill may leave open (the next owner keeps it).
             for i in range(1, COMMITS + 1):
                 consumer.commit(offsets=[TopicPartition(topic, p, i * 10 + p) for p in range(PARTITIONS)],
                                 asynchronous=False)
