@@ -4,10 +4,10 @@ Fetch with isolation READ_COMMITTED returns the data below the last stable offse
 with it, the aborted transactions (producer id, first offset) it covers. A transactional
 batch inside an aborted transaction is dropped, unless its producer is kgc's own for the
 partition: `own_producer_id`, or one that committed a transaction earlier in the partition
-(the id an earlier owner wrote with, before the transactional id's epochs ran out). The owner acknowledges a batch once its Produce is on every
-in-sync replica, inside a transaction it ends later (store.py), so an owner that died or
-was fenced leaves acknowledged batches in a transaction its successor's InitProducerId
-aborted. Those are kept, and named (`StateRead.aborted`), so that the store can commit
+(the id an earlier owner wrote with, before the transactional id's epochs ran out). The
+owner acknowledges a batch once its Produce is on every in-sync replica, inside a
+transaction it ends later (store.py), so an owner that died or was fenced leaves
+acknowledged batches in a transaction its successor's InitProducerId aborted. Those are kept, and named (`StateRead.aborted`), so that the store can commit
 them again before Kafka's cleaner drops them. Control batches are dropped. What is left
 is handed back as plain batches at their own offsets (the loader needs no transaction
 logic for kgc's own writes), with their producer id and epoch.

@@ -193,13 +193,14 @@ class ReplicatedLogStore:
             for record in batch.records:
                 latest[record.key] = (aborted, record)
         again = sorted((record for aborted, record in latest.values() if aborted), key=lambda r: r.offset)
-        if again:
-            await producer.begin()
-            base = await producer.produce([LogRecord(r.key or b"", r.value, r.headers) for r in again],
-                                          max(r.timestamp_ms for r in again))
-            await producer.commit()
-            log.warning("state partition %d: %d records of an earlier owner's unfinished transaction committed "
-                        "again at offset %d", partition, len(again), base)
+        if not again:       # later records replaced all of them
+            return read
+        await producer.begin()
+        base = await producer.produce([LogRecord(r.key or b"", r.value, r.headers) for r in again],
+                                      max(r.timestamp_ms for r in again))
+        await producer.commit()
+        log.warning("state partition %d: %d records of an earlier owner's unfinished transaction committed "
+                    "again at offset %d", partition, len(again), base)
         rest = await read_state(self.topic, partition, producer.producer_id, start=read.end,
                                 timeout_s=self._read_timeout_s, clock=self._clock)
         return StateRead(read.batches + rest.batches, rest.end)
