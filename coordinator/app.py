@@ -506,7 +506,8 @@ class KgcApp:
         listener = Listener(cfg.host, port, listener_node_id=node_id, shared=node_id is not None and self.split is not None,
                             max_frame_bytes=cfg.max_frame_bytes, max_in_flight=cfg.max_in_flight, tls=self.tls,
                             login_frame_bytes=cfg.sasl_server_max_receive_size if cfg.sasl else None,
-                            per_ip=self._connections_per_ip, idle=IdleLimit(cfg.connections_max_idle_ms))
+                            per_ip=self._connections_per_ip, idle=IdleLimit(cfg.connections_max_idle_ms),
+                            backlog=cfg.socket_listen_backlog_size)
         listener.bind()
         self.listeners.append(listener)
         return listener

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from coordinator.group.config import GroupConfig
+from coordinator.net.server import DEFAULT_BACKLOG
 from coordinator.security.acl import AclError, load_acl_file
 from coordinator.security.principal import parse_rules
 from protocol.api_keys import GROUP_API_FLOORS
@@ -70,6 +71,7 @@ class ServerConfig:
     max_in_flight: int = 1000                # per connection, before reading pauses
     sasl_server_max_receive_size: int = 524_288     # Kafka's: largest frame before login
     connections_max_idle_ms: int = 600_000          # Kafka's (-1: never)
+    socket_listen_backlog_size: int = DEFAULT_BACKLOG   # Kafka's socket.listen.backlog.size, not its 50
     max_connections_per_ip: int = 2**31 - 1         # Kafka's (its default: Integer.MAX_VALUE)
     max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()   # (address, limit)
     http_host: str = "127.0.0.1"
@@ -346,6 +348,8 @@ SETTINGS: tuple[Setting, ...] = (
             "largest request frame accepted before a SASL login completes (Kafka's sasl.server.max.receive.size)"),
     Setting("connections_max_idle_ms", idle_ms,
             "close a client connection idle this long with no response owed (-1: never)"),
+    Setting("socket_listen_backlog_size", integer(1),
+            "connections each listener's kernel queue holds until kgc accepts them (at most net.core.somaxconn)"),
     Setting("max_connections_per_ip", integer(0, 2**31 - 1),
             "client connections open at once from one address, over every listener"),
     Setting("max_connections_per_ip_overrides", host_counts,

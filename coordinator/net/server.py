@@ -22,6 +22,11 @@ from coordinator.security.tls import HANDSHAKE_TIMEOUT_S, ServerTls
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_LIMIT = IdleLimit()     # Kafka's connections.max.idle.ms default
+# Kafka's socket.listen.backlog.size is 50, beside a thread that only accepts. kgc accepts on
+# its event loop, so a burst of connects (a restart's reconnections, a large group finding its
+# coordinator) waits in the kernel's queue while the loop serves others; a full queue drops
+# SYNs, and their clients retry a second or more later. The kernel caps it at somaxconn.
+DEFAULT_BACKLOG = 4096
 
 
 class Listener:
@@ -31,8 +36,9 @@ class Listener:
                  max_frame_bytes: int, max_in_flight: int, tls: ServerTls | None = None,
                  login_frame_bytes: int | None = None, per_ip: ConnectionsPerIp | None = None,
                  idle: IdleLimit = DEFAULT_IDLE_LIMIT, clock: Callable[[], float] = time.monotonic,
-                 shared: bool = False):
+                 shared: bool = False, backlog: int = DEFAULT_BACKLOG):
         self._tls = tls
+        self._backlog = backlog
         self._shared = shared   # other processes bind the same port (SO_REUSEPORT): the kernel spreads connections
         self._sock: socket.socket | None = None
         self._host = host
@@ -68,7 +74,7 @@ class Listener:
 
     def bind(self) -> int:
         """Bind before serving, so the port (maybe ephemeral) is known to what answers for it."""
-        self._sock = socket.create_server((self._host, self._port), reuse_port=self._shared)
+        self._sock = socket.create_server((self._host, self._port), reuse_port=self._shared, backlog=self._backlog)
         self._port = self._sock.getsockname()[1]
         return self._port
 
@@ -78,9 +84,9 @@ class Listener:
         loop = asyncio.get_running_loop()
         make = partial(self._make_connection, dispatcher)
         if self._tls is None:
-            self._server = await loop.create_server(make, sock=self._sock)
+            self._server = await loop.create_server(make, sock=self._sock, backlog=self._backlog)
         else:
-            self._server = await loop.create_server(make, sock=self._sock, ssl=self._tls.context,
+            self._server = await loop.create_server(make, sock=self._sock, backlog=self._backlog, ssl=self._tls.context,
                                                     ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
         self._schedule_sweep()
         log.info("listening on %s:%d (%s%s)", self._host, self._port,
