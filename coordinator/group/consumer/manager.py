@@ -82,6 +82,13 @@ log = logging.getLogger(__name__)
 # The shortest heartbeat interval a member is given while its group waits for the
 # assignment interval: members come back about when the assignment is due, not in a burst.
 MIN_EARLY_HEARTBEAT_MS = 100
+# The heartbeat interval, at most, of a member of a settling group: one waiting for
+# partitions that others still hold, or one whose group's target assignment changed within
+# the last regular heartbeat interval. A member learns of partitions freed for it, or
+# taken from it, only from a heartbeat's answer, so at the regular interval (5 s) every
+# step of a rebalance waits for it: a first member gives partitions up at its next
+# heartbeat, and the heartbeat after that gives them to the next member.
+SETTLING_HEARTBEAT_MS = 500
 
 
 def successor_of(departed: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
@@ -168,18 +175,15 @@ class ConsumerGroups:
         updated = _apply_request(base, request, regex, ctx)
         owned = None if request.topic_partitions is None else from_topic_partitions(
             (t.topic_id, t.partitions) for t in request.topic_partitions)
-        reconciled, assignment_in_ms = self.advance(group, image, old, base, updated, replaced, owned, records,
-                                                    ctx.may_describe_topic)
+        reconciled, come_back_ms = self.advance(group, image, old, base, updated, replaced, owned, records,
+                                                ctx.may_describe_topic)
 
         full = (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
                 and (request.subscribed_topic_names is not None or regex is not None))
         send = epoch == 0 or full or old is None or reconciled.assigned != old.assigned
         interval_ms = self.config.consumer_heartbeat_interval_ms
-        if assignment_in_ms is not None:
-            # The group's next assignment waits for the assignment interval: come back when
-            # it is due rather than a whole heartbeat interval later, so that a burst of joins
-            # is assigned (and its members' revocations learnt) within about that interval.
-            interval_ms = min(interval_ms, max(assignment_in_ms, MIN_EARLY_HEARTBEAT_MS))
+        if come_back_ms is not None:
+            interval_ms = min(interval_ms, come_back_ms)
         response = consumer_group_heartbeat_response(
             version, member_id, reconciled.member_epoch, interval_ms,
             to_topic_partitions(reconciled.assigned) if send else None)
@@ -208,8 +212,8 @@ class ConsumerGroups:
         the request applied, `replaced` a departed static member it succeeds; `owned` the
         partitions it says it holds (None: not said); `may_describe` the member's DESCRIBE
         right on a topic, which filters the regexes resolved now. Appends the records, arms
-        its timers, and returns the member reconciled, and in how many milliseconds the
-        group's next target assignment may be computed when it waits for one (else None)."""
+        its timers, and returns the member reconciled, and how soon it should heartbeat again
+        when that is sooner than its regular interval (else None)."""
         member_id = updated.member_id
         is_new = old is None
 
@@ -259,12 +263,13 @@ class ConsumerGroups:
             records.append(target_record(group.group_id, member_id, targets[member_id]))
         target_epoch = group.assignment_epoch
         assignment_in_ms = None
+        settling = self._recently_assigned(group)
         if group_epoch > group.assignment_epoch:
             assignment_in_ms = self._assignment_in_ms(group)
             if assignment_in_ms == 0:
                 new_targets = self._assign(group, members, image, subscribed, targets)
                 records += target_assignment_records(group.group_id, targets, new_targets, group_epoch, self.clock())
-                targets, target_epoch, assignment_in_ms = new_targets, group_epoch, None
+                targets, target_epoch, assignment_in_ms, settling = new_targets, group_epoch, None, True
 
         # 5. the member's current assignment
         ids = frozenset(image.by_name[n].topic_id for n in subscribed(updated) if n in image.by_name)
@@ -284,7 +289,14 @@ class ConsumerGroups:
                           member_id, reconciled.member_epoch, reconciled.state.name, group_epoch, target_epoch)
         self.schedule_session(group.group_id, reconciled)
         self._arm_rebalance_timer(group.group_id, old, reconciled)
-        return reconciled, assignment_in_ms
+        if assignment_in_ms is not None:
+            # The group's next assignment waits for the assignment interval: come back when
+            # it is due, so that a burst of joins is assigned (and its members' revocations
+            # learnt) within about that interval.
+            return reconciled, max(assignment_in_ms, MIN_EARLY_HEARTBEAT_MS)
+        if settling or reconciled.state == MemberState.UNRELEASED_PARTITIONS:
+            return reconciled, SETTLING_HEARTBEAT_MS
+        return reconciled, None
 
     def _member_for(self, group: ConsumerGroup, member_id: str, request
                     ) -> tuple[ConsumerGroupMember | None, ConsumerGroupMember | None]:
@@ -336,6 +348,13 @@ class ConsumerGroups:
         if last == 0 or not last <= now < last + self.config.consumer_assignment_interval_ms:
             return 0
         return last + self.config.consumer_assignment_interval_ms - now
+
+    def _recently_assigned(self, group: ConsumerGroup) -> bool:
+        """The group's target assignment was computed within the last regular heartbeat
+        interval (on a clock that did not go back): joins may still be arriving, and any
+        member may be moved again."""
+        last = group.assignment_timestamp_ms
+        return last != 0 and 0 <= self.clock() - last < self.config.consumer_heartbeat_interval_ms
 
     def _assign(self, group: ConsumerGroup, members: dict[str, ConsumerGroupMember], image: TopicImage,
                 subscribed: Callable[[ConsumerGroupMember], frozenset[str]],
