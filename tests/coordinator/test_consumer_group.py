@@ -31,7 +31,7 @@ def ctx() -> GroupTestContext:
 def test_a_single_member_gets_every_partition_at_epoch_one(ctx):
     call = ctx.consumer_heartbeat(member_id="a")
     assert (call.error, call.epoch, call.assignment) == (0, 1, {"t": {0, 1, 2, 3}})
-    # Settling: a group just assigned may be joined by more (test_consumer_settling_heartbeats.py).
+    # Settling: a group just assigned may be joined by more (test_consumer_assignment_interval.py).
     assert call.response.heartbeat_interval_ms == 500
     group = ctx.consumer_group()
     assert (group.group_epoch, group.assignment_epoch, group.state) == (1, 1, "Stable")
