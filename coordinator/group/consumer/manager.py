@@ -343,18 +343,22 @@ class ConsumerGroups:
         emptied, converted: timestamp 0) computes at once, and so does one whose last is
         stamped later than now: the wall clock went back, or another instance's ran ahead,
         and waiting for it could hold the group for that long (Kafka waits)."""
-        last = group.assignment_timestamp_ms
-        now = self.clock()
-        if last == 0 or not last <= now < last + self.config.consumer_assignment_interval_ms:
-            return 0
-        return last + self.config.consumer_assignment_interval_ms - now
+        since = self._since_assignment_ms(group)
+        interval = self.config.consumer_assignment_interval_ms
+        return 0 if since is None or since >= interval else interval - since
 
     def _recently_assigned(self, group: ConsumerGroup) -> bool:
         """The group's target assignment was computed within the last regular heartbeat
-        interval (on a clock that did not go back): joins may still be arriving, and any
-        member may be moved again."""
+        interval: joins may still be arriving, and any member may be moved again."""
+        since = self._since_assignment_ms(group)
+        return since is not None and since < self.config.consumer_heartbeat_interval_ms
+
+    def _since_assignment_ms(self, group: ConsumerGroup) -> int | None:
+        """How long ago the group's last target assignment was computed; None when that is
+        not known (timestamp 0) or stamped later than now."""
         last = group.assignment_timestamp_ms
-        return last != 0 and 0 <= self.clock() - last < self.config.consumer_heartbeat_interval_ms
+        since = self.clock() - last
+        return None if last == 0 or since < 0 else since
 
     def _assign(self, group: ConsumerGroup, members: dict[str, ConsumerGroupMember], image: TopicImage,
                 subscribed: Callable[[ConsumerGroupMember], frozenset[str]],
