@@ -5,7 +5,10 @@ coordinator, in one run on the same Kafka started here:
     .venv/bin/python -m tests.bench.java_group --nodes 3 --rounds 3 --workloads sync-commits
 
 Members run in one JVM, a consumer per thread (tests/java/GroupOfMembers.java); each run is
-a new group, asked of Kafka directly, then through kgc, alternating, each round. Both sides
+a new group, asked of Kafka directly, then through kgc, alternating, each round. The JVM runs
+at a lower CPU priority (`nice -n 10`, `--load-nice`) for both targets alike: 200 consumers
+are 400 threads, and the kernel shares a core among threads, so at equal priority they
+would take the cores from the coordinator they measure, on separate machines in production. Both sides
 rebalance with no initial delay, and KIP-848 members heartbeat at both sides' default
 interval (5 s).
 
@@ -52,6 +55,7 @@ WORKLOADS = ("first-assignment", "sync-commits")
 RUN_TIMEOUT_S = 300
 # 200 consumers, each with its buffers and threads, in one JVM.
 JVM = ("-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+LOAD_NICE = 10
 
 
 @dataclass(frozen=True)
@@ -62,11 +66,13 @@ class Run:
     latencies_us: list[int]
 
 
-def run(bootstrap: str, topic: str, partitions: int, protocol: str, members: int, commits: int) -> Run:
-    """One run of GroupOfMembers in a new group."""
+def run(bootstrap: str, topic: str, partitions: int, protocol: str, members: int, commits: int,
+        nice: int = LOAD_NICE) -> Run:
+    """One run of GroupOfMembers in a new group, its JVM at `nice` (0: this process's priority)."""
     group = f"java-{protocol}-{uuid.uuid4().hex[:8]}"
-    done = subprocess.run(java_command("GroupOfMembers", bootstrap, group, topic, str(partitions), str(members),
-                                       str(commits), protocol, jvm=JVM, cp=compiled(SOURCE)),
+    java = java_command("GroupOfMembers", bootstrap, group, topic, str(partitions), str(members), str(commits),
+                        protocol, jvm=JVM, cp=compiled(SOURCE))
+    done = subprocess.run(["nice", "-n", str(nice), *java],
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     if done.returncode != 0:
         raise SystemExit(f"GroupOfMembers against {bootstrap} failed:\n{done.stderr[-3000:]}")
@@ -85,7 +91,7 @@ def alternating(rounds: int, targets: dict[str, str], measure) -> dict[str, list
             for name, figures in rows.items()}
 
 
-def first_assignment(kafka: KafkaCluster, targets: dict[str, str], sizes: list[int], rounds: int) -> None:
+def first_assignment(kafka: KafkaCluster, targets: dict[str, str], sizes: list[int], rounds: int, nice: int) -> None:
     print("First assignment: subscriptions to a complete, balanced assignment (ms)\n")
     print("| members | protocol | Kafka | kgc | kgc / Kafka |\n|---:|---|---:|---:|---:|", flush=True)
     for members in sizes:
@@ -93,13 +99,13 @@ def first_assignment(kafka: KafkaCluster, targets: dict[str, str], sizes: list[i
         topic = kafka.create_topic(f"java-first-{members}-{uuid.uuid4().hex[:6]}", partitions)
         for protocol in FIRST_ASSIGNMENT_PROTOCOLS:
             medians = alternating(rounds, targets, lambda bootstrap, p=protocol, n=members, t=topic, k=partitions: (
-                run(bootstrap, t, k, p, n, 0).settled_ms,))
+                run(bootstrap, t, k, p, n, 0, nice).settled_ms,))
             kafka_ms, kgc_ms = medians["Kafka"][0], medians["kgc"][0]
             print(f"| {members} | {protocol} | {kafka_ms:,.0f} | {kgc_ms:,.0f} | {kgc_ms / kafka_ms:.2f} |", flush=True)
     print()
 
 
-def sync_commits(kafka: KafkaCluster, targets: dict[str, str], rounds: int) -> None:
+def sync_commits(kafka: KafkaCluster, targets: dict[str, str], rounds: int, nice: int) -> None:
     partitions = PARTITIONS_EACH * COMMIT_MEMBERS
     topic = kafka.create_topic(f"java-commits-{uuid.uuid4().hex[:6]}", partitions)
     print(f"Synchronous commits: {COMMIT_MEMBERS} members, {PARTITIONS_EACH} partitions each, {COMMITS} "
@@ -107,7 +113,7 @@ def sync_commits(kafka: KafkaCluster, targets: dict[str, str], rounds: int) -> N
     print("| protocol | target | commits/s | p50 ms | p99 ms |\n|---|---|---:|---:|---:|", flush=True)
     for protocol in COMMIT_PROTOCOLS:
         def measure(bootstrap: str, protocol: str = protocol) -> tuple[float, float, float]:
-            done = run(bootstrap, topic, partitions, protocol, COMMIT_MEMBERS, COMMITS)
+            done = run(bootstrap, topic, partitions, protocol, COMMIT_MEMBERS, COMMITS, nice)
             latencies = Latencies()
             for us in done.latencies_us:
                 latencies.add(us * 1000)
@@ -129,6 +135,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="first-assignment group sizes")
+    parser.add_argument("--load-nice", type=int, default=LOAD_NICE,
+                        help="the members' JVM's niceness, for both targets (0: as this process)")
     args = parser.parse_args(argv)
     workloads = args.workloads.split(",")
     if unknown := set(workloads) - set(WORKLOADS):
@@ -143,13 +151,14 @@ def main(argv: list[str]) -> int:
                                 "--data-dir", str(work / "kgc-data"), "--log-level", "WARNING",
                                 log_path=str(work / "kgc.log")) as kgc:
             print(f"Apache Kafka {kafka.version}, {args.nodes} node(s), `__consumer_offsets` replication factor "
-                  f"{args.nodes}; kgc `--fsync {fsync}` in front of it; {args.rounds} round(s), medians. "
+                  f"{args.nodes}; kgc `--fsync {fsync}` in front of it; the members' JVM at nice {args.load_nice}; "
+                  f"{args.rounds} round(s), medians. "
                   f"Command: `python -m tests.bench.java_group {' '.join(argv)}`\n", flush=True)
             targets = {"Kafka": kafka.bootstrap, "kgc": kgc.bootstrap}
             if "first-assignment" in workloads:
-                first_assignment(kafka, targets, [int(n) for n in args.sizes.split(",")], args.rounds)
+                first_assignment(kafka, targets, [int(n) for n in args.sizes.split(",")], args.rounds, args.load_nice)
             if "sync-commits" in workloads:
-                sync_commits(kafka, targets, args.rounds)
+                sync_commits(kafka, targets, args.rounds, args.load_nice)
     return 0
 
 
