@@ -224,6 +224,10 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
             producer.init_transactions(30)
             producer.begin_transaction()
             producer.send_offsets_to_transaction([Tp(EVENTS, 1, 6)], member.consumer_group_metadata(), 30)
+            # once kgc's own transaction on the group's state partition has ended: kgc answers
+            # when its Produce is acknowledged and ends that transaction after, and the audit
+            # reads up to the last stable offset (coordinator/replicated/store.py)
+            stable_to_the_end(cluster.bootstrap, state, "state-txn")
             # when the state topic is audited
             report = tmp_path / "report"
             result = kgc_audit("--bootstrap", cluster.bootstrap, "--topic", state, "--master", "local[2]",
@@ -237,6 +241,28 @@ def test_kgcs_state_topic_audited_through_spark_finds_what_its_clients_did(clust
     assert "open_transaction" in {f[0] for f in found}, found
     assert {f for f in found if f[1] == "state-reborn"} == {("offset_of_recreated_topic", "state-reborn", REBORN_KGC,
                                                               0, 2)}
+
+
+def stable_to_the_end(bootstrap: str, topic: str, group: str, timeout_s: float = 60.0) -> None:
+    """Waits until the partition of `topic` that holds `group` has no transaction open: its
+    last stable offset is its end."""
+    from kafka import KafkaConsumer
+
+    from coordinator.partitioning import partition_for
+
+    committed = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    uncommitted = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        partitions = committed.partitions_for_topic(topic)
+        assert partitions, f"{topic} has no partitions"
+        tp = TopicPartition(topic, partition_for(group, len(partitions)))
+        deadline = time.monotonic() + timeout_s
+        while (stable := committed.end_offsets([tp])[tp]) != (end := uncommitted.end_offsets([tp])[tp]):
+            assert time.monotonic() < deadline, f"{tp} stable to {stable}, not to its end {end}, after {timeout_s} s"
+            time.sleep(0.2)
+    finally:
+        committed.close()
+        uncommitted.close()
 
 
 def test_an_offset_kafka_recorded_by_topic_id_before_the_topic_was_recreated(cluster, tmp_path):
