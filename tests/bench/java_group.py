@@ -7,10 +7,10 @@ coordinator, in one run on the same Kafka started here:
 Members run in one JVM, a consumer per thread (tests/java/GroupOfMembers.java); each run is
 a new group, asked of Kafka directly, then through kgc, alternating, each round. The JVM runs
 at a lower CPU priority (`nice -n 10`, `--load-nice`) for both targets alike: 200 consumers
-are 400 threads, and the kernel shares a core among threads, so at equal priority they
-would take the cores from the coordinator they measure, on separate machines in production. Both sides
-rebalance with no initial delay, and KIP-848 members heartbeat at both sides' default
-interval (5 s).
+are 400 threads, and the kernel shares the cores among threads, so at equal priority they
+would take the cores from the coordinator they measure; in production they run on other
+machines. Both sides rebalance with no initial delay, and KIP-848 members heartbeat at both
+sides' default interval (5 s).
 
 - first-assignment: groups of 1, 50 and 200 members (`--sizes`) on a topic of three
   partitions per member subscribe at once, with the classic protocol's eager (range) and
