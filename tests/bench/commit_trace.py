@@ -104,9 +104,9 @@ def _recv(sock: socket.socket, n: int) -> bytes:
 
 def _instrument(timelines: list[dict[str, int]]) -> None:
     """Wrap the commit path's functions to stamp the current request's timeline."""
-    from coordinator import service
     from coordinator.net import codec, connection
     from coordinator.runtime import partition
+    from coordinator.service import group_coordinator
     from storage import file_store, group_commit, partition_log
 
     now = time.perf_counter_ns
@@ -150,7 +150,7 @@ def _instrument(timelines: list[dict[str, int]]) -> None:
             write(self, ready)
     connection.KafkaConnection._write = socket_write
     around(codec, "decode", None, "decoded")
-    around(service, "_offset_commit", "decide_start", "decided")
+    around(group_coordinator, "_offset_commit", "decide_start", "decided")
     around(file_store.FileLogStore, "append", "append_start", None)
     around(group_commit.GroupCommitWriter, "submit", "submit", "handed")
     around(group_commit.GroupCommitWriter, "_start", "start", None)
