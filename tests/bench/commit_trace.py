@@ -27,6 +27,7 @@ import multiprocessing
 import socket
 import statistics
 import struct
+import sys
 import tempfile
 import time
 
@@ -118,7 +119,10 @@ def _instrument(timelines: list[dict[str, int]]) -> None:
     def around(owner, name: str, before: str | None, after: str | None) -> None:
         original = getattr(owner, name, None)
         if original is None:
-            return      # a tree without this step (an older writer): its stage is not shown
+            # A tree without this step (an older writer) shows no stage for it; said aloud,
+            # so a step that moved is not mistaken for one that is gone.
+            print(f"not traced: {owner.__name__}.{name}", file=sys.stderr)
+            return
         static = isinstance(inspect.getattr_static(owner, name), staticmethod)
 
         def wrapped(*args, **kw):
