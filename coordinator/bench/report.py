@@ -64,15 +64,19 @@ def _cell(row: Row | None) -> str:
 
 
 def table(comparisons: list[Comparison], mine: str, other_label: str) -> str:
+    """The comparison as a Markdown table; a column of `mine`'s configs only when a row has one
+    (workloads run at their defaults have none, and an empty column is only noise)."""
+    configs = [c.mine.config if c.mine else "" for c in comparisons]
+    config_head, config_rule = (f" {mine} config |", "---|") if any(configs) else ("", "")
     lines = [
-        f"| figure | {mine} config | {mine} (median) | {other_label} (median) | {mine}/{other_label} | verdict "
+        f"| figure |{config_head} {mine} (median) | {other_label} (median) | {mine}/{other_label} | verdict "
         "| issue target |",
-        "|---|---|---|---|---|---|---|",
+        f"|---|{config_rule}---|---|---|---|---|",
     ]
-    for c in comparisons:
-        mine_config = c.mine.config if c.mine else ""
+    for c, config in zip(comparisons, configs, strict=True):
+        config_cell = f" {config} |" if config_head else ""
         ratio = f"{c.ratio:.3g}" if c.ratio is not None else "n/a"
-        lines.append(f"| {c.metric} ({c.better} is better) | {mine_config} | {_cell(c.mine)} | {_cell(c.other)} "
+        lines.append(f"| {c.metric} ({c.better} is better) |{config_cell} {_cell(c.mine)} | {_cell(c.other)} "
                      f"| {ratio} | {c.verdict} | {issue_target(c.mine)} |")
     return "\n".join(lines)
 

@@ -44,3 +44,26 @@ def test_every_page_and_section_the_code_and_docs_cite_exists():
                 assert any(s.startswith(section) for s in _sections(path)), f'{where} cites "{section}" in {page}'
             cited += 1
     assert cited > 20
+
+
+def _cells(row: str) -> int:
+    """The cells of a table row: `|`s outside code spans, less an escaped `\\|`."""
+    outside_code = re.sub(r"`[^`]*`", "", row.strip())
+    return len(re.findall(r"(?<!\\)\|", outside_code)) - 1
+
+
+def test_every_table_row_has_its_headers_cells():
+    # A row with one cell more than its header shifts every figure under the wrong
+    # column: a reader takes kgc's time for Kafka's.
+    tables = 0
+    for page in PAGES:
+        header = None
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            if not line.lstrip().startswith("|"):
+                header = None
+                continue
+            if header is None:
+                header, tables = _cells(line), tables + 1
+                continue
+            assert _cells(line) == header, f"{page.relative_to(ROOT)}:{number} has {_cells(line)} cells, its header {header}"
+    assert tables > 10
