@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.support.markdown import table_cells
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SOURCES = [p for d in ("coordinator", "storage", "protocol", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
@@ -46,12 +48,6 @@ def test_every_page_and_section_the_code_and_docs_cite_exists():
     assert cited > 20
 
 
-def _cells(row: str) -> int:
-    """The cells of a table row: `|`s outside code spans, less an escaped `\\|`."""
-    outside_code = re.sub(r"`[^`]*`", "", row.strip())
-    return len(re.findall(r"(?<!\\)\|", outside_code)) - 1
-
-
 def test_every_table_row_has_its_headers_cells():
     # A row with one cell more than its header shifts every figure under the wrong
     # column: a reader takes kgc's time for Kafka's.
@@ -63,7 +59,7 @@ def test_every_table_row_has_its_headers_cells():
                 header = None
                 continue
             if header is None:
-                header, tables = _cells(line), tables + 1
+                header, tables = table_cells(line), tables + 1
                 continue
-            assert _cells(line) == header, f"{page.relative_to(ROOT)}:{number} has {_cells(line)} cells, its header {header}"
+            assert table_cells(line) == header, f"{page.relative_to(ROOT)}:{number} has {table_cells(line)} cells, its header {header}"
     assert tables > 10
