@@ -37,15 +37,17 @@ EXPECTED = {
                   "rebalance 3: a new member's FindCoordinator to all synced",
                   "rebalance 3: last JoinGroup to all synced, after a new member"],
     "heartbeat": ["heartbeat 4 members in 2 groups: heartbeats/s", "heartbeat 4 members in 2 groups: p50",
-                  "heartbeat 4 members in 2 groups: p99"],
+                  "heartbeat 4 members in 2 groups: p99", "heartbeat 4 members in 2 groups: target CPU per heartbeat"],
     "commit": ["commit 2 clients x 5 partitions: partition-commits/s",
                "commit 2 clients x 5 partitions: OffsetCommit requests/s",
-               "commit 2 clients x 5 partitions: p50", "commit 2 clients x 5 partitions: p99"] * 2,
-    "sync-commit": [f"sync commit 2 clients x 2 partitions: {m}" for m in ("commits/s", "p50", "p99")] * 2
+               "commit 2 clients x 5 partitions: p50", "commit 2 clients x 5 partitions: p99",
+               "commit 2 clients x 5 partitions: target CPU per OffsetCommit"] * 2,
+    "sync-commit": [f"sync commit 2 clients x 2 partitions: {m}"
+                    for m in ("commits/s", "p50", "p99", "target CPU per commit")] * 2
     + [f"sync commit 2 clients x 2 partitions: {m}"
        for m in ("kgc fsync mean", "fsync cost / kgc fsync", "disk fsync p50", "fsync cost / disk fsync")],
     "fetch-offsets": [f"fetch offsets 20 partitions x 2 groups, 2 clients, v{v}: {m}"
-                      for v in (5, 9) for m in ("fetches/s", "partitions/s", "p50", "p99")],
+                      for v in (5, 9) for m in ("fetches/s", "partitions/s", "p50", "p99", "target CPU per OffsetFetch")],
     "load": ["load 0 records (empty data dir): spawn to all partitions loaded",
              "load 2000 records: spawn to all partitions loaded", "load 2000 records: replay rate"],
     "memory": ["memory: RSS per committed offset (1000 offsets)",

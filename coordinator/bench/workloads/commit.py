@@ -1,6 +1,7 @@
 """Workload 4, commit: C clients, each on its own connection and in its own group, commit
 P partitions per OffsetCommit in a closed loop (`commit_pipeline` requests in flight per
-client); partition-commits/s, requests/s and p50/p99 request latency over the window.
+client); partition-commits/s, requests/s, p50/p99 request latency and the target's CPU
+per request (`bench/cpu.py`) over the window.
 
 Commits are a simple consumer's (generation -1, no member id): group membership is not
 what this measures. Each client sends its group's commits to the coordinator that
@@ -16,6 +17,7 @@ import time
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
+from coordinator.bench.cpu import cpu_in_window, per_request
 from coordinator.bench.member import TOPIC, BenchError
 from coordinator.bench.router import Router
 from coordinator.bench.stats import Figure, Latencies
@@ -48,8 +50,10 @@ async def _measure(ctx: Context, target) -> list[Figure]:
         start = time.perf_counter()
         measure_from = start + s.warmup_s
         end = measure_from + s.duration_s
-        await asyncio.gather(*(_client(conns[i], encoders[i], offsets, i, measure_from, end, latencies, counts)
-                               for i in range(s.commit_clients) for _ in range(s.commit_pipeline)))
+        _, cpu_s = await asyncio.gather(
+            asyncio.gather(*(_client(conns[i], encoders[i], offsets, i, measure_from, end, latencies, counts)
+                             for i in range(s.commit_clients) for _ in range(s.commit_pipeline))),
+            cpu_in_window(target.pid, measure_from, end))
     finally:
         for router in routers:
             router.close()
@@ -62,6 +66,7 @@ async def _measure(ctx: Context, target) -> list[Figure]:
         Figure(f"{label}: OffsetCommit requests/s", requests / s.duration_s, "/s", "higher", target.config, note),
         Figure(f"{label}: p50", latencies.percentile_ms(50), "ms", "lower", target.config, note),
         Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
+        per_request(f"{label}: target CPU per OffsetCommit", cpu_s, requests, target.config),
     ]
 
 

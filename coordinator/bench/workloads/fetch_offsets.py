@@ -1,6 +1,7 @@
 """Workload 5, fetch offsets: G groups each hold committed offsets for N partitions;
 C clients fetch a whole group's N partitions per OffsetFetch in a closed loop (round-robin
-over the groups); fetches/s, partitions/s and p50/p99 over the window. Measured at two
+over the groups); fetches/s, partitions/s, p50/p99 and the target's CPU per fetch
+(`bench/cpu.py`) over the window. Measured at two
 versions, in turn: v5 (one group per request, as kafka-python and aiokafka send) and v9
 (KIP-709's groups array, as the Java client and librdkafka send).
 
@@ -24,6 +25,7 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
+from coordinator.bench.cpu import cpu_in_window, per_request
 from coordinator.bench.member import TOPIC, BenchError
 from coordinator.bench.router import Router
 from coordinator.bench.stats import Figure, Latencies
@@ -48,7 +50,7 @@ async def run(ctx: Context) -> list[Figure]:
             routes = [{group: await router.connection(group) for group in groups} for router in routers]
             for version in (messages.VERSIONS[ApiKey.OffsetFetch], messages.OFFSET_FETCH_GROUPS_VERSION):
                 label = f"{base}, v{version}"
-                fetches, latencies = await _measure(ctx, routes, groups, expected, version)
+                fetches, latencies, cpu_s = await _measure(ctx, target.pid, routes, groups, expected, version)
                 note = f"{fetches} OffsetFetches in {s.duration_s:g} s"
                 figures += [
                     Figure(f"{label}: fetches/s", fetches / s.duration_s, "/s", "higher", target.config, note),
@@ -56,6 +58,7 @@ async def run(ctx: Context) -> list[Figure]:
                            target.config, note),
                     Figure(f"{label}: p50", latencies.percentile_ms(50), "ms", "lower", target.config, note),
                     Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
+                    per_request(f"{label}: target CPU per OffsetFetch", cpu_s, fetches, target.config),
                 ]
         finally:
             for router in routers:
@@ -63,8 +66,8 @@ async def run(ctx: Context) -> list[Figure]:
     return figures
 
 
-async def _measure(ctx: Context, routes: list[dict[str, BenchConnection]], groups: list[str],
-                   expected: dict[str, int], version: int) -> tuple[int, Latencies]:
+async def _measure(ctx: Context, pid: int | None, routes: list[dict[str, BenchConnection]], groups: list[str],
+                   expected: dict[str, int], version: int) -> tuple[int, Latencies, float | None]:
     s = ctx.sizes
     templates = {}
     for group in groups:
@@ -75,11 +78,11 @@ async def _measure(ctx: Context, routes: list[dict[str, BenchConnection]], group
     start = time.perf_counter()
     measure_from = start + s.warmup_s
     end = measure_from + s.duration_s
-    await asyncio.gather(*(
+    _, cpu_s = await asyncio.gather(asyncio.gather(*(
         _client(routes[i], groups[i % len(groups):] + groups[:i % len(groups)], templates, expected,
                 s.fetch_partitions, version, measure_from, end, latencies, counts)
-        for i in range(len(routes))))
-    return counts[0], latencies
+        for i in range(len(routes)))), cpu_in_window(pid, measure_from, end))
+    return counts[0], latencies, cpu_s
 
 
 async def _commit_all(router: Router, expected: dict[str, int], partitions: int) -> None:

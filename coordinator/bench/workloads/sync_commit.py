@@ -1,7 +1,8 @@
 """Workload sync-commit: a consumer's synchronous commit. N clients share one group; each
 owns K partitions and keeps exactly one OffsetCommit of them in flight, as a consumer does
-with `commit(asynchronous=False)` after each batch; commits/s and p50/p99 round trip
-for every N in `sync_commit_clients` and K in `sync_commit_partitions`.
+with `commit(asynchronous=False)` after each batch; commits/s, p50/p99 round trip and
+the target's CPU per commit (`bench/cpu.py`) for every N in `sync_commit_clients` and K in
+`sync_commit_partitions`.
 
 At the end of each (N, K) every client reads its partitions back with OffsetFetch (the
 `committed()` a consumer calls) and checks it gets the last offset it committed.
@@ -33,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
+from coordinator.bench.cpu import cpu_in_window, per_request
 from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.member import BenchError
 from coordinator.bench.router import Router
@@ -69,7 +71,7 @@ async def run(ctx: Context) -> list[Figure]:
                         if fsync == "always":
                             disk[n, k] = await asyncio.to_thread(probe.latencies, DISK_PROBES, None, n)
                             fsyncs_before = await _kgc_fsyncs(target.metrics_url)
-                        latencies, requests = await _measure(ctx, target, group, n, k)
+                        latencies, requests, cpu_s = await _measure(ctx, target, group, n, k)
                         if fsync == "always":
                             own_fsync_ms[n, k] = _mean_ms(fsyncs_before, await _kgc_fsyncs(target.metrics_url))
                             await asyncio.to_thread(probe.latencies, DISK_PROBES, disk[n, k], n)
@@ -81,6 +83,7 @@ async def run(ctx: Context) -> list[Figure]:
                                    target.config, note),
                             Figure(f"{label(n, k)}: p99", latencies.percentile_ms(99), "ms", "lower",
                                    target.config, note),
+                            per_request(f"{label(n, k)}: target CPU per commit", cpu_s, requests, target.config),
                         ]
                         p50s[fsync, n, k] = latencies.percentile_ms(50)
     if not disk:
@@ -111,7 +114,8 @@ async def run(ctx: Context) -> list[Figure]:
     return figures
 
 
-async def _measure(ctx: Context, target, group: str, clients: int, partitions: int) -> tuple[Latencies, int]:
+async def _measure(ctx: Context, target, group: str, clients: int,
+                   partitions: int) -> tuple[Latencies, int, float | None]:
     s = ctx.sizes
     routers = [Router(conn) for conn in await target.connections(clients)]
     latencies = Latencies()
@@ -121,16 +125,16 @@ async def _measure(ctx: Context, target, group: str, clients: int, partitions: i
         start = time.perf_counter()
         measure_from = start + s.warmup_s
         end = measure_from + s.duration_s
-        last = await asyncio.gather(*(
+        last, cpu_s = await asyncio.gather(asyncio.gather(*(
             _client(conns[i], messages.OffsetCommitEncoder(group, TOPIC, partitions, i * partitions),
                     measure_from, end, latencies, counts)
-            for i in range(clients)))
+            for i in range(clients))), cpu_in_window(target.pid, measure_from, end))
         for i in range(clients):
             await _check_committed(routers[i], group, partitions, i * partitions, last[i])
     finally:
         for router in routers:
             router.close()
-    return latencies, counts[0]
+    return latencies, counts[0], cpu_s
 
 
 async def _client(conn: BenchConnection, encoder: messages.OffsetCommitEncoder, measure_from: float, end: float,
