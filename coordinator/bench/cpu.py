@@ -14,6 +14,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from coordinator.bench.stats import Figure, not_measured
 
@@ -45,22 +46,37 @@ def _tree(root: int) -> list[int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds spent so far by `pid` and the live processes below it."""
-    ticks = 0
+class Cpu(NamedTuple):
+    """CPU seconds, in user space and in the kernel."""
+
+    user: float
+    system: float
+
+    @property
+    def total(self) -> float:
+        return self.user + self.system
+
+    def __sub__(self, earlier: tuple[float, ...]) -> Cpu:
+        return Cpu(self.user - earlier[0], self.system - earlier[1])
+
+
+def cpu_seconds(pid: int) -> Cpu:
+    """The CPU spent so far by `pid` and the live processes below it."""
+    user = system = 0
     for member in _tree(pid):
         try:
             fields = _stat_fields(member)
         except OSError:
             continue        # exited while we read
-        ticks += int(fields[11]) + int(fields[12])      # utime, stime
-    return ticks / _TICKS_PER_S
+        user += int(fields[11])
+        system += int(fields[12])
+    return Cpu(user / _TICKS_PER_S, system / _TICKS_PER_S)
 
 
-async def cpu_in_window(pid: int | None, measure_from: float, end: float) -> float | None:
-    """The CPU seconds `pid`'s tree spends between the `time.perf_counter` instants
-    `measure_from` and `end`; None when the pid is unknown. Run it beside the workload's
-    clients (it sleeps until each instant)."""
+async def cpu_in_window(pid: int | None, measure_from: float, end: float) -> Cpu | None:
+    """The CPU `pid`'s tree spends between the `time.perf_counter` instants `measure_from`
+    and `end`; None when the pid is unknown. Run it beside the workload's clients (it
+    sleeps until each instant)."""
     if pid is None:
         return None
     await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
@@ -69,11 +85,12 @@ async def cpu_in_window(pid: int | None, measure_from: float, end: float) -> flo
     return cpu_seconds(pid) - before
 
 
-def per_request(metric: str, cpu_s: float | None, requests: int, config: str) -> Figure:
+def per_request(metric: str, cpu: Cpu | None, requests: int, config: str) -> Figure:
     """`metric`: the target's CPU per request of the window, in microseconds."""
-    if cpu_s is None:
+    if cpu is None:
         return not_measured(metric, "µs", "lower", "the target's pid is unknown (give --pid)", config)
     if requests == 0:
         return not_measured(metric, "µs", "lower", "no request was answered in the window", config)
-    return Figure(metric, cpu_s / requests * 1e6, "µs", "lower", config,
-                  f"{cpu_s:.2f} CPU seconds of the target's processes for {requests} requests")
+    kernel = f", {cpu.system / cpu.total:.0%} of it in the kernel" if cpu.total > 0 else ""
+    return Figure(metric, cpu.total / requests * 1e6, "µs", "lower", config,
+                  f"{cpu.total:.2f} CPU seconds of the target's processes for {requests} requests{kernel}")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from coordinator.bench.cpu import cpu_in_window, cpu_seconds, per_request
+from coordinator.bench.cpu import Cpu, cpu_in_window, cpu_seconds, per_request
 
 # The grandchild spends half a second of its own CPU, says so, and waits to be stopped.
 BURNER = """
@@ -44,15 +44,15 @@ def parent_of_a_burner():
 
 
 def test_a_process_counts_the_cpu_of_the_processes_below_it(parent_of_a_burner):
-    total = cpu_seconds(parent_of_a_burner)
-    assert total >= 0.45, total     # the grandchild's half second, to the clock tick
+    spent = cpu_seconds(parent_of_a_burner)
+    assert spent.total >= 0.45, spent     # the grandchild's half second, to the clock tick
 
 
 def test_a_window_counts_only_what_is_spent_inside_it(parent_of_a_burner):
     # The burner now sleeps: the half second it spent before the window is not in it.
     now = time.perf_counter()
     spent = asyncio.run(cpu_in_window(parent_of_a_burner, now, now + 0.2))
-    assert spent is not None and 0 <= spent < 0.1, spent
+    assert spent is not None and 0 <= spent.total < 0.1, spent
 
 
 def test_an_unknown_pid_is_not_measured_and_says_why():
@@ -62,7 +62,8 @@ def test_an_unknown_pid_is_not_measured_and_says_why():
 
 
 def test_cpu_per_request_is_in_microseconds_and_a_window_without_requests_has_none():
-    assert per_request("x", 0.5, 1_000, "cfg").value == pytest.approx(500.0)
-    assert per_request("x", 0.5, 1_000, "cfg").unit == "µs"
-    empty = per_request("x", 0.5, 0, "cfg")
+    figure = per_request("x", Cpu(user=0.375, system=0.125), 1_000, "cfg")
+    assert (figure.value, figure.unit) == (pytest.approx(500.0), "µs")
+    assert figure.note.endswith("1000 requests, 25% of it in the kernel")
+    empty = per_request("x", Cpu(0.5, 0.0), 0, "cfg")
     assert empty.value is None and "no request" in empty.note

@@ -50,7 +50,7 @@ async def _measure(ctx: Context, target) -> list[Figure]:
         start = time.perf_counter()
         measure_from = start + s.warmup_s
         end = measure_from + s.duration_s
-        _, cpu_s = await asyncio.gather(
+        _, cpu = await asyncio.gather(
             asyncio.gather(*(_client(conns[i], encoders[i], offsets, i, measure_from, end, latencies, counts)
                              for i in range(s.commit_clients) for _ in range(s.commit_pipeline))),
             cpu_in_window(target.pid, measure_from, end))
@@ -66,7 +66,7 @@ async def _measure(ctx: Context, target) -> list[Figure]:
         Figure(f"{label}: OffsetCommit requests/s", requests / s.duration_s, "/s", "higher", target.config, note),
         Figure(f"{label}: p50", latencies.percentile_ms(50), "ms", "lower", target.config, note),
         Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
-        per_request(f"{label}: target CPU per OffsetCommit", cpu_s, requests, target.config),
+        per_request(f"{label}: target CPU per OffsetCommit", cpu, requests, target.config),
     ]
 
 

@@ -25,7 +25,7 @@ from kafka.protocol.api_key import ApiKey
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
-from coordinator.bench.cpu import cpu_in_window, per_request
+from coordinator.bench.cpu import Cpu, cpu_in_window, per_request
 from coordinator.bench.member import TOPIC, BenchError
 from coordinator.bench.router import Router
 from coordinator.bench.stats import Figure, Latencies
@@ -50,7 +50,7 @@ async def run(ctx: Context) -> list[Figure]:
             routes = [{group: await router.connection(group) for group in groups} for router in routers]
             for version in (messages.VERSIONS[ApiKey.OffsetFetch], messages.OFFSET_FETCH_GROUPS_VERSION):
                 label = f"{base}, v{version}"
-                fetches, latencies, cpu_s = await _measure(ctx, target.pid, routes, groups, expected, version)
+                fetches, latencies, cpu = await _measure(ctx, target.pid, routes, groups, expected, version)
                 note = f"{fetches} OffsetFetches in {s.duration_s:g} s"
                 figures += [
                     Figure(f"{label}: fetches/s", fetches / s.duration_s, "/s", "higher", target.config, note),
@@ -58,7 +58,7 @@ async def run(ctx: Context) -> list[Figure]:
                            target.config, note),
                     Figure(f"{label}: p50", latencies.percentile_ms(50), "ms", "lower", target.config, note),
                     Figure(f"{label}: p99", latencies.percentile_ms(99), "ms", "lower", target.config, note),
-                    per_request(f"{label}: target CPU per OffsetFetch", cpu_s, fetches, target.config),
+                    per_request(f"{label}: target CPU per OffsetFetch", cpu, fetches, target.config),
                 ]
         finally:
             for router in routers:
@@ -67,7 +67,7 @@ async def run(ctx: Context) -> list[Figure]:
 
 
 async def _measure(ctx: Context, pid: int | None, routes: list[dict[str, BenchConnection]], groups: list[str],
-                   expected: dict[str, int], version: int) -> tuple[int, Latencies, float | None]:
+                   expected: dict[str, int], version: int) -> tuple[int, Latencies, Cpu | None]:
     s = ctx.sizes
     templates = {}
     for group in groups:
@@ -78,11 +78,11 @@ async def _measure(ctx: Context, pid: int | None, routes: list[dict[str, BenchCo
     start = time.perf_counter()
     measure_from = start + s.warmup_s
     end = measure_from + s.duration_s
-    _, cpu_s = await asyncio.gather(asyncio.gather(*(
+    _, cpu = await asyncio.gather(asyncio.gather(*(
         _client(routes[i], groups[i % len(groups):] + groups[:i % len(groups)], templates, expected,
                 s.fetch_partitions, version, measure_from, end, latencies, counts)
         for i in range(len(routes)))), cpu_in_window(pid, measure_from, end))
-    return counts[0], latencies, cpu_s
+    return counts[0], latencies, cpu
 
 
 async def _commit_all(router: Router, expected: dict[str, int], partitions: int) -> None:

@@ -52,7 +52,7 @@ async def _run_size(ctx: Context, members: int) -> list[Figure]:
             start = time.perf_counter()
             measure_from = start + s.warmup_s
             end = measure_from + s.duration_s
-            _, cpu_s = await asyncio.gather(
+            _, cpu = await asyncio.gather(
                 asyncio.gather(*(_flat_out(m, measure_from, end, latencies, counts) for m in swarm.members)),
                 cpu_in_window(target.pid, measure_from, end))
         finally:
@@ -63,7 +63,7 @@ async def _run_size(ctx: Context, members: int) -> list[Figure]:
         Figure(names[0], answered / s.duration_s, "/s", "higher", target.config, note),
         Figure(names[1], latencies.percentile_ms(50), "ms", "lower", target.config, note),
         Figure(names[2], latencies.percentile_ms(99), "ms", "lower", target.config, note),
-        per_request(names[3], cpu_s, answered, target.config),
+        per_request(names[3], cpu, answered, target.config),
     ]
 
 

@@ -34,7 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.bench import messages
 from coordinator.bench.context import Context
-from coordinator.bench.cpu import cpu_in_window, per_request
+from coordinator.bench.cpu import Cpu, cpu_in_window, per_request
 from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.member import BenchError
 from coordinator.bench.router import Router
@@ -71,7 +71,7 @@ async def run(ctx: Context) -> list[Figure]:
                         if fsync == "always":
                             disk[n, k] = await asyncio.to_thread(probe.latencies, DISK_PROBES, None, n)
                             fsyncs_before = await _kgc_fsyncs(target.metrics_url)
-                        latencies, requests, cpu_s = await _measure(ctx, target, group, n, k)
+                        latencies, requests, cpu = await _measure(ctx, target, group, n, k)
                         if fsync == "always":
                             own_fsync_ms[n, k] = _mean_ms(fsyncs_before, await _kgc_fsyncs(target.metrics_url))
                             await asyncio.to_thread(probe.latencies, DISK_PROBES, disk[n, k], n)
@@ -83,7 +83,7 @@ async def run(ctx: Context) -> list[Figure]:
                                    target.config, note),
                             Figure(f"{label(n, k)}: p99", latencies.percentile_ms(99), "ms", "lower",
                                    target.config, note),
-                            per_request(f"{label(n, k)}: target CPU per commit", cpu_s, requests, target.config),
+                            per_request(f"{label(n, k)}: target CPU per commit", cpu, requests, target.config),
                         ]
                         p50s[fsync, n, k] = latencies.percentile_ms(50)
     if not disk:
@@ -115,7 +115,7 @@ async def run(ctx: Context) -> list[Figure]:
 
 
 async def _measure(ctx: Context, target, group: str, clients: int,
-                   partitions: int) -> tuple[Latencies, int, float | None]:
+                   partitions: int) -> tuple[Latencies, int, Cpu | None]:
     s = ctx.sizes
     routers = [Router(conn) for conn in await target.connections(clients)]
     latencies = Latencies()
@@ -125,7 +125,7 @@ async def _measure(ctx: Context, target, group: str, clients: int,
         start = time.perf_counter()
         measure_from = start + s.warmup_s
         end = measure_from + s.duration_s
-        last, cpu_s = await asyncio.gather(asyncio.gather(*(
+        last, cpu = await asyncio.gather(asyncio.gather(*(
             _client(conns[i], messages.OffsetCommitEncoder(group, TOPIC, partitions, i * partitions),
                     measure_from, end, latencies, counts)
             for i in range(clients))), cpu_in_window(target.pid, measure_from, end))
@@ -134,7 +134,7 @@ async def _measure(ctx: Context, target, group: str, clients: int,
     finally:
         for router in routers:
             router.close()
-    return latencies, counts[0], cpu_s
+    return latencies, counts[0], cpu
 
 
 async def _client(conn: BenchConnection, encoder: messages.OffsetCommitEncoder, measure_from: float, end: float,
