@@ -70,12 +70,14 @@ def add_bench_parser(subparsers) -> None:
     run = sub.add_parser("run", help="run workloads against one target")
     run.add_argument("--target", default="kgc",
                      help="kgc, kgc-tls (kgc with TLS), tansu (started here) or HOST:PORT (default kgc)")
-    run.add_argument("--pid", type=int, default=None, help="pid of a HOST:PORT target, for the memory workload and the CPU per request")
+    run.add_argument("--pid", type=int, default=None,
+                     help="pid of a HOST:PORT target, for the memory workload and the CPU per request")
     _add_common(run)
     run.set_defaults(repeats=1)
     cmp = sub.add_parser("compare", help="run every workload against kgc and another target, in turn")
     cmp.add_argument("--kgc", default="kgc", help="kgc, kgc-tls (started here) or [NAME=]HOST:PORT (default kgc)")
-    cmp.add_argument("--kgc-pid", type=int, default=None, help="pid of a HOST:PORT kgc, for the memory workload and the CPU per request")
+    cmp.add_argument("--kgc-pid", type=int, default=None,
+                     help="pid of a HOST:PORT kgc, for the memory workload and the CPU per request")
     cmp.add_argument("--other", default="tansu", help="tansu, kgc (started here) or [NAME=]HOST:PORT (default tansu)")
     cmp.add_argument("--other-pid", type=int, default=None,
                      help="pid of a HOST:PORT other target, for the memory workload and the CPU per request")
