@@ -101,7 +101,7 @@ def test_compare_cli_reports_kgc_beside_tansu_with_ratios(tmp_path):
     text = report.read_text()
     assert "| figure | kgc config | kgc (median) | tansu (median) | kgc/tansu |" in text
     commit_rows = [line for line in text.splitlines() if line.startswith("| commit 2 clients x 5 partitions:")]
-    assert len(commit_rows) == 8  # four figures, with fsync always and never
+    assert len(commit_rows) == 10  # five figures, with fsync always and never
     assert all(" n/a |" not in row.split("|")[5] for row in commit_rows)
     assert "keeps groups in its own storage engine" in text   # load: n/a on Tansu, with the reason
     assert "cores (nproc)" in text and "kgc commit" in text
