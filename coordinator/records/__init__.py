@@ -19,6 +19,7 @@ from coordinator.records.codec import (
     deserialize_value,
     other_record_group,
     serialize_key,
+    serialize_records,
     serialize_value,
 )
 from coordinator.records.headers import (
@@ -147,6 +148,7 @@ __all__ = [
     "RecordKey",
     "RecordValue",
     "serialize_key",
+    "serialize_records",
     "serialize_value",
     "deserialize",
     "deserialize_key",

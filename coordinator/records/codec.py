@@ -69,7 +69,8 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from typing import Any, Literal, cast, overload
+from collections.abc import Iterable
+from typing import Any, Literal, TypeVar, cast, overload
 
 from coordinator.records.types import (
     ADOPTED_GROUP_KEY_TYPE,
@@ -137,6 +138,8 @@ _I64 = struct.Struct(">q")
 _I64_I32 = struct.Struct(">qi")
 _I8 = struct.Struct(">b")
 _UUID = struct.Struct(">16s")
+_new_tuple = tuple.__new__    # skips a NamedTuple's Python-level __new__
+R = TypeVar("R", bound=tuple)
 _V3_NO_METADATA = struct.Struct(">hqihq")    # an OffsetCommitValue v3 with empty metadata
 _V4_HEAD = struct.Struct(">hqi")             # v4: version, offset, leader epoch (then metadata...)
 # v4's tagged fields when it has the topic id: one field, tag 0, 16 bytes (then the uuid).
@@ -179,6 +182,31 @@ def serialize_key(key: RecordKey) -> bytes:
         tail = b"" if second is None else _string(second)
         return _I16.pack(record_type) + _string(key.group) + tail
     raise TypeError(f"not a record key: {key!r}")
+
+
+def serialize_records(records: Iterable[CoordinatorRecord], into: type[R]) -> list[R]:
+    """(key bytes, value bytes, headers) of each record, each built as an `into` (a
+    NamedTuple of those three). `serialize_key` and `serialize_value` inlined for an
+    OffsetCommit run's common record, an offset with no metadata, no expiry and no topic
+    id: an OffsetCommit is a run of one group's and topic's records, one per partition,
+    so the key prefix is built once per run."""
+    out: list[R] = []
+    group = topic = None
+    prefix = b""
+    pack_partition = _I32.pack
+    pack_value = _V3_NO_METADATA.pack
+    for key, value, headers in records:
+        if type(key) is OffsetCommitKey and type(value) is OffsetCommitValue:
+            offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms, topic_id = value
+            if not metadata and expire_timestamp_ms == -1 and topic_id is None:
+                if key.group is not group or key.topic is not topic:
+                    group, topic = key.group, key.topic
+                    prefix = _offset_commit_key_prefix(group, topic)
+                out.append(_new_tuple(into, (prefix + pack_partition(key.partition), pack_value(
+                    OFFSET_COMMIT_VALUE_VERSION, offset, leader_epoch, 0, commit_timestamp_ms), headers)))
+                continue
+        out.append(_new_tuple(into, (serialize_key(key), serialize_value(value), headers)))
+    return out
 
 
 def serialize_value(value: RecordValue | None) -> bytes | None:

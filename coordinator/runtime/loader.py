@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Protocol
@@ -46,7 +46,6 @@ from storage.format import control_type
 log = logging.getLogger(__name__)
 
 LOAD_CHUNK_RECORDS = 2_000
-_new_tuple = tuple.__new__
 
 
 class RecordSerde(Protocol):
@@ -55,7 +54,8 @@ class RecordSerde(Protocol):
     # the log that way.
     compacted: bool
 
-    def serialize(self, record: CoordinatorRecord) -> LogRecord: ...
+    def serialize_all(self, records: Sequence[CoordinatorRecord]) -> list[LogRecord]:
+        """The log records of `records`, in order: what one operation's Result writes."""
 
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
         """None for a key type this coordinator does not know; raises if undecodable.
@@ -66,10 +66,12 @@ class KafkaRecordSerde:
     # `__consumer_offsets` is a compacted topic: see the module docstring.
     compacted = True
 
+    def serialize_all(self, recs: Sequence[CoordinatorRecord]) -> list[LogRecord]:
+        return records.serialize_records(recs, LogRecord)
+
     def serialize(self, record: CoordinatorRecord) -> LogRecord:
-        key, value, headers = record
-        # tuple.__new__ skips the NamedTuple's Python-level __new__: one per committed partition.
-        return _new_tuple(LogRecord, (records.serialize_key(key), records.serialize_value(value), headers))
+        """One record's, for the tools and tests that write a log by hand."""
+        return self.serialize_all((record,))[0]
 
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
         return records.deserialize_record(stored.key, stored.value, stored.headers)

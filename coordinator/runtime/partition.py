@@ -369,7 +369,7 @@ class PartitionRuntime:
         completions.extend((reply.handle.future, reply.response) for reply in result.replies)
         if result.records or result.transaction is not None:
             try:
-                log_records = [self._serde.serialize(record) for record in result.records]
+                log_records = self._serde.serialize_all(result.records)
             except Exception as exc:
                 self._unwritable(result, handle, scope, exc)
                 return
@@ -561,7 +561,7 @@ class PartitionRuntime:
         if epoch != self._epoch:
             slices.close()
             return
-        serialize = self._serde.serialize
+        serialize_all = self._serde.serialize_all
         records: list = []
         log_records: list[LogRecord] = []
         try:
@@ -571,13 +571,13 @@ class PartitionRuntime:
                 except StopIteration as end:
                     result: Result = end.value
                     break
-                log_records += map(serialize, records[len(log_records):])
+                log_records += serialize_all(records[len(log_records):])
                 await asyncio.sleep(0)
                 if epoch != self._epoch:
                     slices.close()
                     return
             records += result.records
-            log_records += map(serialize, result.records)
+            log_records += serialize_all(result.records)
         except Exception as exc:
             # The op, or the serialization of its records, failed: nothing of it was replayed.
             self._op_failed(handle, scope, exc)

@@ -4,6 +4,7 @@ the loader's key memo) against a plain reference reading of the same layout."""
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from coordinator import records
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, RecordDecodeError, codec
+from storage.api import LogRecord
 
 names = st.text(max_size=30)
 int32 = st.integers(-(2**31), 2**31 - 1)
@@ -234,3 +236,32 @@ def test_damaged_group_metadata_values_decode_as_the_reader_reads_them_or_are_re
     assert got == expected
     if expected is None:
         assert codec._plain_group_metadata_value(buf) is None
+
+
+commit_records = st.builds(
+    lambda group, topic, partition, value, headers: records.CoordinatorRecord(
+        OffsetCommitKey(group, topic, partition), value, headers),
+    # Few names, each also as a second equal object: a run's group and topic change, stay
+    # the same object, or stay equal as another object.
+    st.sampled_from(["gg", "".join(["g", "g"]), "hh"]),
+    st.sampled_from(["tt", "".join(["t", "t"]), "uu"]),
+    int32,
+    st.one_of(
+        st.builds(lambda offset, epoch, ts: OffsetCommitValue(offset, epoch, "", ts), int64, int32, int64),  # inlined
+        st.builds(OffsetCommitValue, int64, int32, st.sampled_from(["", "m"]), int64, st.sampled_from([-1, 0, 7]),
+                  st.sampled_from([None, uuid.UUID(int=0), uuid.UUID(int=5)])),
+        st.none()),
+    st.sampled_from([(), (("member", b"m-1"),)]))
+other_records = st.sampled_from([
+    records.CoordinatorRecord(records.GroupMetadataKey("gg"), records.GroupMetadataValue("consumer", 1, "range", None, 5,
+                                                                                       ()), ()),
+    records.CoordinatorRecord(records.GroupMetadataKey("gg"), None, ()),
+])
+
+
+@given(st.lists(st.one_of(commit_records, other_records), max_size=12))
+def test_a_batch_serializes_as_each_record_does_alone(batch):
+    # The batch serializer's run of OffsetCommit records is inlined; every record must
+    # still come out as serialize_key and serialize_value make it.
+    assert records.serialize_records(batch, LogRecord) == [
+        LogRecord(records.serialize_key(k), records.serialize_value(v), h) for k, v, h in batch]

@@ -4,6 +4,7 @@ over string records (Kafka's `MockCoordinatorShard` pattern), and ops that respo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from coordinator.common.result import Result
 from coordinator.records import CoordinatorRecord
@@ -24,7 +25,11 @@ class StrSerde:
 
     compacted = False   # every record is replayed, as written
 
-    def serialize(self, record: CoordinatorRecord) -> LogRecord:
+    def serialize_all(self, records: Sequence[CoordinatorRecord]) -> list[LogRecord]:
+        return [self._serialize(record) for record in records]
+
+    @staticmethod
+    def _serialize(record: CoordinatorRecord) -> LogRecord:
         if record.key.startswith("#"):
             raise ValueError(f"cannot serialize {record.key}")
         value = None if record.value is None else record.value.encode()
