@@ -69,10 +69,6 @@ class KafkaRecordSerde:
     def serialize_all(self, recs: Sequence[CoordinatorRecord]) -> list[LogRecord]:
         return records.serialize_records(recs, LogRecord)
 
-    def serialize(self, record: CoordinatorRecord) -> LogRecord:
-        """One record's, for the tools and tests that write a log by hand."""
-        return self.serialize_all((record,))[0]
-
     def deserialize(self, stored: StoredRecord) -> CoordinatorRecord | None:
         return records.deserialize_record(stored.key, stored.value, stored.headers)
 

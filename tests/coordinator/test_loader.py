@@ -23,6 +23,7 @@ from storage.api import LogRecord, StorageError, StoredBatch, StoredRecord
 from storage.file_store import FileLogStore, partition_dir
 from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, encode_stored_batch
 from storage.memory_store import MemoryLogStore
+from tests.support.log_records import log_record
 
 SERDE = KafkaRecordSerde()
 
@@ -82,8 +83,8 @@ def as_replayed(offset: int, record) -> tuple:
 
 async def test_load_replays_the_latest_record_of_each_key_in_offset_order(store):
     older = new_offset_commit_record("g", "orders", 0, OffsetCommitValue(41, -1, "", 900))
-    await durable(store, 0, [SERDE.serialize(older), SERDE.serialize(GROUP)])
-    await durable(store, 0, [SERDE.serialize(TOMBSTONE), SERDE.serialize(COMMIT)])
+    await durable(store, 0, [log_record(older), log_record(GROUP)])
+    await durable(store, 0, [log_record(TOMBSTONE), log_record(COMMIT)])
     shard = RecordingShard()
     summary = await load_partition(store, 0, shard, SERDE)
     # keys, values and tombstones come back as they went in; the superseded commit is not replayed
@@ -94,8 +95,8 @@ async def test_load_replays_the_latest_record_of_each_key_in_offset_order(store)
 async def test_a_tombstone_replays_after_the_value_it_deleted(store):
     # the commit may be what made its group exist: replay keeps it, then deletes it
     deleted = new_offset_commit_tombstone("g", "orders", 0)
-    await durable(store, 0, [SERDE.serialize(GROUP), SERDE.serialize(COMMIT), SERDE.serialize(COMMIT)])
-    await durable(store, 0, [SERDE.serialize(deleted), SERDE.serialize(TOMBSTONE)])
+    await durable(store, 0, [log_record(GROUP), log_record(COMMIT), log_record(COMMIT)])
+    await durable(store, 0, [log_record(deleted), log_record(TOMBSTONE)])
     shard = RecordingShard()
     await load_partition(store, 0, shard, SERDE)
     assert fields(shard) == [as_replayed(0, GROUP), as_replayed(2, COMMIT), as_replayed(3, deleted),
@@ -103,7 +104,7 @@ async def test_a_tombstone_replays_after_the_value_it_deleted(store):
 
 
 async def test_unknown_record_types_are_skipped_with_one_warning(store, caplog):
-    await durable(store, 0, [unknown_type_record(9), SERDE.serialize(COMMIT), unknown_type_record(9)])
+    await durable(store, 0, [unknown_type_record(9), log_record(COMMIT), unknown_type_record(9)])
     shard = RecordingShard()
     with caplog.at_level(logging.WARNING, logger="coordinator.runtime.loader"):
         summary = await load_partition(store, 0, shard, SERDE)
@@ -115,8 +116,8 @@ async def test_unknown_record_types_are_skipped_with_one_warning(store, caplog):
 
 
 async def test_an_undecodable_record_stops_the_load_at_its_offset(store):
-    truncated = SERDE.serialize(COMMIT).key[:-3]
-    await durable(store, 0, [SERDE.serialize(COMMIT), LogRecord(truncated, b"\x00\x03"), SERDE.serialize(GROUP)])
+    truncated = log_record(COMMIT).key[:-3]
+    await durable(store, 0, [log_record(COMMIT), LogRecord(truncated, b"\x00\x03"), log_record(GROUP)])
     shard = RecordingShard()
     with pytest.raises(LoadError) as err:
         await load_partition(store, 0, shard, SERDE)
@@ -140,7 +141,7 @@ async def load_segment(data_dir, segment: bytes, shard: RecordingShard):
 async def test_a_record_without_a_key_stops_the_load_at_its_offset_and_says_so(tmp_path):
     # Kafka keys every record of __consumer_offsets: a keyless one is damage, never skipped.
     # The log's format allows it (a key of length -1), so it is written on disk as such.
-    first, after = SERDE.serialize(COMMIT), SERDE.serialize(GROUP)
+    first, after = log_record(COMMIT), log_record(GROUP)
     records = (StoredRecord(0, 1_000, first.key, first.value), StoredRecord(1, 1_000, None, b"\x00\x03"),
                StoredRecord(2, 1_000, after.key, after.value, after.headers))
     shard = RecordingShard()
@@ -151,7 +152,7 @@ async def test_a_record_without_a_key_stops_the_load_at_its_offset_and_says_so(t
 
 
 async def test_a_record_that_replay_rejects_stops_the_load(store):
-    await durable(store, 0, [SERDE.serialize(COMMIT), SERDE.serialize(GROUP)])
+    await durable(store, 0, [log_record(COMMIT), log_record(GROUP)])
     with pytest.raises(LoadError) as err:
         await load_partition(store, 0, RecordingShard(reject_at=1), SERDE)
     assert err.value.offset == 1
@@ -167,7 +168,7 @@ async def test_a_failed_partition_is_not_loaded(store):
 async def test_partitions_load_side_by_side(store):
     for partition in (0, 1):
         for p in range(3):
-            await durable(store, partition, [SERDE.serialize(
+            await durable(store, partition, [log_record(
                 new_offset_commit_record("g", "orders", p, OffsetCommitValue(p, -1, "", 1_000)))])
     journal: list[tuple[int, int]] = []
     await asyncio.gather(*(load_partition(store, p, RecordingShard(p, journal), SERDE, chunk_records=1)
@@ -178,9 +179,9 @@ async def test_partitions_load_side_by_side(store):
 
 async def test_a_transaction_in_a_segment_file_is_replayed_pending_then_ended_by_its_marker(tmp_path):
     # given a segment as a real cluster writes it: a transactional commit and its marker
-    stored = [StoredRecord(0, 1_000, r.key, r.value, r.headers) for r in [SERDE.serialize(COMMIT)]]
+    stored = [StoredRecord(0, 1_000, r.key, r.value, r.headers) for r in [log_record(COMMIT)]]
     marker = StoredRecord(1, 1_000, struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 5))
-    after = SERDE.serialize(GROUP)
+    after = log_record(GROUP)
     segment = b"".join([
         encode_stored_batch(StoredBatch(0, 0, tuple(stored), attributes=TRANSACTIONAL_FLAG,
                                         producer_id=9, producer_epoch=0, base_sequence=0)),

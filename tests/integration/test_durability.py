@@ -25,7 +25,6 @@ from kafka.protocol.consumer.group import OffsetCommitRequest
 from coordinator import records
 from coordinator.offline.inspect import Inspection, inspect_data_dir
 from coordinator.partitioning import partition_for
-from coordinator.runtime.loader import KafkaRecordSerde
 from coordinator.runtime.partition_state import PartitionState
 from coordinator.service.cleaner_schedule import CleanerSchedule
 from coordinator.settings import ServerConfig
@@ -35,13 +34,13 @@ from storage.format import encode_batch
 from storage.segment import parse_segment_name
 from tests.support.aio_member import RETRIABLE_CODES, AioMember
 from tests.support.kgc import TEST_GROUP_CONFIG, KgcProcess, free_port, running_kgc
+from tests.support.log_records import log_record
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration]
 
 TOPIC = "t"
 PARTS = 3                   # every commit writes all of them: one batch, kept or lost whole
-SERDE = KafkaRecordSerde()
 KGC_FLAGS = ("--min-session-timeout-ms", "500", "--initial-rebalance-delay-ms", "0", "--log-level", "WARNING")
 
 
@@ -145,7 +144,7 @@ def tear_the_tail(data_dir, ledger: Ledger) -> int:
     partition = partition_for(ledger.group)
     (part,) = inspect_data_dir(data_dir, partition=partition).partitions
     unsent = ledger.sent + 1_000_000
-    batch = encode_batch(part.end_offset, [SERDE.serialize(records.new_offset_commit_record(
+    batch = encode_batch(part.end_offset, [log_record(records.new_offset_commit_record(
         ledger.group, TOPIC, p, records.OffsetCommitValue(unsent, -1, "", 0))) for p in range(PARTS)], 0)
     end, _size = log_end(data_dir, ledger.group)
     with open(partition_dir(data_dir, partition) / part.segments[-1].name, "r+b") as f:

@@ -27,7 +27,6 @@ from coordinator.offline.job import Options
 from coordinator.offline.kafka_import import read_kafka_log
 from coordinator.offline.runner import audit
 from coordinator.partitioning import partition_for
-from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import StoredBatch, StoredRecord
 from storage.format import CONTROL_FLAG, TRANSACTIONAL_FLAG, encode_stored_batch
 from storage.segment import segment_name
@@ -35,9 +34,9 @@ from tests.support.admin import committed_offsets, create_topic, produce_sequenc
 from tests.support.clients import CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
 from tests.support.data_dirs import partitions_held
 from tests.support.kafka import KafkaCluster
+from tests.support.log_records import log_record
 
 T0 = 1_700_000_000_000
-SERDE = KafkaRecordSerde()
 ABORT, COMMIT = 0, 1
 
 
@@ -58,7 +57,7 @@ class KafkaLog:
         self.next_offset[partition] = base + len(stored)
 
     def records(self, group: str, *recs: records.CoordinatorRecord, producer_id: int = -1) -> None:
-        serialized = [SERDE.serialize(r) for r in recs]
+        serialized = [log_record(r) for r in recs]
         self.append(partition_for(group), [(r.key, r.value) for r in serialized], producer_id=producer_id,
                     attributes=TRANSACTIONAL_FLAG if producer_id >= 0 else 0)
 
@@ -99,8 +98,8 @@ def kafka_log(tmp_path: Path) -> Path:
     log.records("g-overtaken", commit("g-overtaken", 0, 40), producer_id=102)
     log.records("g-overtaken", commit("g-overtaken", 0, 41))
     log.marker("g-overtaken", 102, COMMIT)
-    consumer_group = SERDE.serialize(records.CoordinatorRecord(records.ConsumerGroupMetadataKey("g-848"),
-                                                               records.ConsumerGroupMetadataValue(epoch=4)))
+    consumer_group = log_record(records.CoordinatorRecord(records.ConsumerGroupMetadataKey("g-848"),
+                                                          records.ConsumerGroupMetadataValue(epoch=4)))
     log.append(partition_for("g-848"), [(consumer_group.key, consumer_group.value)])
     log.records("g-848", commit("g-848", 0, 8))
     return log.write(tmp_path / "kafka")

@@ -18,20 +18,19 @@ from coordinator.offline.job import Options
 from coordinator.offline.runner import audit
 from coordinator.offline.scan import PartitionScan
 from coordinator.partitioning import partition_for
-from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import LogRecord
 from storage.file_store import PREALLOCATE_BYTES, FileLogStore, partition_dir
 from storage.format import encode_batch
 from storage.segment import segment_name
+from tests.support.log_records import log_record
 
 T0 = 1_700_000_000_000
-SERDE = KafkaRecordSerde()
 GROUP = "g-live"
 COMMITS = 5
 
 
 def commit(offset: int) -> LogRecord:
-    return SERDE.serialize(records.new_offset_commit_record(
+    return log_record(records.new_offset_commit_record(
         GROUP, "t", 0, records.OffsetCommitValue(offset, -1, "", T0), member_id="m1", generation=1,
         client_id="c", client_host="/127.0.0.1"))
 

@@ -9,12 +9,13 @@ import pytest
 from coordinator import records
 from coordinator.app import KgcApp
 from coordinator.partitioning import partition_for
-from coordinator.runtime.loader import LOAD_CHUNK_RECORDS, KafkaRecordSerde
+from coordinator.runtime.loader import LOAD_CHUNK_RECORDS
 from coordinator.settings import ServerConfig
 from storage.file_store import FileLogStore
 from tests.support.data_dirs import bound_by_file_modes, made_by_kgc, make_writable, read_only_partitions
 from tests.support.kgc import TEST_GROUP_CONFIG, free_port, kgc_process
 from tests.support.kgc_http import get_json
+from tests.support.log_records import log_record
 
 pytestmark = [pytest.mark.integration]
 
@@ -29,10 +30,9 @@ async def write_log(data_dir) -> int:
     store = FileLogStore(data_dir, fsync="never")
     await store.open()
     partition = partition_for(GROUP)
-    serde = KafkaRecordSerde()
     total = CHUNKS * LOAD_CHUNK_RECORDS
     for start in range(0, total, BATCH_RECORDS):
-        batch = [serde.serialize(records.new_offset_commit_record(
+        batch = [log_record(records.new_offset_commit_record(
             GROUP, "t", i % 100, records.OffsetCommitValue(i, -1, "", 0))) for i in range(start, start + BATCH_RECORDS)]
         await store.append(partition, batch, 0).durable
     await store.close()

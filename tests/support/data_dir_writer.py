@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from coordinator import records
 from coordinator.partitioning import partition_for
-from coordinator.runtime.loader import KafkaRecordSerde
 from storage.api import LogRecord
 from storage.file_store import FileLogStore
+from tests.support.log_records import log_record
 
 T0 = 1_700_000_000_000
-SERDE = KafkaRecordSerde()
 
 
 async def write(data_dir, batches: list[list[records.CoordinatorRecord | LogRecord]], group: str) -> None:
@@ -19,7 +18,7 @@ async def write(data_dir, batches: list[list[records.CoordinatorRecord | LogReco
     await store.open()
     try:
         for i, batch in enumerate(batches):
-            log_records = [r if isinstance(r, LogRecord) else SERDE.serialize(r) for r in batch]
+            log_records = [r if isinstance(r, LogRecord) else log_record(r) for r in batch]
             await store.append(partition_for(group), log_records, T0 + i).durable
     finally:
         await store.close()
