@@ -17,6 +17,14 @@ sides' default interval (5 s).
   cooperative-sticky assignors and with `group.protocol=consumer`; the time from the
   subscriptions to the moment the group's assignment is complete and balanced (every member
   holds partitions, none more than one more than another), as it then stays for a second.
+- rebalance: a settled group of 50 (`--rebalance-members`), with each protocol as above; a
+  new member subscribes, and the time until the group is balanced again over every member,
+  as it then stays for a second; then the first member closes (leaving the group), and the
+  time until the others are balanced again. Each change comes 11 to 16 s after the group
+  last settled (`QUIET_MS`, `JITTER_MS`), so it meets members heartbeating at their regular
+  interval, as in a group that has been steady, at a random point of their cycle: 3 s for
+  classic members (the Java client's default), which learn of a rebalance from a heartbeat's
+  answer, and both coordinators' 5 s for KIP-848 members.
 - sync-commits: eight members of one group, each holding 3 of 24 partitions, commit their
   own partitions with `commitSync` 300 times in a row, all at once, as an application
   commits after each batch; eager, then `group.protocol=consumer` (whose commits name topics
@@ -51,7 +59,16 @@ COMMITS = 300
 SIZES = (1, 50, 200)
 FIRST_ASSIGNMENT_PROTOCOLS = ("eager", "cooperative", "consumer")
 COMMIT_PROTOCOLS = ("eager", "consumer")
-WORKLOADS = ("first-assignment", "sync-commits")
+REBALANCE_MEMBERS = 50
+# Before each change of membership: long enough for every member to be back at its regular
+# heartbeat interval and to have heartbeat at it once, as in a group that has been steady.
+# kgc's members of a group that settled heartbeat at 500 ms for up to one regular interval
+# (5 s) after its last assignment, then at 5 s (docs/kip848.md, its bullet "Settling heartbeats"). Then
+# a random spell of up to one regular interval: a settled group's members heartbeat nearly in
+# step, and a change falls anywhere in their cycle, as an application's comings and goings do.
+QUIET_MS = 11_000
+JITTER_MS = 5_000
+WORKLOADS = ("first-assignment", "rebalance", "sync-commits")
 RUN_TIMEOUT_S = 300
 # 200 consumers, each with its buffers and threads, in one JVM.
 JVM = ("-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
@@ -62,23 +79,27 @@ LOAD_NICE = 10
 class Run:
     group: str
     settled_ms: int
+    joined_ms: int      # -1: not measured (no churn)
+    left_ms: int
     commits_per_s: float
     latencies_us: list[int]
 
 
 def run(bootstrap: str, topic: str, partitions: int, protocol: str, members: int, commits: int,
-        nice: int = LOAD_NICE) -> Run:
-    """One run of GroupOfMembers in a new group, its JVM at `nice` (0: this process's priority)."""
+        nice: int = LOAD_NICE, churn: tuple[int, int] | None = None) -> Run:
+    """One run of GroupOfMembers in a new group, its JVM at `nice` (0: this process's priority);
+    with `churn` (quiet ms, jitter ms), a member joins the settled group and then one leaves,
+    each the quiet time and a random spell of up to the jitter after the group last settled."""
     group = f"java-{protocol}-{uuid.uuid4().hex[:8]}"
     java = java_command("GroupOfMembers", bootstrap, group, topic, str(partitions), str(members), str(commits),
-                        protocol, jvm=JVM, cp=compiled(SOURCE))
+                        protocol, *map(str, churn or ()), jvm=JVM, cp=compiled(SOURCE))
     done = subprocess.run(["nice", "-n", str(nice), *java],
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     if done.returncode != 0:
         raise SystemExit(f"GroupOfMembers against {bootstrap} failed:\n{done.stderr[-3000:]}")
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     rate = members * commits / answer["seconds"] if commits else 0.0
-    return Run(group, answer["settled_ms"], rate, answer["latencies_us"])
+    return Run(group, answer["settled_ms"], answer["joined_ms"], answer["left_ms"], rate, answer["latencies_us"])
 
 
 def alternating(rounds: int, targets: dict[str, str], measure) -> dict[str, list[float]]:
@@ -102,6 +123,24 @@ def first_assignment(kafka: KafkaCluster, targets: dict[str, str], sizes: list[i
                 run(bootstrap, t, k, p, n, 0, nice).settled_ms,))
             kafka_ms, kgc_ms = medians["Kafka"][0], medians["kgc"][0]
             print(f"| {members} | {protocol} | {kafka_ms:,.0f} | {kgc_ms:,.0f} | {kgc_ms / kafka_ms:.2f} |", flush=True)
+    print()
+
+
+def rebalance(kafka: KafkaCluster, targets: dict[str, str], members: int, rounds: int, nice: int) -> None:
+    print(f"Rebalance of a settled group of {members}: a member joins, then one leaves; each from the change "
+          "to the group's balance again (ms), at the clients' and the coordinators' default timers\n")
+    print("| protocol | Kafka: joins / leaves | kgc: joins / leaves | kgc / Kafka |\n|---|---:|---:|---:|", flush=True)
+    partitions = PARTITIONS_EACH * members
+    topic = kafka.create_topic(f"java-rebalance-{members}-{uuid.uuid4().hex[:6]}", partitions)
+    for protocol in FIRST_ASSIGNMENT_PROTOCOLS:
+        def measure(bootstrap: str, protocol: str = protocol) -> tuple[float, float]:
+            done = run(bootstrap, topic, partitions, protocol, members, 0, nice, churn=(QUIET_MS, JITTER_MS))
+            return done.joined_ms, done.left_ms
+
+        medians = alternating(rounds, targets, measure)
+        (k_join, k_leave), (g_join, g_leave) = medians["Kafka"], medians["kgc"]
+        print(f"| {protocol} | {k_join:,.0f} / {k_leave:,.0f} | {g_join:,.0f} / {g_leave:,.0f} | "
+              f"{g_join / k_join:.2f} / {g_leave / k_leave:.2f} |", flush=True)
     print()
 
 
@@ -135,6 +174,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="first-assignment group sizes")
+    parser.add_argument("--rebalance-members", type=int, default=REBALANCE_MEMBERS)
     parser.add_argument("--load-nice", type=int, default=LOAD_NICE,
                         help="the members' JVM's niceness, for both targets (0: as this process)")
     args = parser.parse_args(argv)
@@ -157,6 +197,8 @@ def main(argv: list[str]) -> int:
             targets = {"Kafka": kafka.bootstrap, "kgc": kgc.bootstrap}
             if "first-assignment" in workloads:
                 first_assignment(kafka, targets, [int(n) for n in args.sizes.split(",")], args.rounds, args.load_nice)
+            if "rebalance" in workloads:
+                rebalance(kafka, targets, args.rebalance_members, args.rounds, args.load_nice)
             if "sync-commits" in workloads:
                 sync_commits(kafka, targets, args.rounds, args.load_nice)
     return 0

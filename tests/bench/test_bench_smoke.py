@@ -161,16 +161,18 @@ def test_compare_puts_kgc_beside_kafkas_own_coordinator_under_the_names_given(ka
 
 
 @pytest.mark.parametrize("protocol", ["eager", "cooperative", "consumer"])
-def test_the_java_group_bench_measures_the_first_assignment_and_every_commit(kafka, tmp_path, protocol):
+def test_the_java_group_bench_measures_the_first_assignment_every_commit_and_a_rebalance(kafka, tmp_path, protocol):
     """tests/bench/java_group.py at tiny size: the Java members settle, each commits the
-    partitions it holds, and the settling time and every commit's latency come back,
-    directly and through kgc; what they committed last is what the group holds."""
+    partitions it holds, then a member joins and one leaves; the settling time, every
+    commit's latency and the two rebalances' times come back, directly and through kgc;
+    what they committed last is what the group holds."""
     partitions = 2 * java_group.PARTITIONS_EACH
     topic = kafka.create_topic(f"java-group-smoke-{protocol}-{tmp_path.name[-6:]}", partitions)
     with kgc_in_front_of(kafka, "--fsync", "never", "--data-dir", str(tmp_path / "data"),
                          log_path=str(tmp_path / "kgc.log")) as kgc:
         for bootstrap in (kafka.bootstrap, kgc.bootstrap):
-            done = java_group.run(bootstrap, topic, partitions, protocol, members=2, commits=5)
+            done = java_group.run(bootstrap, topic, partitions, protocol, members=2, commits=5, churn=(0, 0))
             assert done.settled_ms > 0 and done.commits_per_s > 0, done
+            assert done.joined_ms > 0 and done.left_ms > 0, done
             assert len(done.latencies_us) == 10 and all(t > 0 for t in done.latencies_us), done
             assert committed_offsets(bootstrap, done.group) == dict.fromkeys(range(partitions), 5)
