@@ -25,14 +25,16 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 // at once and poll until the group has settled: every member holds partitions, all
 // `partitions` are held, none holds more than one more than another, for a second on end.
 // Then, together, each commits its own partitions with commitSync `commits` times in a row
-// (offset n at the n-th), as an application commits after each batch. With `churn`, the
-// members then keep polling while a new member joins, until the group has settled again, and
-// then while the first member leaves (closes), until it has settled once more, each change
-// `quiet_ms` and a random spell of up to `jitter_ms` after the group last settled; then all close.
+// (offset n at the n-th), as an application commits after each batch. With churn (the last two
+// arguments), the members then keep polling while a new member joins, until the group has
+// settled again, and then while the first member leaves (closes), until it has settled once
+// more, each change `quiet_ms` and a random spell of up to `jitter_ms` after the group last
+// settled; then all close.
 //
-// Arguments: bootstrap group topic partitions members commits protocol [quiet_ms jitter_ms], the protocol
-// one of eager (classic, RangeAssignor), cooperative (classic, CooperativeStickyAssignor) or
-// consumer (group.protocol=consumer, the coordinator's default assignor); with quiet_ms, churn.
+// Arguments: bootstrap group topic partitions members commits protocol [quiet_ms jitter_ms],
+// the protocol one of eager (classic, RangeAssignor), cooperative (classic,
+// CooperativeStickyAssignor) or consumer (group.protocol=consumer, the coordinator's default
+// assignor).
 // Prints one JSON line: {"settled_ms": from the subscriptions to the group's lasting balance,
 // "joined_ms": from the newcomer's subscribe to the balance that includes it, "left_ms": from
 // the first member's close to the balance without it (both -1 without churn), "seconds": wall
@@ -41,9 +43,9 @@ public final class GroupOfMembers {
     private static final long SETTLE_MS = 1_000;
     private static final long TIMEOUT_MS = 120_000;
 
-    // Which members are in the group and what each holds; `settledSince` is when the group
+    // Which members are in the group and what each holds; SETTLED_SINCE is when the group
     // last became balanced (MAX_VALUE: it is not). A membership change and the reset of
-    // `settledSince` happen under the lock, so a member's balance check made before the
+    // SETTLED_SINCE happen under the lock, so a member's balance check made before the
     // change cannot mark the changed group settled.
     private static final Object LOCK = new Object();
     private static AtomicIntegerArray held;
