@@ -57,15 +57,16 @@ PARTITIONS_EACH = 3
 COMMIT_MEMBERS = 8
 COMMITS = 300
 SIZES = (1, 50, 200)
-FIRST_ASSIGNMENT_PROTOCOLS = ("eager", "cooperative", "consumer")
+PROTOCOLS = ("eager", "cooperative", "consumer")    # first assignment and rebalance
 COMMIT_PROTOCOLS = ("eager", "consumer")
 REBALANCE_MEMBERS = 50
 # Before each change of membership: long enough for every member to be back at its regular
 # heartbeat interval and to have heartbeat at it once, as in a group that has been steady.
 # kgc's members of a group that settled heartbeat at 500 ms for up to one regular interval
-# (5 s) after its last assignment, then at 5 s (docs/kip848.md, its bullet "Settling heartbeats"). Then
-# a random spell of up to one regular interval: a settled group's members heartbeat nearly in
-# step, and a change falls anywhere in their cycle, as an application's comings and goings do.
+# (5 s) after its last assignment, then at 5 s (docs/kip848.md, its bullet "Settling
+# heartbeats"). Then a random spell of up to one regular interval: a settled group's members
+# heartbeat nearly in step, and a change falls anywhere in their cycle, as an application's
+# comings and goings do.
 QUIET_MS = 11_000
 JITTER_MS = 5_000
 WORKLOADS = ("first-assignment", "rebalance", "sync-commits")
@@ -118,7 +119,7 @@ def first_assignment(kafka: KafkaCluster, targets: dict[str, str], sizes: list[i
     for members in sizes:
         partitions = PARTITIONS_EACH * members
         topic = kafka.create_topic(f"java-first-{members}-{uuid.uuid4().hex[:6]}", partitions)
-        for protocol in FIRST_ASSIGNMENT_PROTOCOLS:
+        for protocol in PROTOCOLS:
             medians = alternating(rounds, targets, lambda bootstrap, p=protocol, n=members, t=topic, k=partitions: (
                 run(bootstrap, t, k, p, n, 0, nice).settled_ms,))
             kafka_ms, kgc_ms = medians["Kafka"][0], medians["kgc"][0]
@@ -132,7 +133,7 @@ def rebalance(kafka: KafkaCluster, targets: dict[str, str], members: int, rounds
     print("| protocol | Kafka: joins / leaves | kgc: joins / leaves | kgc / Kafka |\n|---|---:|---:|---:|", flush=True)
     partitions = PARTITIONS_EACH * members
     topic = kafka.create_topic(f"java-rebalance-{members}-{uuid.uuid4().hex[:6]}", partitions)
-    for protocol in FIRST_ASSIGNMENT_PROTOCOLS:
+    for protocol in PROTOCOLS:
         def measure(bootstrap: str, protocol: str = protocol) -> tuple[float, float]:
             done = run(bootstrap, topic, partitions, protocol, members, 0, nice, churn=(QUIET_MS, JITTER_MS))
             return done.joined_ms, done.left_ms
