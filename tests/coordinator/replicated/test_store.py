@@ -21,6 +21,14 @@ from coordinator.settings import host_ports
 from storage.api import LogRecord, StorageError
 
 PARTITIONS = 50
+NOW_MS = int(time.time() * 1000)
+
+
+def at(ms: int) -> int:
+    """A record timestamp `ms` after the module loaded. Near the present, as kgc's own are: a
+    batch timestamped in 1970 would make the transaction marker the broker writes (stamped
+    now) roll the segment, and Kafka's cleaner could then compact what a test reads back."""
+    return NOW_MS + ms
 
 
 def new_topic() -> str:
@@ -51,11 +59,11 @@ def records(store, partition):
 async def test_what_one_owner_wrote_a_new_owner_reads_back_at_the_topics_offsets(kafka):
     topic = new_topic()
     async with opened(kafka, topic) as first:
-        a = first.append(7, [LogRecord(b"k1", b"v1", (("kgc-owner", b"a"),)), LogRecord(b"k2", None)], 1_000)
-        b = first.append(7, [LogRecord(b"k1", b"v2")], 2_000)
+        a = first.append(7, [LogRecord(b"k1", b"v1", (("kgc-owner", b"a"),)), LogRecord(b"k2", None)], at(1_000))
+        b = first.append(7, [LogRecord(b"k1", b"v2")], at(2_000))
         await a.durable
         await b.durable
-        c = first.append(7, [LogRecord(b"k3", b"v3")], 3_000)
+        c = first.append(7, [LogRecord(b"k3", b"v3")], at(3_000))
         await c.durable
         written = records(first, 7)
     end = first.end_offset(7)      # closed: its transaction ended
@@ -67,7 +75,7 @@ async def test_what_one_owner_wrote_a_new_owner_reads_back_at_the_topics_offsets
         assert second.end_offset(7) == end
         assert records(second, 8) == []
         # And it writes on at the offset the topic gives.
-        d = second.append(7, [LogRecord(b"k4", b"v4")], 4_000)
+        d = second.append(7, [LogRecord(b"k4", b"v4")], at(4_000))
         assert await d.durable == end
     async with opened(kafka, topic) as third:
         assert records(third, 7)[-1] == (end, b"k4", b"v4", ())
@@ -75,10 +83,10 @@ async def test_what_one_owner_wrote_a_new_owner_reads_back_at_the_topics_offsets
 
 async def test_a_prepared_batch_and_a_barrier_become_durable_in_order(kafka):
     async with opened(kafka, new_topic()) as store:
-        first = store.append(3, [LogRecord(b"a", b"1")], 1_000)
-        prepared = await store.prepare(3, [LogRecord(f"k{i}".encode(), b"x") for i in range(5_000)], 1_000)
+        first = store.append(3, [LogRecord(b"a", b"1")], at(1_000))
+        prepared = await store.prepare(3, [LogRecord(f"k{i}".encode(), b"x") for i in range(5_000)], at(1_000))
         big = store.append_prepared(prepared)
-        barrier = store.append(3, [], 1_000)
+        barrier = store.append(3, [], at(1_000))
         assert prepared.base_offset == store.end_offset(3) - 5_000
         assert await first.durable == first.last_offset
         assert await big.durable == big.last_offset
@@ -89,10 +97,10 @@ async def test_a_prepared_batch_and_a_barrier_become_durable_in_order(kafka):
 async def test_a_second_owner_fences_the_first_whose_partition_stays_failed(kafka):
     topic = new_topic()
     async with opened(kafka, topic, write_timeout_ms=5_000) as first:
-        kept = first.append(1, [LogRecord(b"kept", b"1")], 1_000)
+        kept = first.append(1, [LogRecord(b"kept", b"1")], at(1_000))
         await kept.durable
         async with opened(kafka, topic) as second:
-            refused = first.append(1, [LogRecord(b"lost", b"2")], 2_000)
+            refused = first.append(1, [LogRecord(b"lost", b"2")], at(2_000))
             with pytest.raises(StorageError):
                 await refused.durable
             assert first.partition_error(1) is not None
@@ -102,7 +110,7 @@ async def test_a_second_owner_fences_the_first_whose_partition_stays_failed(kafk
             # aborted, is read and committed again after it.
             assert [k for _, k, _, _ in records(second, 1)] == [b"kept", b"kept"]
             # Other partitions of the first owner were fenced too, at their next write.
-            other = first.append(2, [LogRecord(b"late", b"3")], 3_000)
+            other = first.append(2, [LogRecord(b"late", b"3")], at(3_000))
             with pytest.raises(StorageError):
                 await other.durable
 
@@ -134,8 +142,8 @@ async def test_what_an_owner_acknowledged_survives_its_unfinished_transaction(ka
     topic = new_topic()
     # A transaction that stays open: the first owner is taken over in the middle of it.
     async with opened(kafka, topic, write_timeout_ms=5_000, transaction_ms=600_000) as first:
-        await first.append(4, [LogRecord(b"old", b"1")], 1_000).durable
-        await first.append(4, [LogRecord(b"acked", b"2"), LogRecord(b"old", None)], 2_000).durable
+        await first.append(4, [LogRecord(b"old", b"1")], at(1_000)).durable
+        await first.append(4, [LogRecord(b"acked", b"2"), LogRecord(b"old", None)], at(2_000)).durable
         assert b"acked" not in committed_view(kafka, topic, 4)      # its transaction is still open
         async with opened(kafka, topic) as second:
             assert [(k, v) for _, k, v, _ in records(second, 4)] == [
@@ -143,7 +151,7 @@ async def test_what_an_owner_acknowledged_survives_its_unfinished_transaction(ka
                 (b"acked", b"2"), (b"old", None)]                     # committed again
             assert committed_view(kafka, topic, 4) == {b"acked": b"2", b"old": None}
             # What the second writes goes after them, in its own transaction.
-            written = second.append(4, [LogRecord(b"new", b"3")], 3_000)
+            written = second.append(4, [LogRecord(b"new", b"3")], at(3_000))
             assert await written.durable == 7
     async with opened(kafka, topic) as third:
         assert [(k, v) for _, k, v, _ in records(third, 4)][-1] == (b"new", b"3")
@@ -153,7 +161,7 @@ async def test_what_an_owner_acknowledged_survives_its_unfinished_transaction(ka
 async def test_records_of_an_aborted_transaction_are_not_read(kafka):
     topic = new_topic()
     async with opened(kafka, topic) as store:
-        await store.append(5, [LogRecord(b"before", b"1")], 1_000).durable
+        await store.append(5, [LogRecord(b"before", b"1")], at(1_000)).durable
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"{topic}-intruder"})
     producer.init_transactions(30)
     producer.begin_transaction()
