@@ -34,6 +34,11 @@ MAX_ROUNDS = 10_000    # attempts per step: a bound, never reached by a sane tar
 RETRY = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
          ErrorCode.NOT_COORDINATOR)
 MOVED = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+# A set-up request may also meet a topic the bench has just created and the coordinator's
+# broker does not know yet: Kafka's controller answers CreateTopics before every broker has
+# the topic, and a coordinator on another broker answers commits to it UNKNOWN_TOPIC_OR_PARTITION
+# until then (retriable, as Kafka's clients treat it).
+SET_UP_RETRY = (*RETRY, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 class BenchError(Exception):
@@ -101,7 +106,7 @@ class Router:
             cid = conn.next_correlation_id()
             payload = await conn.send(frame(cid), cid)
             code = error_of(payload)
-            if code not in RETRY:
+            if code not in SET_UP_RETRY:
                 return payload
             if code in MOVED:
                 self.forget(group)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from coordinator.bench import compare as driver
@@ -163,3 +164,38 @@ def test_a_set_up_request_answered_not_coordinator_is_sent_again_to_the_coordina
         return codes
 
     assert asyncio.run(scenario()) == [ErrorCode.NOT_COORDINATOR, ErrorCode.NONE]
+
+
+def test_a_set_up_commit_to_a_topic_its_coordinator_does_not_know_yet_is_sent_again_until_it_does(kafka3, run_id):
+    """A coordinator on another broker answers a commit to a topic it has not learned yet
+    UNKNOWN_TOPIC_OR_PARTITION, as Kafka's brokers do for a moment after its controller
+    created the topic; the set-up request is sent again until the commit is taken."""
+    node = kafka3.nodes[0]
+    [group] = _groups(run_id)["rebalance"]     # coordinated by another broker (the fixture)
+    topic = f"late-{run_id}"
+
+    def create_later() -> None:
+        time.sleep(1.0)
+        admin = KafkaAdminClient(bootstrap_servers=kafka3.bootstrap)
+        try:
+            admin.create_topics([NewTopic(topic, 1, 3)])
+        finally:
+            admin.close()
+
+    async def scenario() -> list[int]:
+        router = Router(await BenchConnection.open(node.host, node.port))
+        codes: list[int] = []
+
+        def error_of(payload: bytes) -> int:
+            codes.append(messages.offset_commit_error(payload))
+            return codes[-1]
+        try:
+            request = messages.offset_commit_request(group, topic, 1, 7)
+            await asyncio.gather(asyncio.to_thread(create_later),
+                                 router.request(group, functools.partial(messages.encode, request), error_of))
+        finally:
+            router.close()
+        return codes
+
+    codes = asyncio.run(scenario())
+    assert codes[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and codes[-1] == ErrorCode.NONE, codes

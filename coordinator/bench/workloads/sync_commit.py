@@ -9,7 +9,9 @@ At the end of each (N, K) every client reads its partitions back with OffsetFetc
 
 Each client sends to the group's coordinator, as FindCoordinator (asked once per client,
 before the clock starts) names it: its own connection when that is the target's address,
-else one it opens to the coordinator then.
+else one it opens to the coordinator then. Its first commit, of offset 0, is sent then
+too, and sent again while the coordinator answers that it cannot take it yet (loading, or
+a topic just created that its broker does not know yet).
 
 kgc runs with fsync `always` and `never`. "fsync cost / kgc fsync" says how much longer
 a commit waits with `always` than with `never` (p50 against p50), in units of the mean
@@ -37,7 +39,7 @@ from coordinator.bench.context import Context
 from coordinator.bench.cpu import Cpu, cpu_in_window, per_request
 from coordinator.bench.disk import FsyncProbe
 from coordinator.bench.member import BenchError
-from coordinator.bench.router import Router
+from coordinator.bench.router import Router, error_name
 from coordinator.bench.stats import Figure, Latencies, not_measured
 from coordinator.bench.wire import BenchConnection
 
@@ -121,13 +123,14 @@ async def _measure(ctx: Context, target, group: str, clients: int,
     latencies = Latencies()
     counts = [0]
     try:
-        conns = await asyncio.gather(*(router.connection(group) for router in routers))
+        encoders = [messages.OffsetCommitEncoder(group, TOPIC, partitions, i * partitions) for i in range(clients)]
+        conns = await asyncio.gather(*(_first_commit(router, group, encoder)
+                                       for router, encoder in zip(routers, encoders, strict=True)))
         start = time.perf_counter()
         measure_from = start + s.warmup_s
         end = measure_from + s.duration_s
         last, cpu = await asyncio.gather(asyncio.gather(*(
-            _client(conns[i], messages.OffsetCommitEncoder(group, TOPIC, partitions, i * partitions),
-                    measure_from, end, latencies, counts)
+            _client(conns[i], encoders[i], measure_from, end, latencies, counts)
             for i in range(clients))), cpu_in_window(target.pid, measure_from, end))
         for i in range(clients):
             await _check_committed(routers[i], group, partitions, i * partitions, last[i])
@@ -135,6 +138,21 @@ async def _measure(ctx: Context, target, group: str, clients: int,
         for router in routers:
             router.close()
     return latencies, counts[0], cpu
+
+
+async def _first_commit(router: Router, group: str, encoder: messages.OffsetCommitEncoder) -> BenchConnection:
+    """Offset 0, committed before the clock starts, retried while the coordinator cannot
+    take it yet (`Router.request`); the connection to the group's coordinator."""
+    payload = await router.request(group, lambda cid: encoder.frame(cid, 0), messages.offset_commit_error)
+    _check_answer(payload, encoder, 0)
+    return await router.connection(group)
+
+
+def _check_answer(payload: bytes, encoder: messages.OffsetCommitEncoder, offset: int) -> None:
+    answered, failed = messages.offset_commit_errors(payload)
+    if failed or answered != encoder.partitions:
+        raise BenchError(f"commit of offset {offset}: {failed} of {answered} partitions failed, the first with "
+                         f"{error_name(messages.offset_commit_error(payload))}")
 
 
 async def _client(conn: BenchConnection, encoder: messages.OffsetCommitEncoder, measure_from: float, end: float,
@@ -147,9 +165,7 @@ async def _client(conn: BenchConnection, encoder: messages.OffsetCommitEncoder, 
         sent = time.perf_counter_ns()
         payload = await conn.send(encoder.frame(cid, offset), cid)
         now_ns = time.perf_counter_ns()
-        answered, failed = messages.offset_commit_errors(payload)
-        if failed or answered != encoder.partitions:
-            raise BenchError(f"commit of offset {offset}: {failed} of {answered} partitions failed")
+        _check_answer(payload, encoder, offset)
         now = now_ns / 1e9
         if now >= end:
             return offset
