@@ -140,6 +140,14 @@ def test_a_member_answered_not_coordinator_finds_its_coordinator_again_and_joins
     asyncio.run(scenario())
 
 
+def recording(codes: list[int], error_of: Callable[[bytes], int]) -> Callable[[bytes], int]:
+    """`error_of`, keeping each error it reads in `codes`."""
+    def recorded(payload: bytes) -> int:
+        codes.append(error_of(payload))
+        return codes[-1]
+    return recorded
+
+
 def test_a_set_up_request_answered_not_coordinator_is_sent_again_to_the_coordinator_found_anew(kafka3, run_id):
     """A router that still holds `node` as the coordinator of a group that moved: the
     request meets NOT_COORDINATOR there and is sent again where FindCoordinator now says."""
@@ -149,10 +157,7 @@ def test_a_set_up_request_answered_not_coordinator_is_sent_again_to_the_coordina
     async def scenario() -> list[int]:
         router = Router(await BenchConnection.open(node.host, node.port))
         codes: list[int] = []
-
-        def error_of(payload: bytes) -> int:
-            codes.append(messages.offset_fetch_error(payload))
-            return codes[-1]
+        error_of = recording(codes, messages.offset_fetch_error)
         try:
             # As a router whose group's coordinator has moved since it was found: `node`.
             router._by_group[group] = router.bootstrap
@@ -185,10 +190,7 @@ def test_a_set_up_commit_to_a_topic_its_coordinator_does_not_know_yet_is_sent_ag
     async def scenario() -> list[int]:
         router = Router(await BenchConnection.open(node.host, node.port))
         codes: list[int] = []
-
-        def error_of(payload: bytes) -> int:
-            codes.append(messages.offset_commit_error(payload))
-            return codes[-1]
+        error_of = recording(codes, messages.offset_commit_error)
         try:
             request = messages.offset_commit_request(group, topic, 1, 7)
             await asyncio.gather(asyncio.to_thread(create_later),
