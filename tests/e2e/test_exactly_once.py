@@ -14,20 +14,20 @@ import uuid
 from collections import Counter
 
 import pytest
-from kafka.protocol.api_key import ApiKey
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from coordinator.probe import request_response
 from tests.support.eos import (
     Copier,
+    advertised_transactions,
     assert_exactly_once,
     copy_transactionally,
     copy_with_java_loop,
     copy_with_kafkas_copier,
     copy_with_streams,
+    flows_used,
     run_streams,
     seed,
     topics,
+    txn_requests,
 )
 from tests.support.eos_python import copy_with_aiokafka, copy_with_kafka_python
 from tests.support.kafka import KafkaCluster, die_with_the_test_run
@@ -69,33 +69,10 @@ class RestartableKgc:
         return f"127.0.0.1:{self.port}"
 
     def requests(self) -> Counter[tuple[str, str]]:
-        """kgc's request counts by (API, version) so far, from its /metrics."""
-        samples = metrics_of(self.http_port)
-        return Counter({(dict(labels)["api"], dict(labels)["version"]): n for (name, labels), n in samples.values.items()
-                        if name == "kgc_requests_total" and dict(labels)["api"] in TXN_APIS})
+        return txn_requests(self.http_port)
 
     def advertised(self) -> tuple[tuple[int, int], dict[str, int]]:
-        """kgc's ApiVersions v3 answer: TxnOffsetCommit's range, and the finalized features."""
-        answer = request_response(("127.0.0.1", self.port), ApiVersionsRequest[3](
-            client_software_name="kgc-test", client_software_version="1"), ApiVersionsResponse)
-        txn = next((k.min_version, k.max_version) for k in answer.api_keys if k.api_key == ApiKey.TxnOffsetCommit)
-        return txn, {f.name: f.max_version_level for f in answer.finalized_features}
-
-
-TXN_APIS = ("AddOffsetsToTxn", "TxnOffsetCommit")
-
-
-def flows_used(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> set[str]:
-    """Which transaction protocol the requests between two counts took: "v1" (AddOffsetsToTxn,
-    then TxnOffsetCommit v0-4), "v2" (TxnOffsetCommit v5+ alone, KIP-890)."""
-    grew = {key for key in after if after[key] > before[key]}
-    flows = set()
-    if any(api == "TxnOffsetCommit" and int(version) >= 5 for api, version in grew):
-        flows.add("v2")
-    if any(api == "AddOffsetsToTxn" for api, _ in grew) or any(
-            api == "TxnOffsetCommit" and int(version) < 5 for api, version in grew):
-        flows.add("v1")
-    return flows
+        return advertised_transactions(self.bootstrap)
 
 
 @pytest.fixture(scope="module")

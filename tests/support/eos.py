@@ -23,11 +23,49 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from coordinator.probe import request_response
 from tests.support.kafka import die_with_the_test_run
+from tests.support.kgc_http import metrics_of
 
 ROOT = Path(__file__).parents[2]
 STREAMS_APP = Path(__file__).parents[1] / "java" / "StreamsEos.java"
 JAVA_LOOP = Path(__file__).parents[1] / "java" / "EosCopy.java"
+
+
+TXN_APIS = ("AddOffsetsToTxn", "TxnOffsetCommit")
+
+
+def txn_requests(http_port: int) -> Counter[tuple[str, str]]:
+    """kgc's transactional request counts by (API, version) so far, from its /metrics."""
+    samples = metrics_of(http_port)
+    return Counter({(dict(labels)["api"], dict(labels)["version"]): n for (name, labels), n in samples.values.items()
+                    if name == "kgc_requests_total" and dict(labels)["api"] in TXN_APIS})
+
+
+def flows_used(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> set[str]:
+    """Which transaction protocol the requests between two counts took: "v1" (AddOffsetsToTxn,
+    then TxnOffsetCommit v0-4), "v2" (TxnOffsetCommit v5+ alone, KIP-890)."""
+    grew = {key for key in after if after[key] > before[key]}
+    flows = set()
+    if any(api == "TxnOffsetCommit" and int(version) >= 5 for api, version in grew):
+        flows.add("v2")
+    if any(api == "AddOffsetsToTxn" for api, _ in grew) or any(
+            api == "TxnOffsetCommit" and int(version) < 5 for api, version in grew):
+        flows.add("v1")
+    return flows
+
+
+def advertised_transactions(bootstrap: str) -> tuple[tuple[int, int], dict[str, int]]:
+    """An ApiVersions v3 answer from `bootstrap` (kgc or a broker): TxnOffsetCommit's range,
+    and the finalized features."""
+    host, port = bootstrap.rsplit(":", 1)
+    answer = request_response((host, int(port)), ApiVersionsRequest[3](
+        client_software_name="kgc-test", client_software_version="1"), ApiVersionsResponse)
+    txn = next((k.min_version, k.max_version) for k in answer.api_keys if k.api_key == ApiKey.TxnOffsetCommit)
+    return txn, {f.name: f.max_version_level for f in answer.finalized_features}
 
 
 def seed(bootstrap: str, topic: str, count: int, partitions: int = 3) -> list[bytes]:
