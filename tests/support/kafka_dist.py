@@ -20,10 +20,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-# The version the suite runs against, and the older one it runs a smaller set on (kgc brings
-# KIP-848 consumer groups to a cluster that has none of its own).
+# The version the suite runs against, and the older ones it runs a smaller set on: the last
+# 3.x line (kgc brings KIP-848 consumer groups to a cluster that has none of its own) and the
+# first 4.x line, the oldest a team on Kafka 4 runs.
 KAFKA_VERSION = "4.4.0"
-KAFKA_OLD_VERSION = "3.9.1"
+KAFKA_OLD_VERSIONS = ("3.9.1", "4.0.2")
 
 POM = Path(__file__).resolve().parent.parent / "kafka" / "pom.xml"
 SPARK_POM = POM.parent.parent / "spark" / "pom.xml"
@@ -119,7 +120,7 @@ def run_tool(main_class: str, *args: str, version: str = KAFKA_VERSION,
 
 
 def main(argv: list[str]) -> int:
-    for version in argv or [KAFKA_VERSION, KAFKA_OLD_VERSION]:
+    for version in argv or [KAFKA_VERSION, *KAFKA_OLD_VERSIONS]:
         try:
             print(f"Kafka {version}: {kafka_lib(version)}", flush=True)
         except KafkaUnavailable as exc:

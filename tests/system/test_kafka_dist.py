@@ -7,11 +7,11 @@ import os
 import subprocess
 import sys
 
-from tests.support.kafka_dist import KAFKA_OLD_VERSION, KAFKA_VERSION, kafka_lib
+from tests.support.kafka_dist import KAFKA_OLD_VERSIONS, KAFKA_VERSION, kafka_lib
 
 
 def test_a_cached_version_is_served_without_maven():
-    for version in (KAFKA_VERSION, KAFKA_OLD_VERSION):
+    for version in (KAFKA_VERSION, *KAFKA_OLD_VERSIONS):
         kafka_lib(version)   # fetched now if this machine never had it
     # No mvn on PATH: a fetch would fail, so passing means nothing was fetched.
     bare_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
@@ -19,7 +19,7 @@ def test_a_cached_version_is_served_without_maven():
     done = subprocess.run([sys.executable, "-m", "tests.support.kafka_dist"], capture_output=True, text=True,
                           env={**os.environ, "PATH": bare_path}, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert f"Kafka {KAFKA_VERSION}:" in done.stdout and f"Kafka {KAFKA_OLD_VERSION}:" in done.stdout
+    assert all(f"Kafka {version}:" in done.stdout for version in (KAFKA_VERSION, *KAFKA_OLD_VERSIONS))
 
 
 def test_without_maven_an_uncached_version_says_what_is_missing(tmp_path):
