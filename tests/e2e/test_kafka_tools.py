@@ -1,11 +1,12 @@
-"""Kafka's own `kafka-consumer-groups` (ConsumerGroupCommand, kafka-tools 4.4) pointed at kgc in
-front of Kafka: list, describe (offsets, members, state), reset-offsets, delete-offsets and
-delete act on kgc's groups exactly as on Kafka's, and Kafka's own coordinator never hears of
-them."""
+"""Kafka's own `kafka-consumer-groups` (ConsumerGroupCommand: kafka-tools 4.4, and the tools of
+the older lines the suite runs, which teams keep using against kgc) pointed at kgc in front of
+Kafka: list, describe (offsets, members, state), reset-offsets, delete-offsets and delete act
+on kgc's groups exactly as on Kafka's, and Kafka's own coordinator never hears of them."""
 
 from __future__ import annotations
 
 import datetime
+import itertools
 import re
 
 import pytest
@@ -19,7 +20,7 @@ from tests.support.admin import (
     new_name,
 )
 from tests.support.clients import JAVA_CONSUMER_PROTOCOL, Member, MemberSettings, wait_until
-from tests.support.kafka_dist import run_tool
+from tests.support.kafka_dist import KAFKA_OLD_VERSIONS, KAFKA_VERSION, run_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -28,21 +29,29 @@ PARTITIONS = 3
 RECORDS = 6                 # per partition, timestamped T0, T0 + 1 s, ...
 T0_MS = 1_700_000_000_000
 TIMEOUT_S = 60
+TOOLS = pytest.mark.parametrize("tools", [KAFKA_VERSION, *KAFKA_OLD_VERSIONS], ids=lambda v: f"tools-{v}")
 
 
-def consumer_groups(kgc, *args: str) -> str:
-    done = run_tool(GROUP_COMMAND, "--bootstrap-server", kgc.bootstrap, *args)
-    assert done.returncode == 0, f"kafka-consumer-groups {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+def consumer_groups(kgc, *args: str, tools: str = KAFKA_VERSION) -> str:
+    done = run_tool(GROUP_COMMAND, "--bootstrap-server", kgc.bootstrap, *args, version=tools)
+    assert done.returncode == 0, f"kafka-consumer-groups {tools} {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
 
 def table(output: str) -> list[dict[str, str]]:
     """The tool's table as dicts by column header. 'COORDINATOR (ID)' is one column in the header
-    and in its cells ('127.0.0.1:9092  (1)')."""
+    and in its cells ('127.0.0.1:9092  (1)'). Kafka 3.9's reset-offsets printed its header and
+    rows with no line break: the cells after the header's (upper case) are cut into rows."""
     lines = [line for line in output.splitlines() if line.strip()]
     start = next(i for i, line in enumerate(lines) if line.startswith(("GROUP ", "TOPIC ")))
-    columns = _cells(lines[start])
-    return [dict(zip(columns, _cells(line), strict=False)) for line in lines[start + 1:]]
+    header = _cells(lines[start])
+    columns = list(itertools.takewhile(str.isupper, header))
+    if len(header) > len(columns):
+        cells = header[len(columns):]
+        rows = [cells[i:i + len(columns)] for i in range(0, len(cells), len(columns))]
+    else:
+        rows = [_cells(line) for line in lines[start + 1:]]
+    return [dict(zip(columns, row, strict=False)) for row in rows]
 
 
 def _cells(line: str) -> list[str]:
@@ -77,45 +86,48 @@ def consumed_group(kgc, kafka):
             member.close()
 
 
-def test_list_and_describe_show_kgcs_group_with_offsets_lag_members_and_state(kgc, kafka, consumed_group):
+@TOOLS
+def test_list_and_describe_show_kgcs_group_with_offsets_lag_members_and_state(kgc, kafka, consumed_group, tools):
     topic, group, member = consumed_group
-    listed = consumer_groups(kgc, "--list").split()
+    listed = consumer_groups(kgc, "--list", tools=tools).split()
     assert listed.count(group) == 1
 
-    offsets = {int(r["PARTITION"]): r for r in table(consumer_groups(kgc, "--describe", "--group", group))}
+    offsets = {int(r["PARTITION"]): r for r in table(consumer_groups(kgc, "--describe", "--group", group, tools=tools))}
     assert {p: (r["TOPIC"], int(r["CURRENT-OFFSET"]), int(r["LOG-END-OFFSET"]), int(r["LAG"]), r["CLIENT-ID"])
             for p, r in offsets.items()} == {0: (topic, 2, RECORDS, RECORDS - 2, "tools-member"),
                                             1: (topic, 4, RECORDS, RECORDS - 4, "tools-member"),
                                             2: (topic, RECORDS, RECORDS, 0, "tools-member")}
 
-    [members] = table(consumer_groups(kgc, "--describe", "--group", group, "--members"))
+    [members] = table(consumer_groups(kgc, "--describe", "--group", group, "--members", tools=tools))
     assert (members["CLIENT-ID"], members["#PARTITIONS"]) == ("tools-member", str(PARTITIONS))
 
-    [state] = table(consumer_groups(kgc, "--describe", "--group", group, "--state"))
+    [state] = table(consumer_groups(kgc, "--describe", "--group", group, "--state", tools=tools))
     assert (state["ASSIGNMENT-STRATEGY"], state["STATE"], state["#MEMBERS"]) == ("range", "Stable", "1")
     assert state["COORDINATOR (ID)"].startswith(kgc.bootstrap)
 
     assert group_at_broker(kafka.host, kafka.port, group) == UNKNOWN_AT_KAFKA
 
 
+@TOOLS
 def test_reset_offsets_to_earliest_datetime_shift_and_file_then_delete_offsets_and_the_group(
-        kgc, kafka, consumed_group, tmp_path):
+        kgc, kafka, consumed_group, tmp_path, tools):
     topic, group, member = consumed_group
     # A group with members is refused, as by Kafka ("consumer group ... is not inactive").
     refused = run_tool(GROUP_COMMAND, "--bootstrap-server", kgc.bootstrap, "--reset-offsets", "--group", group,
-                       "--all-topics", "--to-earliest", "--execute")
+                       "--all-topics", "--to-earliest", "--execute", version=tools)
     assert "inactive" in refused.stdout + refused.stderr
     member.close()
     everything = {0: 2, 1: 4, 2: RECORDS}
     assert committed_offsets(kgc.bootstrap, group) == everything
 
     def reset(*how: str) -> dict[int, int]:
-        rows = table(consumer_groups(kgc, "--reset-offsets", "--group", group, "--topic", topic, *how, "--execute"))
+        rows = table(consumer_groups(kgc, "--reset-offsets", "--group", group, "--topic", topic, *how, "--execute",
+                                     tools=tools))
         shown = {int(r["PARTITION"]): int(r["NEW-OFFSET"]) for r in rows}
         assert committed_offsets(kgc.bootstrap, group) == shown
         return shown
 
-    dry = consumer_groups(kgc, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest")
+    dry = consumer_groups(kgc, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", tools=tools)
     assert {int(r["NEW-OFFSET"]) for r in table(dry)} == {0}
     assert committed_offsets(kgc.bootstrap, group) == everything  # a dry run changes nothing
 
@@ -125,15 +137,16 @@ def test_reset_offsets_to_earliest_datetime_shift_and_file_then_delete_offsets_a
     assert reset("--to-datetime", _iso(T0_MS + 2500)) == dict.fromkeys(range(PARTITIONS), 3)
     plan = tmp_path / "offsets.csv"
     plan.write_text(f"{topic},0,1\n{topic},1,5\n{topic},2,0\n")
-    rows = table(consumer_groups(kgc, "--reset-offsets", "--group", group, "--from-file", str(plan), "--execute"))
+    rows = table(consumer_groups(kgc, "--reset-offsets", "--group", group, "--from-file", str(plan), "--execute",
+                                 tools=tools))
     assert {int(r["PARTITION"]): int(r["NEW-OFFSET"]) for r in rows} == {0: 1, 1: 5, 2: 0}
     assert committed_offsets(kgc.bootstrap, group) == {0: 1, 1: 5, 2: 0}
 
-    deleted = consumer_groups(kgc, "--delete-offsets", "--group", group, "--topic", f"{topic}:1")
-    assert "Request succeeded" in deleted
+    deleted = consumer_groups(kgc, "--delete-offsets", "--group", group, "--topic", f"{topic}:1", tools=tools)
+    assert "Request succeed" in deleted     # "succeeded" from Kafka 4.1's tools
     assert committed_offsets(kgc.bootstrap, group) == {0: 1, 2: 0}
-    assert "was successful" in consumer_groups(kgc, "--delete", "--group", group)
-    assert group not in consumer_groups(kgc, "--list").split()
+    assert "was successful" in consumer_groups(kgc, "--delete", "--group", group, tools=tools)
+    assert group not in consumer_groups(kgc, "--list", tools=tools).split()
     assert group_at_broker(kafka.host, kafka.port, group) == UNKNOWN_AT_KAFKA
 
 
