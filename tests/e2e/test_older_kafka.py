@@ -2,8 +2,9 @@
 and the first 4.x line. Classic groups of the Java client and librdkafka, of kafka-python and
 aiokafka, of kafkajs and of sarama (IBM/sarama told the cluster's version), KIP-848 consumer
 groups, which a 3.9 cluster does not offer on its own (its consumer protocol is a preview, off
-unless enabled): kgc brings them; and exactly-once copies, in whichever transaction protocol the
-cluster finalized (KIP-890's version 2 from Kafka 4.0)."""
+unless enabled): kgc brings them; exactly-once copies, in whichever transaction protocol the
+cluster finalized (KIP-890's version 2 from Kafka 4.0); and several instances over the replicated
+store."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.support.admin import (
     committed_offsets,
     create_topic,
     new_name,
+    offsets_once_owned,
     produce_sequenced,
     sequences_by_partition,
 )
@@ -43,6 +45,7 @@ from tests.support.kafka import KafkaCluster
 from tests.support.kafka_dist import KAFKA_OLD_VERSIONS
 from tests.support.kafkajs import node, run_group_story  # noqa: F401 (node: a fixture, Node and kafkajs or a skip)
 from tests.support.kgc import KGC_GROUP_FLAGS, kgc_in_front_of
+from tests.support.kgc_instances import instances, owner_of, shared_by
 from tests.support.ports import free_port
 from tests.support.sarama import run_members, sarama_1_61  # noqa: F401 (a fixture: IBM/sarama's programs or a skip)
 
@@ -188,3 +191,30 @@ def test_confluent_kafka_copies_exactly_once(older_kgc, older_kafka):
     done = copy_transactionally(older_kgc.bootstrap, group, source, target, COPIED, abort_every=3)
     assert done["aborted"] > 0
     assert_exactly_once(older_kafka, older_kgc.bootstrap, group, source, target, inputs)
+
+
+def test_three_instances_over_the_replicated_store_keep_commits_through_a_kill_9_of_the_owner(older_kafka, tmp_path):
+    """The state in a topic of the older cluster, written in kgc's own transactions (the
+    classic flow, which every version serves): a group of librdkafka and the Java client
+    commits, its owner is killed, and the next owner serves what was committed."""
+    topic, group = create_topic(older_kafka.bootstrap, PARTITIONS), new_name("older-replicated")
+    with instances(older_kafka, tmp_path, new_name("kgc-state")) as live:
+        wait_until(lambda: shared_by(live), TIMEOUT_S, lambda: [i.ownership()["owned"] for i in live])
+        bootstrap = ",".join(i.address for i in live)
+        members = [Member(lib, MemberSettings(bootstrap, group, topic, f"{group}-{n}")).start()
+                   for n, lib in enumerate(("confluent-kafka", "java"))]
+        try:
+            produce_sequenced(older_kafka.bootstrap, topic, PARTITIONS, RECORDS)
+            wait_until(lambda: len({(c.partition, c.offset) for m in members for c in m.consumed})
+                       >= PARTITIONS * RECORDS, TIMEOUT_S,
+                       lambda: {m.name: (len(m.consumed), sorted(m.assignment)) for m in members}, members)
+            for m in members:
+                m.commit()
+            victim = owner_of(live, group)
+            victim.process.kill()
+            live.remove(victim)
+            wait_until(lambda: shared_by(live), TIMEOUT_S, lambda: [i.ownership()["owned"] for i in live])
+            assert offsets_once_owned(live[0].address, group) == dict.fromkeys(range(PARTITIONS), RECORDS)
+        finally:
+            for m in members:
+                m.close()
