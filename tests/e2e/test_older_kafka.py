@@ -1,10 +1,10 @@
 """kgc in front of older Kafka lines, a smaller set than in front of Kafka 4.4: the last 3.x line
 and the first 4.x line. Classic groups of the Java client and librdkafka, of kafka-python and
-aiokafka, of kafkajs and of sarama (IBM/sarama told the cluster's version), KIP-848 consumer
+aiokafka, of kafkajs and of sarama (IBM/sarama told the cluster's version); KIP-848 consumer
 groups, which a 3.9 cluster does not offer on its own (its consumer protocol is a preview, off
-unless enabled): kgc brings them; exactly-once copies, in whichever transaction protocol the
-cluster finalized (KIP-890's version 2 from Kafka 4.0); and several instances over the replicated
-store."""
+unless enabled): kgc brings them; a group adopted from the cluster's own coordinator and
+exported back; exactly-once copies, in whichever transaction protocol the cluster finalized
+(KIP-890's version 2 from Kafka 4.0); and several instances over the replicated store."""
 
 from __future__ import annotations
 
@@ -31,10 +31,12 @@ from tests.support.clients import (
     MemberSettings,
     wait_until,
 )
+from tests.support.cut_over import group_moves_to_kgc_and_back
 from tests.support.eos import (
     advertised_transactions,
     assert_exactly_once,
     copy_transactionally,
+    copy_with_java_loop,
     copy_with_kafkas_copier,
     flows_used,
     seed,
@@ -82,6 +84,12 @@ def older_kgc(older_kafka, tmp_path_factory):
 
 def major(version: str) -> int:
     return int(version.split(".")[0])
+
+
+def java_flow(cluster: KafkaCluster) -> set[str]:
+    """The transaction protocol the Java client takes on `cluster` (tests/support/eos.py,
+    `flows_used`): KIP-890's where it finalized transaction version 2, as from Kafka 4.0."""
+    return {"v2"} if major(cluster.version) >= 4 else {"v1"}
 
 
 def release_line(version: str) -> str:
@@ -146,6 +154,11 @@ def test_a_sarama_group_commits_and_a_restart_resumes_at_its_commits(older_kgc, 
     assert committed_offsets(bootstrap, group) == dict.fromkeys(range(PARTITIONS), 2 * RECORDS)
 
 
+def test_a_group_at_the_clusters_own_coordinator_moves_to_kgc_and_back(older_kgc, older_kafka):
+    """Adoption on first use from the older coordinator, and `kgc export` back to it."""
+    group_moves_to_kgc_and_back(older_kafka.bootstrap, older_kgc.bootstrap, ("java", "confluent-kafka", "kafka-python"))
+
+
 @pytest.mark.parametrize("older_kafka", [v for v in KAFKA_OLD_VERSIONS if major(v) == 3], indirect=True,
                          ids=lambda version: f"kafka-{version}")
 def test_kafka_3_alone_gives_a_consumer_protocol_member_nothing(older_kafka):
@@ -180,8 +193,15 @@ def test_the_java_clients_copier_copies_exactly_once_in_the_clusters_transaction
     where the cluster finalized transaction version 2, AddOffsetsToTxn's before."""
     before = txn_requests(older_kgc.http_port)
     copy_with_kafkas_copier(older_kafka, older_kgc.bootstrap, COPIED)
-    expected = {"v2"} if major(older_kafka.version) >= 4 else {"v1"}
-    assert flows_used(before, txn_requests(older_kgc.http_port)) == expected
+    assert flows_used(before, txn_requests(older_kgc.http_port)) == java_flow(older_kafka)
+
+
+def test_a_kip848_member_of_the_java_client_copies_exactly_once(older_kgc, older_kafka):
+    """sendOffsetsToTransaction from a `group.protocol=consumer` member: on 3.9 only kgc serves
+    its group, and the cluster's transactions take the classic flow."""
+    before = txn_requests(older_kgc.http_port)
+    copy_with_java_loop(older_kafka, older_kgc.bootstrap, COPIED, "consumer")
+    assert flows_used(before, txn_requests(older_kgc.http_port)) == java_flow(older_kafka)
 
 
 def test_confluent_kafka_copies_exactly_once(older_kgc, older_kafka):
