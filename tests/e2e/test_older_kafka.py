@@ -94,8 +94,8 @@ def java_flow(cluster: KafkaCluster) -> set[str]:
 
 def release_line(version: str) -> str:
     """3.9.1 -> 3.9.0: the version a client that asks for one (sarama) is told."""
-    major, minor, _ = version.split(".")
-    return f"{major}.{minor}.0"
+    line_major, line_minor, _ = version.split(".")
+    return f"{line_major}.{line_minor}.0"
 
 
 @pytest.mark.parametrize("libraries", [("java", "confluent-kafka"), ("kafka-python", "aiokafka"),
