@@ -79,8 +79,6 @@ def group_moves_to_kgc_and_back(kafka: str, kgc: str, libraries) -> None:
     resumes at kgc's offsets back at Kafka."""
     topic = create_topic(kafka, PARTITIONS)
     group = new_name("adopt")
-    topic = create_topic(kafka, PARTITIONS)
-    group = new_name("adopt")
     upstream = settled_members(kafka, group, topic, libraries)
     produce_sequenced(kafka, topic, PARTITIONS, BEFORE)
     wait_consumed(upstream, PARTITIONS * BEFORE)
