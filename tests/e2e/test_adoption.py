@@ -45,7 +45,6 @@ from tests.support.cut_over import (
     consumed,
     group_moves_to_kgc_and_back,
     members,
-    owns_all_partitions,
     settled_members,
     wait_consumed,
 )
@@ -59,6 +58,7 @@ from tests.support.kgc import (
     wait_listening,
 )
 from tests.support.kgc_http import get_json
+from tests.support.settled_members import owns_all_partitions
 from tests.support.simple_group_offsets import PARTITIONS, offset_fetch, simple_commit
 from tests.support.tansu import TansuBroker
 from tests.support.wire_client import RawMember, WireClient

@@ -13,7 +13,7 @@ from tests.support.admin import (
 )
 from tests.support.clients import Consumed, Member, MemberSettings, wait_until
 from tests.support.kgc import kgc_command
-from tests.support.simple_group_offsets import PARTITIONS
+from tests.support.settled_members import PARTITIONS, owns_all_partitions
 
 BEFORE, AFTER = 20, 15
 TIMEOUT_S = 45
@@ -40,11 +40,6 @@ def consumed(ms: list[Member]) -> list[Consumed]:
 def wait_consumed(ms: list[Member], total: int) -> None:
     wait_until(lambda: len(consumed(ms)) >= total, TIMEOUT_S,
                lambda: {m.name: (len(m.consumed), sorted(m.assignment)) for m in ms}, ms)
-
-
-def owns_all_partitions(ms: list[Member]) -> bool:
-    assignments = [m.assignment for m in ms]
-    return all(assignments) and sorted(p for a in assignments for p in a) == list(range(PARTITIONS))
 
 
 def commit_and_close(ms: list[Member]) -> None:
