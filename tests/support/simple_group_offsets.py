@@ -10,7 +10,8 @@ from kafka.structs import OffsetAndMetadata
 
 from coordinator.probe import request_response
 
-PARTITIONS = 6
+# One topic size for the settled members and these offsets: tests check both on one topic.
+from tests.support.settled_members import PARTITIONS
 
 
 def offset_fetch(port: int, group: str, topic: str) -> tuple[int, dict[int, int]]:
